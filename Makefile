@@ -1,0 +1,41 @@
+# quiclab — the two commands are `make run` and `make test`; everything else is optional.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+QUICLAB := $(BIN)/quiclab
+PYTEST_FLAGS ?=
+
+.PHONY: run test test-slow test-testbed test-all lint bench testbed app setup clean reproduce validate
+
+$(STAMP): pyproject.toml
+	@command -v $(PY) >/dev/null || { echo "python3.11 not found"; exit 1; }
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## The main job: build the catalog from ../shared, calibrate, predict, validate.
+run: $(STAMP)
+	$(QUICLAB) data ingest
+	$(QUICLAB) data summary
+
+## The default test suite (what CI runs).
+test: $(STAMP)
+	$(BIN)/pytest -m "not slow and not testbed_full" $(PYTEST_FLAGS)
+
+test-slow: $(STAMP)
+	$(BIN)/pytest -m "slow" $(PYTEST_FLAGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy quiclab models calibration sim datasets experiments testbed app
+
+bench: $(STAMP)
+	$(QUICLAB) bench all
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""quiclab subpackage."""

@@ -1,0 +1,281 @@
+"""The DuckDB catalog: one schema for every measured and predicted number.
+
+Tables (documented column by column in ``datasets/SCHEMA.md``):
+
+- ``runs`` — one row per transfer (published raw data or fresh testbed run);
+- ``cpu_samples`` — per-second CPU of each side's process;
+- ``perf_stacks`` — folded perf call stacks with their category;
+  ``perf_categories`` is a view of per-category shares;
+- ``published_points`` — every number the seeds state, with its conditions;
+- ``sources`` / ``files`` — provenance of each ingest (hashes, parser version);
+- ``ingest_issues`` — every file that was skipped, and why;
+- ``processed_check`` — raw-vs-processed.csv agreement per run and column;
+- ``predictions`` — engine outputs written by sweeps (issue 6);
+- ``cpus`` — the CPU catalog, for joins.
+
+Loaders take the connection (``load(catalog)``), as SimPy components take ``env``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from quiclab.errors import DataError
+
+SCHEMA_VERSION = 1
+
+RUN_COLUMNS: list[tuple[str, str]] = [
+    ("run_id", "VARCHAR PRIMARY KEY"),
+    ("source", "VARCHAR NOT NULL"),
+    ("experiment", "VARCHAR NOT NULL"),
+    ("setting", "VARCHAR"),
+    ("logdir", "VARCHAR"),
+    ("hostpair", "VARCHAR"),
+    ("server_host", "VARCHAR"),
+    ("client_host", "VARCHAR"),
+    ("cpu", "VARCHAR"),
+    ("server_impl", "VARCHAR NOT NULL"),
+    ("client_impl", "VARCHAR NOT NULL"),
+    ("server_build", "VARCHAR"),
+    ("client_build", "VARCHAR"),
+    ("server_version", "VARCHAR"),
+    ("client_version", "VARCHAR"),
+    ("repetition", "INTEGER"),
+    ("status", "VARCHAR NOT NULL"),
+    ("failure_reason", "VARCHAR"),
+    ("filesize_bytes", "BIGINT"),
+    ("start_ns", "BIGINT"),
+    ("end_ns", "BIGINT"),
+    ("runtime_s", "DOUBLE"),
+    ("goodput_mbps", "DOUBLE"),
+    ("goodput_reported_mbps", "DOUBLE"),
+    ("app", "VARCHAR"),
+    ("cipher", "VARCHAR"),
+    ("aes_ni", "BOOLEAN"),
+    ("rcvbuf_bytes", "BIGINT"),
+    ("sndbuf_bytes", "BIGINT"),
+    ("gso", "BOOLEAN"),
+    ("gro", "BOOLEAN"),
+    ("tso", "BOOLEAN"),
+    ("veth_segmentation", "BOOLEAN"),
+    ("mtu_bytes", "INTEGER"),
+    ("udp_payload_bytes", "INTEGER"),
+    ("link_gbps", "DOUBLE"),
+    ("rtt_ms", "DOUBLE"),
+    ("loss_pct", "DOUBLE"),
+    ("reorder_pct", "DOUBLE"),
+    ("streams", "INTEGER"),
+    ("chunks", "INTEGER"),
+    ("cc", "VARCHAR"),
+    ("server_core", "INTEGER"),
+    ("client_core", "INTEGER"),
+    ("server_cpu_pct", "DOUBLE"),
+    ("client_cpu_pct", "DOUBLE"),
+    ("server_cpu_user_pct", "DOUBLE"),
+    ("server_cpu_sys_pct", "DOUBLE"),
+    ("client_cpu_user_pct", "DOUBLE"),
+    ("client_cpu_sys_pct", "DOUBLE"),
+    ("server_cpu_s", "DOUBLE"),
+    ("client_cpu_s", "DOUBLE"),
+    ("server_udp_sent", "BIGINT"),
+    ("server_udp_received", "BIGINT"),
+    ("server_udp_rcvbuf_errors", "BIGINT"),
+    ("server_udp_sndbuf_errors", "BIGINT"),
+    ("server_udp_rx_errors", "BIGINT"),
+    ("client_udp_sent", "BIGINT"),
+    ("client_udp_received", "BIGINT"),
+    ("client_udp_rcvbuf_errors", "BIGINT"),
+    ("client_udp_sndbuf_errors", "BIGINT"),
+    ("client_udp_rx_errors", "BIGINT"),
+    ("server_nic_tx_frames", "BIGINT"),
+    ("server_nic_rx_frames", "BIGINT"),
+    ("server_nic_tx_bytes", "BIGINT"),
+    ("server_nic_rx_bytes", "BIGINT"),
+    ("server_nic_rx_discards", "BIGINT"),
+    ("server_nic_tx_discards", "BIGINT"),
+    ("client_nic_tx_frames", "BIGINT"),
+    ("client_nic_rx_frames", "BIGINT"),
+    ("client_nic_tx_bytes", "BIGINT"),
+    ("client_nic_rx_bytes", "BIGINT"),
+    ("client_nic_rx_discards", "BIGINT"),
+    ("client_nic_tx_discards", "BIGINT"),
+    ("data_packets", "BIGINT"),
+    ("ack_packets", "BIGINT"),
+    ("server_syscalls", "BIGINT"),
+    ("client_syscalls", "BIGINT"),
+    ("handshake_ms", "DOUBLE"),
+    ("requests", "BIGINT"),
+    ("requests_per_s", "DOUBLE"),
+    ("latency_p50_ms", "DOUBLE"),
+    ("latency_p99_ms", "DOUBLE"),
+    ("extra", "JSON"),
+]
+
+DDL = [
+    "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
+    "CREATE TABLE IF NOT EXISTS runs (" + ", ".join(f"{n} {t}" for n, t in RUN_COLUMNS) + ")",
+    """CREATE TABLE IF NOT EXISTS cpu_samples (
+        run_id VARCHAR NOT NULL, side VARCHAR NOT NULL, t_s INTEGER NOT NULL,
+        user_pct DOUBLE, system_pct DOUBLE, total_pct DOUBLE, core INTEGER,
+        in_window BOOLEAN, PRIMARY KEY (run_id, side, t_s))""",
+    """CREATE TABLE IF NOT EXISTS perf_stacks (
+        run_id VARCHAR NOT NULL, side VARCHAR NOT NULL, comm VARCHAR, stack VARCHAR,
+        samples BIGINT, period BIGINT, category VARCHAR, subcategory VARCHAR,
+        in_process BOOLEAN)""",
+    """CREATE TABLE IF NOT EXISTS published_points (
+        point_id VARCHAR PRIMARY KEY, document VARCHAR NOT NULL, section VARCHAR,
+        locator VARCHAR, quantity VARCHAR NOT NULL, value DOUBLE NOT NULL, unit VARCHAR NOT NULL,
+        server VARCHAR, client VARCHAR, app VARCHAR, cpu VARCHAR, link_gbps DOUBLE,
+        mtu_bytes INTEGER, gso BOOLEAN, gro BOOLEAN, rtt_ms DOUBLE, loss_pct DOUBLE,
+        reorder_pct DOUBLE, cipher VARCHAR, rcvbuf_bytes BIGINT, streams INTEGER,
+        chunks INTEGER, transfer_bytes BIGINT, workload VARCHAR, request_bytes BIGINT,
+        requests BIGINT, connections INTEGER, conditions VARCHAR, stated VARCHAR,
+        note VARCHAR, source_file VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS sources (
+        source VARCHAR PRIMARY KEY, kind VARCHAR, location VARCHAR, sha256 VARCHAR,
+        parser_version VARCHAR, ingested_at DOUBLE, runs BIGINT, skipped BIGINT)""",
+    """CREATE TABLE IF NOT EXISTS files (
+        source VARCHAR, path VARCHAR, sha256 VARCHAR, bytes BIGINT,
+        PRIMARY KEY (source, path))""",
+    """CREATE TABLE IF NOT EXISTS ingest_issues (
+        source VARCHAR, path VARCHAR, field VARCHAR, reason VARCHAR, severity VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS processed_check (
+        run_id VARCHAR, column_name VARCHAR, raw DOUBLE, processed DOUBLE,
+        abs_diff DOUBLE, rel_diff DOUBLE, PRIMARY KEY (run_id, column_name))""",
+    """CREATE TABLE IF NOT EXISTS cpus (
+        name VARCHAR PRIMARY KEY, vendor VARCHAR, microarchitecture VARCHAR, year INTEGER,
+        max_ghz DOUBLE, base_ghz DOUBLE, cores INTEGER, threads INTEGER, numa_nodes INTEGER,
+        nic_numa_node INTEGER, aes_ni BOOLEAN, sources VARCHAR)""",
+    """CREATE OR REPLACE VIEW perf_categories AS
+        SELECT run_id, side, category,
+               sum(samples) AS samples,
+               sum(samples) / sum(sum(samples)) OVER (PARTITION BY run_id, side) AS share
+        FROM perf_stacks WHERE in_process
+        GROUP BY run_id, side, category""",
+]
+
+#: Columns of tables a user may export or query, with one-line docs (SCHEMA.md has more).
+TABLES = ("runs", "cpu_samples", "perf_stacks", "perf_categories", "published_points",
+          "sources", "files", "ingest_issues", "processed_check", "cpus", "predictions")
+
+
+class Catalog:
+    """A DuckDB catalog file. Use as a context manager or call :meth:`close`.
+
+    ``read_only=True`` opens without a write lock (for the app and ``data sql``).
+    """
+
+    def __init__(self, path: Path | str, read_only: bool = False):
+        self.path = Path(path)
+        if read_only and not self.path.exists():
+            raise DataError(self.path, "catalog does not exist (run `quiclab data ingest`)")
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = self._connect(read_only)
+        except duckdb.IOException as err:
+            raise DataError(self.path, f"cannot open catalog ({err})") from None
+        self.read_only = read_only
+        if not read_only:
+            self.ensure_schema()
+
+    def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        # Another process (a sweep, the app) may hold the write lock for a moment.
+        for attempt in range(50):
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.IOException as err:
+                if "lock" not in str(err).lower() or attempt == 49:
+                    raise
+                time.sleep(0.2)
+        raise AssertionError("unreachable")
+
+    def ensure_schema(self) -> None:
+        for stmt in DDL:
+            self.con.execute(stmt)
+        self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                         [str(SCHEMA_VERSION)])
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing ------------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield self.con
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    def upsert(self, table: str, rows: Sequence[dict[str, Any]],
+               key: Sequence[str] | None = None) -> int:
+        """Insert rows, replacing rows with the same primary key. Returns rows written.
+
+        Missing columns are NULL; unknown columns are an error naming them.
+        """
+        if not rows:
+            return 0
+        cols = self.columns(table)
+        unknown = sorted({k for r in rows for k in r} - set(cols))
+        if unknown:
+            raise DataError(f"catalog table {table}", f"unknown column(s) {', '.join(unknown)}")
+        used = [c for c in cols if any(c in r for r in rows)]
+        placeholders = ", ".join("?" for _ in used)
+        verb = "INSERT OR REPLACE" if key is None else "INSERT"
+        if key is not None:
+            # Tables without a primary key: delete matching keys first (idempotent ingest).
+            keys = {tuple(r.get(k) for k in key) for r in rows}
+            where = " AND ".join(f"{k} = ?" for k in key)
+            for values in keys:
+                self.con.execute(f"DELETE FROM {table} WHERE {where}", list(values))
+        self.con.executemany(
+            f"{verb} INTO {table} ({', '.join(used)}) VALUES ({placeholders})",
+            [[r.get(c) for c in used] for r in rows])
+        return len(rows)
+
+    def record_issue(self, source: str, path: str, reason: str, field: str | None = None,
+                     severity: str = "skipped") -> None:
+        self.con.execute("INSERT INTO ingest_issues VALUES (?, ?, ?, ?, ?)",
+                         [source, path, field, reason, severity])
+
+    # -- reading ------------------------------------------------------------
+    def tables(self) -> list[str]:
+        rows = self.con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "ORDER BY table_name").fetchall()
+        return [r[0] for r in rows]
+
+    def columns(self, table: str) -> list[str]:
+        rows = self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "ORDER BY ordinal_position", [table]).fetchall()
+        if not rows:
+            raise DataError(self.path, f"no table {table!r} (tables: {', '.join(self.tables())})")
+        return [r[0] for r in rows]
+
+    def count(self, table: str) -> int:
+        self.columns(table)
+        row = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+        return int(row[0]) if row else 0
+
+    def query(self, sql: str, params: Iterable[Any] | None = None) -> duckdb.DuckDBPyRelation:
+        return self.con.sql(sql, params=list(params) if params is not None else None)
+
+    def df(self, sql: str, params: Iterable[Any] | None = None) -> Any:
+        """Run SQL and return a pandas DataFrame."""
+        return self.con.execute(sql, list(params) if params is not None else []).df()

@@ -1,0 +1,337 @@
+"""The CostModel: the calibrated CPU cost and transport behaviour of one QUIC implementation.
+
+Parameters are data, not classes: every number is a :class:`Param` with an
+interval and its provenance, stored as versioned JSON under ``models/fitted/``.
+All CPU costs are nanoseconds **on the model's reference CPU**; moving them to
+another CPU is the explicit rule in :mod:`quiclab.models.cpus`.
+
+Per data packet of ``P`` stream-payload bytes, the sender spends::
+
+    ns_per_packet + ns_per_byte·P + crypto(P) + ns_per_syscall / segments_per_call
+      + ns_per_segment + acks_per_packet · ns_per_ack + app_ns_per_byte · P
+
+and the receiver the same terms with its own values (``ns_per_ack`` is then
+the cost of building, encrypting and sending one ACK packet). ``crypto(P) =
+crypto_ns_per_packet + crypto_ns_per_byte·P`` for the scenario's cipher
+(Mukherjee et al. 2025, Table 3: a fixed per-packet initialisation plus a
+per-byte part).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from quiclab.errors import DataError
+
+SCHEMA = "quiclab.costmodel/1"
+ROLES = ("sender", "receiver")
+ROLE_COSTS = ("ns_per_packet", "ns_per_byte", "ns_per_syscall", "ns_per_segment", "ns_per_ack")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: value, interval [lo, hi], unit and where it came from.
+
+    ``source`` starts with ``fit:`` (rows of the catalog), ``published:`` (ids
+    of published points), ``derived:`` (computed from other parameters) or
+    ``assumed:`` (with the reason).
+    """
+
+    value: float
+    lo: float
+    hi: float
+    unit: str
+    source: str
+
+    def __post_init__(self) -> None:
+        if not all(math.isfinite(x) for x in (self.value, self.lo, self.hi)):
+            raise ValueError(f"Param {self.source!r}: non-finite value/interval")
+        if not self.lo <= self.value <= self.hi:
+            raise ValueError(
+                f"Param {self.source!r}: value {self.value} outside [{self.lo}, {self.hi}]")
+
+    @classmethod
+    def point(cls, value: float, unit: str, source: str, rel: float = 0.0) -> Param:
+        """A parameter with a symmetric relative interval ``value·(1 ± rel)``."""
+        lo, hi = sorted((value * (1 - rel), value * (1 + rel)))
+        return cls(value, lo, hi, unit, source)
+
+    def scaled(self, factor: float) -> Param:
+        lo, hi = sorted((self.lo * factor, self.hi * factor))
+        return replace(self, value=self.value * factor, lo=lo, hi=hi)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": _r(self.value), "lo": _r(self.lo), "hi": _r(self.hi),
+                "unit": self.unit, "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> Param:
+        if isinstance(data, int | float):
+            return cls(float(data), float(data), float(data), "", "assumed: bare number")
+        try:
+            return cls(float(data["value"]), float(data["lo"]), float(data["hi"]),
+                       str(data.get("unit", "")), str(data["source"]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise DataError(where, f"malformed parameter ({err})") from None
+
+
+def _r(x: float) -> float:
+    """Round to 6 significant digits so that refits are bit-identical in JSON."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    return float(f"{x:.6g}")
+
+
+@dataclass(frozen=True)
+class RoleCosts:
+    """CPU cost of one role (sender or receiver), ns on the reference CPU."""
+
+    ns_per_packet: Param
+    ns_per_byte: Param
+    ns_per_syscall: Param
+    ns_per_segment: Param
+    ns_per_ack: Param
+    #: Application-layer cost per payload byte for each app protocol (perf/hq/h3).
+    app_ns_per_byte: dict[str, Param] = field(default_factory=dict)
+    #: Effective cores the role can use for its packet path (1 = single thread).
+    cores: Param = field(default_factory=lambda: Param(1, 1, 1, "cores", "assumed: single thread"))
+
+    def items(self) -> Iterator[tuple[str, Param]]:
+        for name in ROLE_COSTS:
+            yield name, getattr(self, name)
+        for app, p in sorted(self.app_ns_per_byte.items()):
+            yield f"app_ns_per_byte.{app}", p
+        yield "cores", self.cores
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {name: getattr(self, name).to_json() for name in ROLE_COSTS}
+        out["app_ns_per_byte"] = {k: v.to_json() for k, v in sorted(self.app_ns_per_byte.items())}
+        out["cores"] = self.cores.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str) -> RoleCosts:
+        try:
+            kwargs = {name: Param.from_json(data[name], f"{where}.{name}") for name in ROLE_COSTS}
+        except KeyError as err:
+            raise DataError(where, f"missing cost {err}") from None
+        apps = {k: Param.from_json(v, f"{where}.app_ns_per_byte.{k}")
+                for k, v in data.get("app_ns_per_byte", {}).items()}
+        cores = Param.from_json(data.get("cores", 1), f"{where}.cores")
+        return cls(**kwargs, app_ns_per_byte=apps, cores=cores)
+
+
+@dataclass(frozen=True)
+class CryptoCost:
+    """AEAD + header protection per packet: fixed part and per-byte part (ns, reference CPU)."""
+
+    ns_per_packet: Param
+    ns_per_byte: Param
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ns_per_packet": self.ns_per_packet.to_json(),
+                "ns_per_byte": self.ns_per_byte.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str) -> CryptoCost:
+        return cls(Param.from_json(data["ns_per_packet"], f"{where}.ns_per_packet"),
+                   Param.from_json(data["ns_per_byte"], f"{where}.ns_per_byte"))
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """Transport behaviour that is not CPU cost: packet size, ACKs, windows, offloads."""
+
+    #: Default QUIC packet size (UDP payload) on a 1500-byte MTU path.
+    udp_payload_bytes: int = 1350
+    #: Largest UDP payload it will use when the path allows (jumbo frames); 0 = no limit.
+    max_udp_payload_bytes: int = 0
+    #: Bytes of each UDP payload that are not stream data (QUIC header, AEAD tag, frames).
+    overhead_bytes: int = 40
+    #: ACK-eliciting packets received per ACK sent, in steady state without loss.
+    ack_every_packets: float = 2.0
+    #: ACK immediately on every out-of-order packet until a gap is filled (RFC 9000 §13.2.1).
+    immediate_ack_on_gap: bool = True
+    max_ack_delay_ms: float = 25.0
+    #: Connection-level flow-control window the receiver keeps open (bytes).
+    fc_window_bytes: int = 16 * 2**20
+    supports_gso: bool = False
+    supports_gro: bool = False
+    #: Segments per GSO send call at most (Linux: 64 KiB per call).
+    gso_max_segments: int = 64
+    pacing: bool = True
+    #: Bytes an unpaced sender emits back to back (one event-loop write burst).
+    tx_burst_bytes: int = 0
+    #: Receiver scheduling stalls (the process does not read its socket for a
+    #: while): Poisson arrivals at ``rx_stall_rate_hz`` with Pareto durations of
+    #: minimum ``rx_stall_min_us`` and shape ``rx_stall_alpha``. A stall of τ at
+    #: arrival rate r overflows a buffer B by (rτ − B)+, so the drop fraction is
+    #: rate·τm^α·(B/r)^(1−α)/(α−1) — with α = 2 drops fall as 1/B, as LSQUIC's do
+    #: in Kempf et al. 2024 Fig. 3 (0.37 % at 104 KiB … 0.005 % at 6.5 MiB).
+    rx_stall_rate_hz: float = 0.0
+    rx_stall_min_us: float = 0.0
+    rx_stall_alpha: float = 2.0
+    apps: tuple[str, ...] = ("perf", "hq", "h3")
+    ccs: tuple[str, ...] = ("cubic", "reno")
+    #: Language/runtime and crypto library, for the record.
+    language: str = ""
+    tls_library: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str) -> Behaviour:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise DataError(where, f"unknown behaviour key {unknown[0]!r} "
+                            f"(known: {', '.join(sorted(known))})")
+        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Calibrated cost model of one implementation (both roles).
+
+    ``variants`` maps a build or version name (used as ``impl@variant`` in a
+    Scenario, e.g. ``lsquic@march`` for the ``-march`` builds of seed 002 §4.6)
+    to a dict of overrides: ``cost_factor`` (multiplies every CPU cost),
+    behaviour keys, or ``sender.<cost>`` / ``receiver.<cost>`` Params.
+    """
+
+    implementation: str
+    version: str
+    reference_cpu: str
+    sender: RoleCosts
+    receiver: RoleCosts
+    crypto: dict[str, CryptoCost]
+    behaviour: Behaviour
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Free-text notes: which parameters are assumed and why, data used.
+    notes: tuple[str, ...] = ()
+    #: Calibration provenance (catalog rows, published ids, fit statistics).
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def role(self, role: str) -> RoleCosts:
+        if role not in ROLES:
+            raise ValueError(f"role={role!r}: allowed sender | receiver")
+        return self.sender if role == "sender" else self.receiver
+
+    def params(self) -> Iterator[tuple[str, Param]]:
+        """Every parameter with a dotted name, e.g. ``sender.ns_per_packet``."""
+        for role in ROLES:
+            for name, p in self.role(role).items():
+                yield f"{role}.{name}", p
+        for cipher, c in sorted(self.crypto.items()):
+            yield f"crypto.{cipher}.ns_per_packet", c.ns_per_packet
+            yield f"crypto.{cipher}.ns_per_byte", c.ns_per_byte
+
+    def with_variant(self, variant: str) -> CostModel:
+        """The model of one build/version variant (see class docstring)."""
+        if not variant:
+            return self
+        if variant not in self.variants:
+            known = ", ".join(sorted(self.variants)) or "none"
+            raise KeyError(f"{self.implementation}@{variant}: unknown variant (known: {known})")
+        spec = self.variants[variant]
+        factor = float(spec.get("cost_factor", {}).get("value", 1.0)
+                       if isinstance(spec.get("cost_factor"), dict)
+                       else spec.get("cost_factor", 1.0))
+        sender, receiver = self.sender, self.receiver
+        crypto = self.crypto
+        if factor != 1.0:
+            sender = _scale_role(sender, factor)
+            receiver = _scale_role(receiver, factor)
+            crypto = {k: CryptoCost(v.ns_per_packet.scaled(factor), v.ns_per_byte.scaled(factor))
+                      for k, v in crypto.items()}
+        behaviour = self.behaviour
+        beh = spec.get("behaviour", {})
+        if beh:
+            behaviour = Behaviour.from_json({**behaviour.to_json(), **beh},
+                                            f"{self.implementation}@{variant}.behaviour")
+        for key, value in spec.items():
+            if key.startswith(("sender.", "receiver.")):
+                role_name, _, cost = key.partition(".")
+                param = Param.from_json(value, f"{self.implementation}@{variant}.{key}")
+                target = sender if role_name == "sender" else receiver
+                if cost.startswith("app_ns_per_byte."):
+                    apps = dict(target.app_ns_per_byte)
+                    apps[cost.split(".", 1)[1]] = param
+                    target = replace(target, app_ns_per_byte=apps)
+                else:
+                    target = replace(target, **{cost: param})
+                if role_name == "sender":
+                    sender = target
+                else:
+                    receiver = target
+        return replace(self, implementation=f"{self.implementation}@{variant}",
+                       sender=sender, receiver=receiver, crypto=crypto, behaviour=behaviour)
+
+    # -- JSON ---------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "implementation": self.implementation,
+            "version": self.version,
+            "reference_cpu": self.reference_cpu,
+            "sender": self.sender.to_json(),
+            "receiver": self.receiver.to_json(),
+            "crypto": {k: v.to_json() for k, v in sorted(self.crypto.items())},
+            "behaviour": self.behaviour.to_json(),
+            "variants": self.variants,
+            "notes": list(self.notes),
+            "provenance": self.provenance,
+        }
+
+    def dumps(self) -> str:
+        """Canonical JSON text: sorted keys, fixed rounding, trailing newline."""
+        return json.dumps(self.to_json(), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "<cost model>") -> CostModel:
+        if data.get("schema") != SCHEMA:
+            raise DataError(where, f"schema={data.get('schema')!r}, expected {SCHEMA!r}",
+                            field="schema")
+        try:
+            return cls(
+                implementation=str(data["implementation"]),
+                version=str(data["version"]),
+                reference_cpu=str(data["reference_cpu"]),
+                sender=RoleCosts.from_json(data["sender"], f"{where}: sender"),
+                receiver=RoleCosts.from_json(data["receiver"], f"{where}: receiver"),
+                crypto={k: CryptoCost.from_json(v, f"{where}: crypto.{k}")
+                        for k, v in data["crypto"].items()},
+                behaviour=Behaviour.from_json(data.get("behaviour", {}), f"{where}: behaviour"),
+                variants=dict(data.get("variants", {})),
+                notes=tuple(data.get("notes", ())),
+                provenance=dict(data.get("provenance", {})),
+            )
+        except KeyError as err:
+            raise DataError(where, f"missing key {err}") from None
+
+    @classmethod
+    def load(cls, path: Path) -> CostModel:
+        try:
+            data = json.loads(Path(path).read_text())
+        except json.JSONDecodeError as err:
+            raise DataError(path, f"not valid JSON ({err.msg} at line {err.lineno})") from None
+        return cls.from_json(data, str(path))
+
+
+def _scale_role(costs: RoleCosts, factor: float) -> RoleCosts:
+    return replace(
+        costs,
+        **{name: getattr(costs, name).scaled(factor) for name in ROLE_COSTS},
+        app_ns_per_byte={k: v.scaled(factor) for k, v in costs.app_ns_per_byte.items()},
+    )

@@ -1,0 +1,210 @@
+"""The CPU catalog and the one rule for moving a cost model from one CPU to another.
+
+Rule (also printed in every Prediction): a single-threaded QUIC stack's packet
+processing time scales inversely with clock × IPC, so::
+
+    cost_on_target = cost_on_reference × speed(reference) / speed(target)
+    speed(cpu)     = ghz × ipc(microarchitecture)
+
+The clock is the CPU's maximum (boost) clock unless the Scenario overrides it
+with ``cpu_ghz``: a bulk transfer keeps one core busy, which boosts. IPC factors
+are relative to Zen 3 (EPYC 7543, the dataset's host); each carries its source.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from quiclab.errors import DataError, ScenarioError
+
+SCHEMA = "quiclab.cpus/1"
+
+
+@dataclass(frozen=True)
+class Microarchitecture:
+    name: str
+    ipc: float
+    lo: float
+    hi: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """One CPU of the catalog (clock in GHz; topology for core placement)."""
+
+    name: str
+    vendor: str
+    microarchitecture: str
+    year: int
+    max_ghz: float
+    base_ghz: float
+    cores: int
+    threads: int
+    numa_nodes: int
+    nic_numa_node: int
+    aes_ni: bool
+    sources: tuple[str, ...]
+
+    def to_row(self) -> dict[str, Any]:
+        row = dict(self.__dict__)
+        row["sources"] = "; ".join(self.sources)
+        return row
+
+
+@dataclass(frozen=True)
+class CpuScaling:
+    """The resolved scaling from a model's reference CPU to a Scenario's CPU."""
+
+    reference: str
+    target: str
+    reference_speed: float
+    target_speed: float
+    factor: float  # multiply reference costs by this
+    factor_lo: float
+    factor_hi: float
+    rule: str
+
+    def describe(self) -> str:
+        return (f"{self.reference} → {self.target}: costs × {self.factor:.3f} "
+                f"[{self.factor_lo:.3f}, {self.factor_hi:.3f}] ({self.rule})")
+
+
+class CpuCatalog:
+    """All CPUs the workbench knows, looked up by any unambiguous part of their name."""
+
+    def __init__(self, cpus: list[Cpu], microarchitectures: dict[str, Microarchitecture],
+                 rule: str):
+        self.cpus = list(cpus)
+        self.microarchitectures = dict(microarchitectures)
+        self.rule = rule
+        for cpu in self.cpus:
+            if cpu.microarchitecture not in self.microarchitectures:
+                raise DataError("cpus.json", f"{cpu.name}: unknown microarchitecture "
+                                f"{cpu.microarchitecture!r}", field="microarchitecture")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "cpus.json") -> CpuCatalog:
+        if data.get("schema") != SCHEMA:
+            raise DataError(where, f"schema={data.get('schema')!r}, expected {SCHEMA!r}")
+        uarchs = {k: Microarchitecture(k, float(v["ipc"]), float(v["lo"]), float(v["hi"]),
+                                       str(v["source"]))
+                  for k, v in data["microarchitectures"].items()}
+        cpus = []
+        for i, c in enumerate(data["cpus"]):
+            try:
+                cpus.append(Cpu(
+                    name=c["name"], vendor=c["vendor"], microarchitecture=c["microarchitecture"],
+                    year=int(c["year"]), max_ghz=float(c["max_ghz"]),
+                    base_ghz=float(c.get("base_ghz", c["max_ghz"])), cores=int(c["cores"]),
+                    threads=int(c["threads"]), numa_nodes=int(c.get("numa_nodes", 1)),
+                    nic_numa_node=int(c.get("nic_numa_node", 0)),
+                    aes_ni=bool(c.get("aes_ni", True)), sources=tuple(c.get("sources", ()))))
+            except (KeyError, ValueError) as err:
+                raise DataError(where, f"cpus[{i}]: {err}") from None
+        return cls(cpus, uarchs, str(data.get("rule", "")))
+
+    @classmethod
+    def packaged(cls) -> CpuCatalog:
+        """The catalog shipped with quiclab (``models/cpus.json``)."""
+        text = resources.files("quiclab.models").joinpath("cpus.json").read_text()
+        return cls.from_json(json.loads(text), "quiclab/models/cpus.json")
+
+    @classmethod
+    def load(cls, path: Path) -> CpuCatalog:
+        return cls.from_json(json.loads(Path(path).read_text()), str(path))
+
+    def with_cpu(self, cpu: Cpu) -> CpuCatalog:
+        """A catalog with one more CPU (e.g. this host, read from /proc/cpuinfo)."""
+        others = [c for c in self.cpus if c.name != cpu.name]
+        return CpuCatalog([*others, cpu], self.microarchitectures, self.rule)
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.cpus]
+
+    def find(self, query: str, field: str = "cpu") -> Cpu:
+        """The CPU whose name contains ``query`` (case- and space-insensitive).
+
+        Raises ScenarioError naming the candidates when none or several match.
+        """
+        norm = _norm(query)
+        exact = [c for c in self.cpus if _norm(c.name) == norm]
+        if exact:
+            return exact[0]
+        hits = [c for c in self.cpus if norm and norm in _norm(c.name)]
+        if len(hits) == 1:
+            return hits[0]
+        if not hits:
+            raise ScenarioError(field, query, "one of: " + ", ".join(self.names()))
+        raise ScenarioError(field, query, "an unambiguous part of one name; matches: "
+                            + ", ".join(c.name for c in hits))
+
+    def speed(self, cpu: Cpu, ghz: float = 0.0) -> tuple[float, float, float]:
+        """(speed, lo, hi) in GHz × IPC."""
+        u = self.microarchitectures[cpu.microarchitecture]
+        clock = ghz or cpu.max_ghz
+        return clock * u.ipc, clock * u.lo, clock * u.hi
+
+    def scaling(self, reference: str, target: str, target_ghz: float = 0.0) -> CpuScaling:
+        """How reference-CPU costs move to ``target`` (see the module docstring)."""
+        ref = self.find(reference, field="reference_cpu")
+        tgt = self.find(target)
+        rs, rlo, rhi = self.speed(ref)
+        ts, tlo, thi = self.speed(tgt, target_ghz)
+        factor = rs / ts
+        if ref.name == tgt.name and not target_ghz:
+            lo = hi = 1.0
+        else:
+            lo, hi = rlo / thi, rhi / tlo
+        clock = f"{target_ghz:g} GHz (override)" if target_ghz else f"{tgt.max_ghz:g} GHz max"
+        rule = (f"clock×IPC: {ref.name} {ref.max_ghz:g} GHz × {self.microarchitectures[ref.microarchitecture].ipc:g}"
+                f" → {tgt.name} {clock} × {self.microarchitectures[tgt.microarchitecture].ipc:g}"
+                f" ({tgt.microarchitecture})")
+        return CpuScaling(ref.name, tgt.name, rs, ts, factor, min(lo, factor), max(hi, factor), rule)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[\s\-_]+", "", text.lower())
+
+
+def host_cpu_from_cpuinfo(text: str, catalog: CpuCatalog) -> Cpu:
+    """A catalog entry for the machine described by ``/proc/cpuinfo`` text.
+
+    The microarchitecture is guessed from the vendor and model number where known
+    (Intel family 6 model 85 = Skylake-SP/Cascade Lake); otherwise "skylake"
+    with the wide interval that entry carries.
+    """
+    fields: dict[str, str] = {}
+    processors = 0
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "processor":
+            processors += 1
+        if key and key not in fields:
+            fields[key] = value.strip()
+    name = fields.get("model name", "unknown CPU")
+    ghz_match = re.search(r"@\s*([\d.]+)\s*GHz", name)
+    ghz = float(ghz_match.group(1)) if ghz_match else float(fields.get("cpu MHz", "2500")) / 1000
+    vendor = "Intel" if "Intel" in fields.get("vendor_id", name) else (
+        "AMD" if "AMD" in fields.get("vendor_id", name) else "unknown")
+    family, model = fields.get("cpu family", ""), fields.get("model", "")
+    uarch = "skylake"
+    flags = fields.get("flags", "").split()
+    if vendor == "Intel" and family == "6":
+        uarch = {"85": "cascade-lake" if "avx512_vnni" in flags else "skylake",
+                 "106": "sunny-cove", "108": "sunny-cove", "79": "broadwell",
+                 "86": "broadwell"}.get(model, "skylake")
+    elif vendor == "AMD":
+        uarch = {"23": "zen2", "25": "zen3", "26": "zen4"}.get(family, "zen3")
+    if uarch not in catalog.microarchitectures:
+        uarch = "skylake"
+    return Cpu(name=f"host: {name}", vendor=vendor, microarchitecture=uarch, year=0,
+               max_ghz=ghz, base_ghz=ghz, cores=processors or 1, threads=processors or 1,
+               numa_nodes=1, nic_numa_node=0, aes_ni="aes" in flags,
+               sources=("/proc/cpuinfo of this host",))

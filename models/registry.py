@@ -1,0 +1,138 @@
+"""The model registry: every CostModel, the CPU catalog and the pair-interplay table.
+
+Engines are constructed with a Registry; nothing here reads environment
+variables. ``Registry.packaged()`` loads the models shipped in
+``quiclab/models/fitted`` (written by ``quiclab calibrate``); ``Registry.load(dir)``
+loads another directory (e.g. models fitted from fresh testbed runs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from quiclab.errors import DataError, ScenarioError
+from quiclab.models.costmodel import CostModel
+from quiclab.models.cpus import CpuCatalog
+
+INTEROP_SCHEMA = "quiclab.interop/1"
+
+
+@dataclass(frozen=True)
+class Interop:
+    """How much of the time a (server, client) pair's bottleneck side is busy.
+
+    Seed 002 §4.3: heterogeneous pairs are "usually not CPU-limited" — LSQUIC
+    server with quiche client runs at ~70 % CPU on both sides, limited by how the
+    two libraries' ACK and flow-control behaviour interlock. ``busy`` is that
+    fraction: ``exp(server_effect + client_effect + pair_effect)``, capped at 1.
+    Effects are log-scale, fitted with shrinkage (see quiclab.calibration.interop).
+    """
+
+    server_effect: dict[str, float] = field(default_factory=dict)
+    client_effect: dict[str, float] = field(default_factory=dict)
+    pair_effect: dict[str, float] = field(default_factory=dict)  # key "server|client"
+    pair_sd: dict[str, float] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def busy(self, server: str, client: str) -> tuple[float, float, float, str]:
+        """(busy fraction, lo, hi, source) for a pair; 1.0 for unknown implementations."""
+        import math
+
+        s = self.server_effect.get(server, 0.0)
+        c = self.client_effect.get(client, 0.0)
+        key = f"{server}|{client}"
+        if key in self.pair_effect:
+            e = s + c + self.pair_effect[key]
+            sd = self.pair_sd.get(key, 0.05)
+            src = f"fit: pair {key}"
+        else:
+            e = s + c
+            sd = self.pair_sd.get("_unseen", 0.3)
+            src = "fit: server and client effects (pair not measured)"
+        value = min(1.0, math.exp(e))
+        return value, min(1.0, math.exp(e - 1.96 * sd)), min(1.0, math.exp(e + 1.96 * sd)), src
+
+    def to_json(self) -> dict[str, Any]:
+        r = lambda d: {k: float(f"{v:.6g}") for k, v in sorted(d.items())}  # noqa: E731
+        return {"schema": INTEROP_SCHEMA, "server_effect": r(self.server_effect),
+                "client_effect": r(self.client_effect), "pair_effect": r(self.pair_effect),
+                "pair_sd": r(self.pair_sd), "provenance": self.provenance}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str) -> Interop:
+        if data.get("schema") != INTEROP_SCHEMA:
+            raise DataError(where, f"schema={data.get('schema')!r}, expected {INTEROP_SCHEMA!r}")
+        return cls({k: float(v) for k, v in data.get("server_effect", {}).items()},
+                   {k: float(v) for k, v in data.get("client_effect", {}).items()},
+                   {k: float(v) for k, v in data.get("pair_effect", {}).items()},
+                   {k: float(v) for k, v in data.get("pair_sd", {}).items()},
+                   dict(data.get("provenance", {})))
+
+
+class Registry:
+    """Cost models by implementation name, plus CPUs and pair interplay."""
+
+    def __init__(self, models: dict[str, CostModel], cpus: CpuCatalog,
+                 interop: Interop | None = None, source: str = "<memory>"):
+        self.models = dict(models)
+        self.cpus = cpus
+        self.interop = interop or Interop()
+        self.source = source
+
+    # -- loading ------------------------------------------------------------
+    @classmethod
+    def load(cls, directory: Path, cpus: CpuCatalog | None = None) -> Registry:
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise DataError(directory, "model directory does not exist (run `quiclab calibrate`)")
+        models: dict[str, CostModel] = {}
+        interop = None
+        for path in sorted(directory.glob("*.json")):
+            if path.name == "interop.json":
+                interop = Interop.from_json(json.loads(path.read_text()), str(path))
+                continue
+            model = CostModel.load(path)
+            models[model.implementation] = model
+        if not models:
+            raise DataError(directory, "no cost models (*.json) found (run `quiclab calibrate`)")
+        return cls(models, cpus or CpuCatalog.packaged(), interop, str(directory))
+
+    @classmethod
+    def packaged(cls) -> Registry:
+        root = resources.files("quiclab.models").joinpath("fitted")
+        return cls.load(Path(str(root)))
+
+    # -- lookup -------------------------------------------------------------
+    def names(self) -> list[str]:
+        return sorted(self.models)
+
+    def model(self, name: str, field: str = "server") -> CostModel:
+        """The model for ``name`` or ``name@variant``; ScenarioError lists what exists."""
+        base, _, variant = name.partition("@")
+        if base not in self.models:
+            raise ScenarioError(field, name, "one of: " + ", ".join(self.names())
+                                + " (optionally @variant)")
+        model = self.models[base]
+        if not variant:
+            return model
+        try:
+            return model.with_variant(variant)
+        except KeyError:
+            known = ", ".join(f"{base}@{v}" for v in sorted(model.variants)) or "none"
+            raise ScenarioError(field, name, f"a known variant: {known}") from None
+
+    def versions(self) -> dict[str, str]:
+        """Model name → version string plus a short content hash, for provenance."""
+        out = {}
+        for name, m in sorted(self.models.items()):
+            digest = hashlib.sha256(m.dumps().encode()).hexdigest()[:10]
+            out[name] = f"{m.version}+{digest}"
+        if self.interop.pair_effect or self.interop.server_effect:
+            blob = json.dumps(self.interop.to_json(), sort_keys=True).encode()
+            out["interop"] = hashlib.sha256(blob).hexdigest()[:10]
+        return out

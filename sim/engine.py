@@ -1,0 +1,52 @@
+"""The Engine protocol and the registry of engines.
+
+Every engine turns one Scenario into one Prediction, with the same inputs
+(:func:`quiclab.sim.resolve.resolve`). Engines are interchangeable so that they
+can be compared on the same work (DESIGN.md, "Rules of the house").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from quiclab.errors import ScenarioError
+from quiclab.models.registry import Registry
+from quiclab.sim.prediction import Prediction
+from quiclab.sim.scenario import Scenario
+
+ENGINES = ("analytic", "des", "ns3")
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """``predict(scenario) -> Prediction`` plus a batch form."""
+
+    name: str
+    version: str
+
+    def predict(self, scenario: Scenario) -> Prediction: ...
+
+    def predict_batch(self, scenarios: Sequence[Scenario]) -> list[Prediction]: ...
+
+
+def get_engine(name: str, registry: Registry, **options: object) -> Engine:
+    """Construct an engine by name. Heavy engines are imported only when asked for."""
+    factories: dict[str, Callable[[], Engine]] = {}
+
+    def analytic() -> Engine:
+        from quiclab.sim.analytic import AnalyticEngine
+        return AnalyticEngine(registry, **options)  # type: ignore[arg-type]
+
+    def des() -> Engine:
+        from quiclab.sim.des import DesEngine
+        return DesEngine(registry, **options)  # type: ignore[arg-type]
+
+    def ns3() -> Engine:
+        from quiclab.sim.ns3 import Ns3Engine
+        return Ns3Engine(registry, **options)  # type: ignore[arg-type]
+
+    factories.update(analytic=analytic, des=des, ns3=ns3)
+    if name not in factories:
+        raise ScenarioError("engine", name, " | ".join(ENGINES))
+    return factories[name]()

@@ -1,0 +1,232 @@
+"""Resolve a Scenario against the model registry into numbers every engine uses.
+
+The analytic engine, the SimPy DES and the ns-3 engine all start from the same
+:class:`Resolved`: per-endpoint CPU costs already moved to the Scenario's CPU,
+packet sizes, GSO/GRO batch sizes, ACK behaviour, windows, the path, and the
+pair's interplay factor. That keeps the three engines comparable: they differ
+in how they model dynamics, never in the inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from quiclab.errors import ScenarioError
+from quiclab.models.costmodel import CostModel, RoleCosts
+from quiclab.models.cpus import CpuScaling
+from quiclab.models.registry import Registry
+from quiclab.sim.scenario import Scenario
+
+#: IPv4 (20) + UDP (8) header bytes between the MTU and the UDP payload.
+IP_UDP_HEADER_BYTES = 28
+#: Ethernet framing on the wire per packet: header 14 + FCS 4 + preamble 8 + gap 12.
+ETHERNET_WIRE_OVERHEAD_BYTES = 38
+#: Size of an ACK-only QUIC packet on the wire (UDP payload): short header,
+#: one ACK frame with a few ranges, AEAD tag (RFC 9000 §17.3, §19.3).
+ACK_PACKET_BYTES = 50
+#: Linux UDP GSO/GRO move at most 64 segments and 64 KiB per call.
+GSO_MAX_BYTES = 65535
+#: HTTP/3 DATA frame header per 16 KiB of body (type + length varints), the
+#: only framing on the bulk path (RFC 9114 §7.2.1).
+H3_FRAME_BYTES_PER_16K = 4
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One endpoint's resolved parameters (all times in ns on the Scenario's CPU)."""
+
+    impl: str
+    role: str  # "sender" | "receiver"
+    udp_payload_bytes: int
+    stream_bytes: int  # goodput bytes carried by one full data packet
+    segments_per_call: int  # GSO (sender) / GRO (receiver) batch; 1 without offload
+    # Per data packet, split by stage (Mukherjee et al. 2025 §3: IO, UDP/IP, crypto,
+    # protocol, application) so that pipelines can place stages on cores.
+    ns_protocol: float  # QUIC packetisation/parsing, streams, CC, per-byte copies
+    ns_crypto: float  # AEAD + header protection for one data packet
+    ns_app: float  # HTTP/3 / HTTP/0.9 / perf application work for one packet's bytes
+    ns_segment: float  # kernel per-datagram work inside a batch (UDP/IP, driver)
+    ns_per_call: float  # one sendmsg/recvmsg system call
+    ns_per_ack: float  # one ACK packet received (sender) or built and sent (receiver)
+    cost_lo: float  # multiplicative interval of all costs (parameters × CPU rule)
+    cost_hi: float
+    cores: float
+    ack_every_packets: float
+    immediate_ack_on_gap: bool
+    max_ack_delay_s: float
+    fc_window_bytes: int
+    pacing: bool
+    tx_burst_bytes: int
+    rx_stall_rate_hz: float
+    rx_stall_min_s: float
+    rx_stall_alpha: float
+
+    @property
+    def ns_per_data_packet(self) -> float:
+        """Cost of one data packet without system calls and ACKs."""
+        return self.ns_protocol + self.ns_crypto + self.ns_app + self.ns_segment
+
+    def ns_per_packet_amortised(self, acks_per_packet: float) -> float:
+        """All CPU per data packet: packet work, its share of a call, and of ACKs."""
+        return (self.ns_per_data_packet + self.ns_per_call / self.segments_per_call
+                + acks_per_packet * self.ns_per_ack)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Path:
+    link_bps: float
+    mtu_bytes: int
+    base_rtt_s: float
+    added_rtt_s: float
+    loss_prob: float
+    reorder_prob: float
+    queue_bytes: int
+    rcvbuf_bytes: int
+    sndbuf_bytes: int
+
+    @property
+    def rtt_s(self) -> float:
+        return self.base_rtt_s + self.added_rtt_s
+
+    def wire_bytes(self, udp_payload_bytes: int) -> int:
+        return udp_payload_bytes + IP_UDP_HEADER_BYTES + ETHERNET_WIRE_OVERHEAD_BYTES
+
+
+@dataclass(frozen=True)
+class Resolved:
+    scenario: Scenario
+    sender: Endpoint
+    receiver: Endpoint
+    path: Path
+    interop_busy: float
+    interop_lo: float
+    interop_hi: float
+    interop_source: str
+    cpu: CpuScaling
+    cc: str
+    model_versions: dict[str, str]
+
+    @property
+    def acks_per_packet(self) -> float:
+        """Steady-state ACKs per data packet without loss (receiver's policy)."""
+        return 1.0 / max(self.receiver.ack_every_packets, 1e-9)
+
+    def describe_cpu(self) -> str:
+        return self.cpu.describe()
+
+
+def _app_cost(role: RoleCosts, app: str, impl: str, field: str) -> float:
+    if app not in role.app_ns_per_byte:
+        raise ScenarioError("app", app, f"one of {', '.join(sorted(role.app_ns_per_byte))} "
+                            f"(supported by {impl} as {field})")
+    return role.app_ns_per_byte[app].value
+
+
+def _interval(role: RoleCosts) -> tuple[float, float]:
+    """Relative interval of the role's total cost from its per-packet parameter."""
+    p = role.ns_per_packet
+    if p.value <= 0:
+        return 1.0, 1.0
+    return p.lo / p.value, p.hi / p.value
+
+
+def _payload(model: CostModel, scenario: Scenario) -> int:
+    path_max = scenario.mtu_bytes - IP_UDP_HEADER_BYTES
+    if scenario.udp_payload_bytes:
+        return scenario.udp_payload_bytes
+    beh = model.behaviour
+    if scenario.mtu_bytes <= 1500:
+        return min(beh.udp_payload_bytes, path_max)
+    # Jumbo path: the stack uses the largest payload it is configured for
+    # (König et al. 2025 §VI-D: 9000-byte packets where supported).
+    cap = beh.max_udp_payload_bytes or path_max
+    return max(min(cap, path_max), min(beh.udp_payload_bytes, path_max))
+
+
+def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuScaling,
+              payload: int, field: str) -> Endpoint:
+    role = model.role(role_name)
+    beh = model.behaviour
+    if scenario.app not in beh.apps:
+        raise ScenarioError("app", scenario.app, f"{' | '.join(beh.apps)} "
+                            f"({model.implementation} as {field} has no {scenario.app})")
+    crypto = model.crypto.get(scenario.cipher)
+    if crypto is None:
+        raise ScenarioError("cipher", scenario.cipher,
+                            f"{' | '.join(sorted(model.crypto))} for {model.implementation}")
+    stream_bytes = max(1, payload - beh.overhead_bytes)
+    if scenario.app == "h3":
+        stream_bytes = max(1, stream_bytes - math.ceil(stream_bytes * H3_FRAME_BYTES_PER_16K / 16384))
+    f = scale.factor
+    offload = (scenario.gso and beh.supports_gso) if role_name == "sender" else (
+        scenario.gro and beh.supports_gro)
+    segments = 1
+    if offload:
+        segments = max(1, min(beh.gso_max_segments, GSO_MAX_BYTES // payload))
+    lo, hi = _interval(role)
+    return Endpoint(
+        impl=model.implementation,
+        role=role_name,
+        udp_payload_bytes=payload,
+        stream_bytes=stream_bytes,
+        segments_per_call=segments,
+        ns_protocol=f * (role.ns_per_packet.value + role.ns_per_byte.value * payload),
+        ns_crypto=f * (crypto.ns_per_packet.value + crypto.ns_per_byte.value * payload),
+        ns_app=f * _app_cost(role, scenario.app, model.implementation, field) * stream_bytes,
+        ns_segment=f * role.ns_per_segment.value,
+        ns_per_call=f * role.ns_per_syscall.value,
+        ns_per_ack=f * role.ns_per_ack.value,
+        cost_lo=lo * scale.factor_lo / f,
+        cost_hi=hi * scale.factor_hi / f,
+        cores=role.cores.value,
+        ack_every_packets=beh.ack_every_packets,
+        immediate_ack_on_gap=beh.immediate_ack_on_gap,
+        max_ack_delay_s=beh.max_ack_delay_ms / 1000.0,
+        fc_window_bytes=beh.fc_window_bytes,
+        pacing=beh.pacing,
+        tx_burst_bytes=beh.tx_burst_bytes,
+        rx_stall_rate_hz=beh.rx_stall_rate_hz,
+        rx_stall_min_s=beh.rx_stall_min_us * 1e-6,
+        rx_stall_alpha=beh.rx_stall_alpha,
+    )
+
+
+def resolve(scenario: Scenario, registry: Registry) -> Resolved:
+    """Evaluate the registry's models for ``scenario``.
+
+    Raises ScenarioError (one line: field, value, what is allowed) for unknown
+    implementations, CPUs, unsupported app protocols or ciphers.
+    """
+    server = registry.model(scenario.server, field="server")
+    client = registry.model(scenario.client, field="client")
+    cpu = registry.cpus.find(scenario.cpu)
+    if scenario.cipher == "aes-ni" and not cpu.aes_ni:
+        raise ScenarioError("cipher", "aes-ni", f"aes-sw | chacha20 ({cpu.name} has no AES-NI)")
+    if scenario.cc not in server.behaviour.ccs:
+        raise ScenarioError("cc", scenario.cc,
+                            f"{' | '.join(server.behaviour.ccs)} for {server.implementation}")
+    # Both ends must agree on a packet size: the sender's choice, capped by the
+    # path; the receiver accepts what the path carries (max_udp_payload_size).
+    payload = _payload(server, scenario)
+    s_scale = registry.cpus.scaling(server.reference_cpu, cpu.name, scenario.cpu_ghz)
+    c_scale = registry.cpus.scaling(client.reference_cpu, cpu.name, scenario.cpu_ghz)
+    sender = _endpoint(server, "sender", scenario, s_scale, payload, "server")
+    receiver = _endpoint(client, "receiver", scenario, c_scale, payload, "client")
+    link_bps = scenario.link_gbps * 1e9
+    base_rtt = scenario.base_rtt_us * 1e-6
+    rtt = base_rtt + scenario.rtt_ms * 1e-3
+    queue = scenario.queue_bytes or max(65536, int(scenario.queue_bdp * link_bps / 8 * rtt))
+    path = Path(link_bps=link_bps, mtu_bytes=scenario.mtu_bytes, base_rtt_s=base_rtt,
+                added_rtt_s=scenario.rtt_ms * 1e-3, loss_prob=scenario.loss_pct / 100.0,
+                reorder_prob=scenario.reorder_pct / 100.0, queue_bytes=queue,
+                rcvbuf_bytes=scenario.rcvbuf_bytes, sndbuf_bytes=scenario.sndbuf_bytes)
+    busy, lo, hi, src = registry.interop.busy(scenario.server.split("@")[0],
+                                              scenario.client.split("@")[0])
+    return Resolved(scenario=scenario, sender=sender, receiver=receiver, path=path,
+                    interop_busy=busy, interop_lo=lo, interop_hi=hi, interop_source=src,
+                    cpu=s_scale, cc=scenario.cc, model_versions=registry.versions())
