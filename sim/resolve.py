@@ -196,6 +196,19 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
     )
 
 
+def path_for(scenario: Scenario) -> Path:
+    """The path part of a Scenario (no registry needed)."""
+    link_bps = scenario.link_gbps * 1e9
+    base_rtt = scenario.base_rtt_us * 1e-6
+    rtt = base_rtt + scenario.rtt_ms * 1e-3
+    # Default bottleneck queue: queue_bdp × BDP, at least 64 KiB (a switch buffer).
+    queue = scenario.queue_bytes or max(65536, int(scenario.queue_bdp * link_bps / 8 * rtt))
+    return Path(link_bps=link_bps, mtu_bytes=scenario.mtu_bytes, base_rtt_s=base_rtt,
+                added_rtt_s=scenario.rtt_ms * 1e-3, loss_prob=scenario.loss_pct / 100.0,
+                reorder_prob=scenario.reorder_pct / 100.0, queue_bytes=queue,
+                rcvbuf_bytes=scenario.rcvbuf_bytes, sndbuf_bytes=scenario.sndbuf_bytes)
+
+
 def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     """Evaluate the registry's models for ``scenario``.
 
@@ -217,14 +230,7 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     c_scale = registry.cpus.scaling(client.reference_cpu, cpu.name, scenario.cpu_ghz)
     sender = _endpoint(server, "sender", scenario, s_scale, payload, "server")
     receiver = _endpoint(client, "receiver", scenario, c_scale, payload, "client")
-    link_bps = scenario.link_gbps * 1e9
-    base_rtt = scenario.base_rtt_us * 1e-6
-    rtt = base_rtt + scenario.rtt_ms * 1e-3
-    queue = scenario.queue_bytes or max(65536, int(scenario.queue_bdp * link_bps / 8 * rtt))
-    path = Path(link_bps=link_bps, mtu_bytes=scenario.mtu_bytes, base_rtt_s=base_rtt,
-                added_rtt_s=scenario.rtt_ms * 1e-3, loss_prob=scenario.loss_pct / 100.0,
-                reorder_prob=scenario.reorder_pct / 100.0, queue_bytes=queue,
-                rcvbuf_bytes=scenario.rcvbuf_bytes, sndbuf_bytes=scenario.sndbuf_bytes)
+    path = path_for(scenario)
     busy, lo, hi, src = registry.interop.busy(scenario.server.split("@")[0],
                                               scenario.client.split("@")[0])
     return Resolved(scenario=scenario, sender=sender, receiver=receiver, path=path,

@@ -1,0 +1,75 @@
+"""One Paths object for every location quiclab reads or writes.
+
+Only the CLI (and the app's entry point) build it, from flags and environment
+variables; library code receives paths as arguments (STYLE.md: "Library code
+never reads files or environment variables on its own"). Nothing is created
+at import time.
+
+Environment variables (each overridden by its flag):
+
+- ``QUICLAB_DATA_DIR`` (``--data-dir``): where the catalog, build caches and
+  reports live. Default: ``$XDG_DATA_HOME/quiclab`` or ``~/.local/share/quiclab``.
+- ``QUICLAB_CATALOG`` (``--catalog``): the DuckDB catalog file. Default:
+  ``<data dir>/catalog.duckdb``.
+- ``QUICLAB_SHARED`` (``--shared``): the shared folder with ``datasets/`` and
+  ``seeds/``. Default: ``../shared`` beside the project checkout (or beside
+  the current directory).
+- ``QUICLAB_MODELS`` (``--models``): the fitted model directory. Default: the
+  package's ``models/fitted``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The project checkout (this file is quiclab/paths.py inside it).
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Paths:
+    data_dir: Path
+    catalog: Path
+    shared: Path
+    models: Path
+
+    @classmethod
+    def resolve(cls, *, data_dir: str | None = None, catalog: str | None = None,
+                shared: str | None = None, models: str | None = None,
+                env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Paths:
+        env = os.environ if env is None else env
+        cwd = cwd or Path.cwd()
+        if data_dir or env.get("QUICLAB_DATA_DIR"):
+            data = Path(data_dir or env["QUICLAB_DATA_DIR"]).expanduser()
+        else:
+            base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+            data = Path(base).expanduser() / "quiclab"
+        cat = Path(catalog or env.get("QUICLAB_CATALOG") or data / "catalog.duckdb").expanduser()
+        if shared or env.get("QUICLAB_SHARED"):
+            shared_dir = Path(shared or env["QUICLAB_SHARED"]).expanduser()
+        else:
+            candidates = [PROJECT_ROOT.parent / "shared", cwd.parent / "shared", cwd / "shared"]
+            shared_dir = next((c for c in candidates if c.is_dir()), candidates[0])
+        model_dir = Path(models or env.get("QUICLAB_MODELS") or PROJECT_ROOT / "models" / "fitted")
+        return cls(data_dir=data.resolve(), catalog=cat.resolve(), shared=shared_dir.resolve(),
+                   models=model_dir.expanduser().resolve())
+
+    @property
+    def qir_dataset(self) -> Path:
+        """The QIR-10G calibration subset tarball (tumi8/quic-10g-paper)."""
+        return self.shared / "datasets" / "tumi8-quic-10g-paper" / "tumi8-quic-10g-calibration.tar.xz"
+
+    @property
+    def seeds(self) -> Path:
+        return self.shared / "seeds"
+
+    @property
+    def reports(self) -> Path:
+        return self.data_dir / "reports"
+
+    @property
+    def cache(self) -> Path:
+        return self.data_dir / "cache"

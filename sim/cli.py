@@ -1,0 +1,89 @@
+"""``quiclab predict``: one Scenario in, one Prediction out, from any engine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from quiclab.errors import DataError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("predict", help="predict goodput for one scenario",
+                       description="Predict goodput, CPU, packets and the limiting resource "
+                                   "of one scenario. Defaults reproduce the QIR-10G baseline.")
+    p.add_argument("--server", help="server (sender) implementation, e.g. lsquic or lsquic@march")
+    p.add_argument("--client", help="client (receiver) implementation")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a Scenario field (repeatable; several per flag with spaces), "
+                        "e.g. --set mtu_bytes=9000 --set 'rtt_ms=10 loss_pct=0.5'")
+    p.add_argument("--scenario", metavar="FILE.yaml", help="read scenario fields from YAML/JSON")
+    p.add_argument("--engine", default="analytic", choices=("analytic", "des", "ns3"),
+                   help="engine to use (default analytic)")
+    p.add_argument("--json", action="store_true",
+                   help="print the Prediction as one JSON object (goodput_mbps, limit, …)")
+    p.set_defaults(func=run_predict)
+
+
+def scenario_from_args(args: argparse.Namespace) -> Any:
+    """Build a Scenario from --scenario FILE, --server/--client and --set."""
+    from quiclab.sim.scenario import Scenario, parse_assignments
+
+    fields: dict[str, Any] = {}
+    if args.scenario:
+        fields.update(load_mapping(Path(args.scenario)))
+    if args.server:
+        fields["server"] = args.server
+    if args.client:
+        fields["client"] = args.client
+    fields.update(parse_assignments(args.set))
+    return Scenario.from_dict(fields, source=args.scenario or None)
+
+
+def load_mapping(path: Path) -> dict[str, Any]:
+    import yaml
+
+    if not path.is_file():
+        raise DataError(path, "no such file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise DataError(path, f"not valid YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise DataError(path, "expected a mapping of Scenario fields")
+    return data
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from quiclab.models.registry import Registry
+    from quiclab.sim.engine import get_engine
+
+    scenario = scenario_from_args(args)
+    registry = Registry.load(args.paths.models)
+    engine = get_engine(args.engine, registry)
+    pred = engine.predict(scenario)
+    if args.json:
+        print(json.dumps(pred.to_dict(), sort_keys=True))
+        return 0
+    print(format_prediction(pred))
+    return 0
+
+
+def format_prediction(pred: Any) -> str:
+    s = pred.scenario
+    lines = [
+        f"{s.describe()}",
+        f"  goodput   {pred.goodput_mbps:9.1f} Mbit/s  [{pred.goodput_lo_mbps:.0f}, "
+        f"{pred.goodput_hi_mbps:.0f}]  limit: {pred.limit}  ({pred.engine} {pred.engine_version})",
+        f"  CPU       server {pred.server_cpu_util * 100:5.1f} %   client "
+        f"{pred.client_cpu_util * 100:5.1f} %",
+        f"  packets   data {pred.server_packets_sent:,.0f}  acks {pred.acks:,.0f}  "
+        f"losses {pred.losses:,.0f}  rcvbuf drops {pred.rcvbuf_drops:,.0f}",
+        "  headroom  " + ", ".join(f"{k} {v * 100:+.0f} %" if v != float('inf') else f"{k} ∞"
+                                   for k, v in sorted(pred.headroom.items(), key=lambda kv: kv[1])),
+        f"  CPU rule  {pred.cpu_rule}",
+    ]
+    lines += [f"  note      {n}" for n in pred.notes]
+    return "\n".join(lines)
