@@ -1,0 +1,222 @@
+"""``quiclab data …``: build and query the DuckDB catalog."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from quiclab.errors import DataError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    data = sub.add_parser("data", help="build and query the catalog of measurements",
+                          description="The DuckDB catalog: every published, dataset and fresh "
+                                      "measurement and every prediction, queryable with SQL.")
+    dsub = data.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+
+    p = dsub.add_parser("ingest", help="parse the shared datasets and published points into "
+                                       "the catalog (idempotent)")
+    p.add_argument("--source", action="append", metavar="PATH",
+                   help="a QIR-10G tarball, extracted folder or clone, or a folder of "
+                        "published-point CSVs (repeatable; default: the shared tarball and the "
+                        "packaged published points)")
+    p.add_argument("--strict", action="store_true",
+                   help="make a malformed or missing file an error instead of a skipped line")
+    p.add_argument("--no-perf", action="store_true",
+                   help="skip folding the six perf traces (faster)")
+    p.set_defaults(func=run_ingest)
+
+    p = dsub.add_parser("list", help="list the catalog's tables with row counts")
+    p.set_defaults(func=run_list)
+
+    p = dsub.add_parser("info", help="columns and row count of one table")
+    p.add_argument("table")
+    p.set_defaults(func=run_info)
+
+    p = dsub.add_parser("sql", help="run a read-only SQL query")
+    p.add_argument("query", help='e.g. "SELECT server_impl, median(goodput_mbps) FROM runs '
+                                 'GROUP BY 1"')
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.set_defaults(func=run_sql)
+
+    p = dsub.add_parser("export", help="write a table (or query) to Parquet or CSV")
+    p.add_argument("table", help="table name, or a SELECT query")
+    p.add_argument("--to", required=True, metavar="FILE", help="file.parquet or file.csv")
+    p.set_defaults(func=run_export)
+
+    p = dsub.add_parser("summary", help="runs per experiment and pair with median goodput, "
+                                        "CPU and packet figures")
+    p.set_defaults(func=run_summary)
+
+
+def _progress() -> Any:
+    """A rich progress callback on stderr (quiet when not a terminal)."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    state: dict[str, Any] = {"what": None}
+
+    def report(what: str, done: int, total: int | None) -> None:
+        if not console.is_terminal:
+            if what != state["what"]:
+                print(f"  {what} …", file=sys.stderr)
+                state["what"] = what
+            return
+        suffix = f"{done}/{total}" if total else f"{done}"
+        console.print(f"  {what}: {suffix}", end="\r")
+
+    return report
+
+
+def _kind(path: Path) -> str:
+    if path.is_dir() and any(path.glob("*.csv")) and not (path / "results").exists():
+        return "published"
+    return "qir10g"
+
+
+def run_ingest(args: argparse.Namespace) -> int:
+    from quiclab.datasets.catalog import Catalog
+    from quiclab.datasets.sources import published, qir10g
+    from quiclab.models.cpus import CpuCatalog
+
+    sources = [Path(s) for s in args.source] if args.source else [
+        args.paths.qir_dataset, published.packaged_dir()]
+    for src in sources:
+        if not src.exists():
+            raise DataError(src, "dataset source not found (give --source PATH, or set "
+                                 "QUICLAB_SHARED / --shared to the folder holding datasets/)")
+    with Catalog(args.catalog) as catalog:
+        catalog.upsert("cpus", [c.to_row() for c in CpuCatalog.packaged().cpus])
+        for src in sources:
+            if _kind(src) == "published":
+                n = published.load(catalog, src)
+                print(f"published points: {n} rows from {src}")
+                continue
+            print(f"ingesting {src} …", file=sys.stderr)
+            s = qir10g.load(catalog, src, strict=args.strict, with_perf=not args.no_perf,
+                            progress=_progress())
+            print(f"QIR-10G raw data: {s.runs} runs "
+                  f"({', '.join(f'{k} {v}' for k, v in sorted(s.runs_by_experiment.items()))}), "
+                  f"{s.cpu_samples} CPU samples, {s.perf_stacks} folded perf stacks, "
+                  f"{s.files} files in {s.seconds:.1f} s")
+            print(f"  skipped {len(s.skipped)} file(s):")
+            for path, reason in s.skipped:
+                print(f"    {path}: {reason}")
+            print(f"  raw vs processed.csv: {s.processed_rows} rows compared; largest relative "
+                  "difference per column:")
+            for col, diff in sorted(s.processed_max_diff.items()):
+                print(f"    {col:40s} {diff:.2e}")
+            if s.processed_mismatches:
+                print(f"  {len(s.processed_mismatches)} run/column disagreements — see "
+                      "`quiclab data sql \"SELECT * FROM processed_check WHERE rel_diff > 1e-6\"`"
+                      " and datasets/SCHEMA.md for the reasons")
+        print(f"catalog: {args.catalog}")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from quiclab.datasets.catalog import Catalog
+
+    with Catalog(args.catalog, read_only=True) as catalog:
+        for table in catalog.tables():
+            print(f"{table:20s} {catalog.count(table):>10,d}")
+    return 0
+
+
+def run_info(args: argparse.Namespace) -> int:
+    from quiclab.datasets.catalog import Catalog
+
+    with Catalog(args.catalog, read_only=True) as catalog:
+        rows = catalog.con.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_name = ? ORDER BY ordinal_position", [args.table]).fetchall()
+        if not rows:
+            raise DataError(args.catalog, f"no table {args.table!r} "
+                                          f"(tables: {', '.join(catalog.tables())})")
+        print(f"{args.table}: {catalog.count(args.table):,d} rows")
+        for name, kind in rows:
+            print(f"  {name:34s} {kind}")
+    return 0
+
+
+def run_sql(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from quiclab.datasets.catalog import Catalog
+
+    with Catalog(args.catalog, read_only=True) as catalog:
+        try:
+            df = catalog.df(args.query)
+        except duckdb.Error as err:
+            raise DataError("sql", str(err).splitlines()[0]) from None
+    if args.format == "csv":
+        df.to_csv(sys.stdout, index=False)
+    elif args.format == "json":
+        print(df.to_json(orient="records", date_format="iso"))
+    else:
+        print(format_table(df))
+    return 0
+
+
+def format_table(df: Any, max_rows: int = 200) -> str:
+    import pandas as pd
+
+    with pd.option_context("display.max_rows", max_rows, "display.max_columns", 50,
+                           "display.width", 200, "display.float_format", "{:,.4g}".format):
+        return df.to_string(index=False)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from quiclab.datasets.catalog import Catalog
+
+    target = Path(args.to)
+    if target.suffix not in (".parquet", ".csv"):
+        raise DataError(target, "choose a .parquet or .csv file name", field="--to")
+    with Catalog(args.catalog, read_only=True) as catalog:
+        is_query = args.table.lstrip().lower().startswith(("select", "with"))
+        if not is_query and args.table not in catalog.tables():
+            raise DataError(args.catalog, f"no table {args.table!r} "
+                                          f"(tables: {', '.join(catalog.tables())})")
+        query = args.table if is_query else f'SELECT * FROM "{args.table}"'
+        fmt = "PARQUET" if target.suffix == ".parquet" else "CSV, HEADER"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            catalog.con.execute(f"COPY ({query}) TO '{target}' (FORMAT {fmt})")
+        except duckdb.Error as err:
+            raise DataError("export", str(err).splitlines()[0]) from None
+        n = catalog.con.execute(f"SELECT count(*) FROM ({query})").fetchone()
+    print(f"wrote {n[0] if n else 0:,d} rows to {target}")
+    return 0
+
+
+SUMMARY_SQL = """
+SELECT experiment, server_impl || coalesce('@' || nullif(server_build, ''), '') AS server,
+       client_impl || coalesce('@' || nullif(client_build, ''), '') AS client,
+       count(*) AS runs,
+       round(median(coalesce(goodput_mbps, goodput_reported_mbps)), 0) AS goodput_mbps,
+       round(median(server_cpu_pct), 1) AS srv_cpu_pct,
+       round(median(client_cpu_pct), 1) AS cli_cpu_pct,
+       round(median(server_cpu_s / nullif(data_packets, 0)) * 1e6, 2) AS srv_us_per_pkt,
+       round(median(data_packets) / 1e6, 2) AS data_mpkts,
+       round(median(ack_packets) / 1e3, 1) AS acks_k,
+       round(median(client_udp_rcvbuf_errors) / 1e3, 1) AS rcvbuf_drops_k
+FROM runs WHERE status = 'ok'
+GROUP BY ALL ORDER BY experiment, server, client
+"""
+
+
+def run_summary(args: argparse.Namespace) -> int:
+    from quiclab.datasets.catalog import Catalog
+
+    with Catalog(args.catalog, read_only=True) as catalog:
+        df = catalog.df(SUMMARY_SQL)
+        counts = {t: catalog.count(t) for t in ("runs", "cpu_samples", "perf_stacks",
+                                                 "published_points", "ingest_issues")}
+    print(format_table(df))
+    print("  ".join(f"{k}: {v:,d}" for k, v in counts.items()))
+    print(f"catalog: {args.catalog}")
+    return 0

@@ -1,0 +1,95 @@
+"""Read a dataset from a tarball, an extracted folder or a repository clone, the same way.
+
+``iter_files(source)`` yields ``(relative_path, data_bytes)`` for every regular
+file, streaming through a ``.tar``/``.tar.xz``/``.tar.gz`` once (xz cannot seek)
+or walking a directory. Relative paths always start at the dataset's own root
+(``results/…``, ``analysis-pipeline/…``), whatever wraps them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from quiclab.errors import DataError
+
+#: Top-level folders of the tumi8/quic-10g-paper layout; used to find the root.
+ROOT_MARKERS = ("results", "analysis-pipeline", "configs")
+
+
+def _strip_to_root(parts: list[str]) -> list[str] | None:
+    for i, part in enumerate(parts):
+        if part in ROOT_MARKERS:
+            return parts[i:]
+    return None
+
+
+def iter_files(source: Path, suffixes: tuple[str, ...] | None = None,
+               skip: tuple[str, ...] = ()) -> Iterator[tuple[str, bytes]]:
+    """Yield (relative path, bytes) for each file under the dataset root.
+
+    ``suffixes`` keeps only files whose name ends with one of them; ``skip``
+    drops paths containing any of those substrings (e.g. perf traces for a
+    quick ingest).
+    """
+    source = Path(source)
+    if not source.exists():
+        raise DataError(source, "dataset source does not exist")
+    if source.is_file():
+        try:
+            tar = tarfile.open(source, mode="r:*")
+        except (tarfile.TarError, OSError) as err:
+            raise DataError(source, f"not a readable tar archive ({err})") from None
+        with tar:
+            try:
+                for member in tar:
+                    if not member.isfile():
+                        continue
+                    parts = _strip_to_root(member.name.split("/"))
+                    if parts is None:
+                        continue
+                    rel = "/".join(parts)
+                    if suffixes and not rel.endswith(suffixes):
+                        continue
+                    if any(s in rel for s in skip):
+                        continue
+                    handle = tar.extractfile(member)
+                    if handle is None:
+                        continue
+                    yield rel, handle.read()
+            except (tarfile.TarError, EOFError, OSError) as err:
+                raise DataError(source, f"truncated or corrupt archive ({err})") from None
+        return
+    for dirpath, dirnames, filenames in os.walk(source):
+        dirnames.sort()
+        if ".git" in dirnames:
+            dirnames.remove(".git")
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            parts = _strip_to_root(list(full.relative_to(source).parts))
+            if parts is None:
+                continue
+            rel = "/".join(parts)
+            if suffixes and not rel.endswith(suffixes):
+                continue
+            if any(s in rel for s in skip):
+                continue
+            yield rel, full.read_bytes()
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file or, for a directory, of its sorted (path, content) pairs."""
+    digest = hashlib.sha256()
+    path = Path(path)
+    if path.is_file():
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+    for rel, data in iter_files(path):
+        digest.update(rel.encode())
+        digest.update(hashlib.sha256(data).digest())
+    return digest.hexdigest()

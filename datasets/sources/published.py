@@ -1,0 +1,122 @@
+"""Source 2: the seeds' reported figures, curated in ``datasets/published/*.csv``.
+
+One row per number a seed states in its text or tables, with its conditions
+and exact source (see ``datasets/published/README.md``). ``load(catalog)``
+validates every row and replaces the ``published_points`` table; a bad cell
+is one line naming the file, the row and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from quiclab.datasets.catalog import Catalog
+from quiclab.errors import DataError
+
+SOURCE = "published"
+PARSER_VERSION = "published-1"
+COLUMNS = ("point_id", "document", "section", "locator", "quantity", "value", "unit", "server",
+           "client", "app", "cpu", "link_gbps", "mtu_bytes", "gso", "gro", "rtt_ms", "loss_pct",
+           "reorder_pct", "cipher", "rcvbuf_bytes", "streams", "chunks", "transfer_bytes",
+           "workload", "request_bytes", "requests", "connections", "conditions", "stated", "note")
+REQUIRED = ("point_id", "document", "quantity", "value", "unit")
+FLOATS = ("value", "link_gbps", "rtt_ms", "loss_pct", "reorder_pct")
+INTS = ("mtu_bytes", "rcvbuf_bytes", "streams", "chunks", "transfer_bytes", "request_bytes",
+        "requests", "connections")
+BOOLS = ("gso", "gro")
+
+
+def packaged_dir() -> Path:
+    return Path(str(resources.files("quiclab.datasets").joinpath("published")))
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    """Read and validate one curated CSV; raises DataError naming file, row and column."""
+    text = Path(path).read_text(encoding="utf-8")
+    if not text.strip():
+        raise DataError(path, "empty file")
+    reader = csv.DictReader(text.splitlines())
+    header = tuple(reader.fieldnames or ())
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise DataError(path, f"missing column(s) {', '.join(missing)}", field="header")
+    unknown = [c for c in header if c not in COLUMNS]
+    if unknown:
+        raise DataError(path, f"unknown column(s) {', '.join(unknown)} "
+                        f"(allowed: {', '.join(COLUMNS)})", field="header")
+    rows = []
+    for raw in reader:
+        where = f"{path}:{reader.line_num}"
+        row: dict[str, Any] = {}
+        for col in COLUMNS:
+            cell = (raw.get(col) or "").strip()
+            if col in REQUIRED and not cell:
+                raise DataError(where, "required cell is empty", field=col)
+            if not cell:
+                row[col] = None
+            elif col in FLOATS:
+                try:
+                    row[col] = float(cell)
+                except ValueError:
+                    raise DataError(where, f"{cell!r} is not a number", field=col) from None
+            elif col in INTS:
+                try:
+                    row[col] = int(float(cell))
+                except ValueError:
+                    raise DataError(where, f"{cell!r} is not a whole number", field=col) from None
+            elif col in BOOLS:
+                if cell.lower() not in ("true", "false"):
+                    raise DataError(where, f"{cell!r} is not true/false", field=col)
+                row[col] = cell.lower() == "true"
+            else:
+                row[col] = cell
+        row["source_file"] = Path(path).name
+        rows.append(row)
+    return rows
+
+
+def load(catalog: Catalog, directory: Path | None = None, strict: bool = True) -> int:
+    """Replace ``published_points`` with every row of ``directory/*.csv``. Returns rows."""
+    directory = Path(directory) if directory else packaged_dir()
+    files = sorted(directory.glob("*.csv"))
+    if not files:
+        raise DataError(directory, "no *.csv files with published points")
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, str] = {}
+    digest = hashlib.sha256()
+    file_rows = []
+    for path in files:
+        try:
+            part = read_csv(path)
+        except DataError as err:
+            if strict:
+                raise
+            catalog.record_issue(SOURCE, str(path), err.reason, err.field)
+            continue
+        data = path.read_bytes()
+        digest.update(data)
+        file_rows.append({"source": SOURCE, "path": path.name,
+                          "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)})
+        for row in part:
+            pid = row["point_id"]
+            if pid in seen:
+                raise DataError(path, f"point_id {pid!r} repeats (first in {seen[pid]})",
+                                field="point_id")
+            seen[pid] = path.name
+            rows.append(row)
+    with catalog.transaction():
+        catalog.con.execute("DELETE FROM published_points")
+        catalog.con.execute("DELETE FROM files WHERE source = ?", [SOURCE])
+        catalog.upsert("published_points", rows)
+        catalog.upsert("files", file_rows)
+        catalog.upsert("sources", [{
+            "source": SOURCE, "kind": "curated figures stated in the seeds",
+            "location": str(directory), "sha256": digest.hexdigest(),
+            "parser_version": PARSER_VERSION, "ingested_at": time.time(),
+            "runs": len(rows), "skipped": 0}])
+    return len(rows)

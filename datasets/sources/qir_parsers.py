@@ -1,0 +1,237 @@
+"""Parsers for the raw per-run files of the QUIC Interop Runner 10G results.
+
+Each parser takes the text of one file and returns plain values; a malformed
+file raises :class:`~quiclab.errors.DataError` naming the field and the reason.
+The file formats (tumi8/quic-10g-paper, Kempf et al. 2024 §3.3):
+
+- ``pidstat.txt``: ``pidstat -u 1`` of the implementation's process, one block
+  per second (12-hour clock), ended by ``Average:`` lines;
+- ``netstat-{start,stop}.txt``: ``netstat -su`` (the ``Udp:`` section matters);
+- ``ethtool-{start,stop}.txt``: ``ethtool -S`` of the measurement NIC;
+- ``client/time.json``: client start/end in ns (the goodput's time base);
+- ``output.txt``: the runner's log with ``rmem_value`` and the goodput line;
+- ``result.json``: per experiment folder, runner configuration and per
+  repetition goodput (``measurements[*][*].details``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from quiclab.errors import DataError
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    t_s: int  # seconds since the first sample
+    user_pct: float
+    system_pct: float
+    total_pct: float
+    core: int | None
+
+
+_PIDSTAT_ROW = re.compile(
+    r"^(\d{1,2}):(\d{2}):(\d{2})\s*(AM|PM)?\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+"
+    r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+|-)\s+(\S.*)$")
+
+
+def parse_pidstat(text: str, path: str = "pidstat.txt",
+                  commands: tuple[str, ...] = ()) -> list[CpuSample]:
+    """Per-second CPU samples of the processes named ``commands`` (all if empty).
+
+    Several PIDs with the same command in the same second (e.g. NGINX workers)
+    are summed, giving the process group's CPU. ``Average:`` lines are ignored.
+    Raises DataError if a line that looks like a sample cannot be read.
+    """
+    per_second: dict[int, list[float]] = {}
+    cores: dict[int, int | None] = {}
+    first: int | None = None
+    last_abs: int | None = None
+    day_offset = 0
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith(("Linux", "Average")) or "Command" in line:
+            continue
+        m = _PIDSTAT_ROW.match(line.strip())
+        if not m:
+            if re.match(r"^\d{1,2}:\d{2}:\d{2}", line.strip()):
+                raise DataError(path, f"line {lineno}: unreadable sample {line.strip()[:60]!r}",
+                                field="pidstat")
+            continue
+        hh, mm, ss, ampm = int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4)
+        command = m.group(13).strip()
+        if commands and not any(c in command for c in commands):
+            continue
+        if ampm:
+            hh = hh % 12 + (12 if ampm == "PM" else 0)
+        absolute = hh * 3600 + mm * 60 + ss + day_offset
+        if last_abs is not None and absolute < last_abs - 43200:
+            day_offset += 86400  # the run crossed midnight
+            absolute += 86400
+        last_abs = absolute
+        if first is None:
+            first = absolute
+        t = absolute - first
+        usr, sys_, total = float(m.group(7)), float(m.group(8)), float(m.group(11))
+        if not all(0 <= v <= 100 * 512 for v in (usr, sys_, total)):
+            raise DataError(path, f"line {lineno}: CPU value out of range", field="%CPU")
+        acc = per_second.setdefault(t, [0.0, 0.0, 0.0])
+        acc[0] += usr
+        acc[1] += sys_
+        acc[2] += total
+        core = m.group(12)
+        cores.setdefault(t, int(core) if core.isdigit() else None)
+    return [CpuSample(t, v[0], v[1], v[2], cores.get(t)) for t, v in sorted(per_second.items())]
+
+
+def steady_window(samples: list[CpuSample]) -> list[CpuSample]:
+    """The samples the authors' parser averages: all but the first two and last two."""
+    return samples[2:-2] if len(samples) > 4 else []
+
+
+_NETSTAT_KEYS = {
+    "packets received": "received",
+    "packets to unknown port received": "unknown_port",
+    "packet receive errors": "rx_errors",
+    "packets sent": "sent",
+    "receive buffer errors": "rcvbuf_errors",
+    "send buffer errors": "sndbuf_errors",
+}
+
+
+def parse_netstat(text: str, path: str = "netstat.txt") -> dict[str, int]:
+    """The ``Udp:`` counters of ``netstat -su`` as {received, sent, rcvbuf_errors, …}."""
+    out: dict[str, int] = {}
+    in_udp = False
+    for line in text.splitlines():
+        if not line.startswith((" ", "\t")):
+            in_udp = line.strip() == "Udp:"
+            continue
+        if not in_udp:
+            continue
+        m = re.match(r"^\s*(\d+)\s+(.+?)\s*$", line)
+        if m and m.group(2) in _NETSTAT_KEYS:
+            out[_NETSTAT_KEYS[m.group(2)]] = int(m.group(1))
+    if "sent" not in out or "received" not in out:
+        raise DataError(path, "no Udp: section with packets sent/received", field="Udp")
+    return out
+
+
+#: NIC counter names by driver: Broadcom bnxt (the AMD hosts), then the
+#: generic names used by Intel (ixgbe/i40e/ice) and Mellanox (mlx5 *_phy).
+_ETHTOOL_TOTALS = {
+    "rx_frames": ("rx_total_frames", "rx_packets_phy", "rx_packets"),
+    "tx_frames": ("tx_total_frames", "tx_packets_phy", "tx_packets"),
+    "rx_bytes": ("rx_bytes", "rx_bytes_phy", "rx_octets"),
+    "tx_bytes": ("tx_bytes", "tx_bytes_phy", "tx_octets"),
+    "rx_discards": ("rx_total_discard_pkts", "rx_discards_phy", "rx_dropped", "rx_missed_errors"),
+    "tx_discards": ("tx_total_discard_pkts", "tx_discards_phy", "tx_dropped"),
+}
+
+
+def parse_ethtool(text: str, path: str = "ethtool.txt") -> dict[str, int]:
+    """NIC totals of ``ethtool -S`` under driver-independent names.
+
+    Returns a dict with any of rx_frames, tx_frames, rx_bytes, tx_bytes,
+    rx_discards, tx_discards that the driver reports (per-queue ``[n]:`` lines
+    are ignored).
+    """
+    raw: dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition(": ")
+        if not sep or key.startswith("["):
+            continue
+        value = value.strip()
+        if value.lstrip("-").isdigit():
+            raw[key] = int(value)
+    if not raw:
+        raise DataError(path, "no NIC statistics", field="ethtool")
+    out: dict[str, int] = {}
+    for name, candidates in _ETHTOOL_TOTALS.items():
+        for cand in candidates:
+            if cand in raw:
+                out[name] = raw[cand]
+                break
+    return out
+
+
+def parse_time_json(text: str, path: str = "time.json") -> tuple[int, int]:
+    """(start_ns, end_ns) of the client run."""
+    try:
+        data = json.loads(text)
+        start, end = int(data["start"]), int(data["end"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise DataError(path, f"expected {{\"start\": ns, \"end\": ns}} ({err})",
+                        field="start/end") from None
+    if end <= start:
+        raise DataError(path, f"end {end} is not after start {start}", field="end")
+    return start, end
+
+
+@dataclass
+class RunnerLog:
+    rmem_values: list[int] = field(default_factory=list)
+    goodput_mbps: float | None = None
+    transferred_mb: float | None = None
+    succeeded: bool | None = None
+
+
+def parse_output(text: str) -> RunnerLog:
+    """What the runner's ``output.txt`` says about the run (buffer size, goodput, verdict)."""
+    log = RunnerLog()
+    for m in re.finditer(r"'rmem_value': '?(\d+)'?", text):
+        log.rmem_values.append(int(m.group(1)))
+    m = re.search(r"Transferring ([\d.]+) MB took [\d.]+ s\. Goodput: ([\d.]+) Mbps", text)
+    if m:
+        log.transferred_mb = float(m.group(1))
+        log.goodput_mbps = float(m.group(2))
+    if "Test successful" in text:
+        log.succeeded = True
+    elif re.search(r"Test failed|✕", text):
+        log.succeeded = False
+    return log
+
+
+@dataclass
+class ExperimentResult:
+    """One ``result.json``: an experiment folder of the runner."""
+
+    server_node: str | None
+    client_node: str | None
+    commits: dict[str, str]
+    filesize: dict[tuple[str, str], int]
+    details: dict[tuple[str, str], list[float]]
+    bandwidth_limit: str | None
+    client_delay: str | None
+    raw_args: dict[str, Any]
+
+
+def parse_result_json(text: str, path: str = "result.json") -> ExperimentResult:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataError(path, f"not valid JSON ({err.msg} at line {err.lineno})") from None
+    if "measurements" not in data:
+        raise DataError(path, "no measurements", field="measurements")
+    filesize: dict[tuple[str, str], int] = {}
+    details: dict[tuple[str, str], list[float]] = {}
+    for group in data["measurements"]:
+        for m in group:
+            key = (str(m.get("server")), str(m.get("client")))
+            if m.get("filesize") is not None:
+                filesize[key] = int(m["filesize"])
+            details[key] = [float(x) for x in m.get("details", [])]
+    commits = {f"server:{k}": v for k, v in data.get("server_implementations", {}).items()}
+    commits.update({f"client:{k}": v for k, v in data.get("client_implementations", {}).items()})
+
+    def none_if(value: Any) -> str | None:
+        return None if value in (None, "None", "") else str(value)
+
+    return ExperimentResult(
+        server_node=data.get("server_node_name"), client_node=data.get("client_node_name"),
+        commits=commits, filesize=filesize, details=details,
+        bandwidth_limit=none_if(data.get("bandwidth_limit")),
+        client_delay=none_if(data.get("client_delay")),
+        raw_args=dict(data.get("args", {})))
