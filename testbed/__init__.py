@@ -1,1 +1,12 @@
-"""quiclab subpackage."""
+"""Fresh runs of real QUIC stacks between network namespaces on this host.
+
+Read top to bottom, the modules are the data flow of one run:
+:mod:`~quiclab.testbed.stacks` (the stacks as data) →
+:mod:`~quiclab.testbed.build` (peers built from the registries, cached) →
+:mod:`~quiclab.testbed.config` (Scenario + testbed knobs → peer flags) →
+:mod:`~quiclab.testbed.topology` (namespaces, veth, tc, eBPF loss, delay relay) →
+:mod:`~quiclab.testbed.runner` + :mod:`~quiclab.testbed.collect` (one transfer and its
+counters) → :mod:`~quiclab.testbed.record` (catalog rows) →
+:mod:`~quiclab.testbed.session` (repetitions, sweeps, the interop matrix) →
+:mod:`~quiclab.testbed.cli` (``quiclab testbed …``).
+"""

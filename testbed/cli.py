@@ -1,0 +1,253 @@
+"""The ``quiclab testbed`` command group: build, run, sweep, matrix, stacks, clean.
+
+The main CLI calls :func:`add_parser` with its subparsers and provides the
+global ``--catalog PATH`` as ``args.catalog``; every handler is set as
+``args.func`` and returns an exit code. Errors are one line on stderr.
+``python -m quiclab.testbed`` runs this group on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from quiclab.testbed import stacks as stacks_mod
+from quiclab.testbed.build import Builder
+from quiclab.testbed.config import RunConfig, parse_set
+from quiclab.testbed.runner import Paths, Testbed
+from quiclab.testbed.session import Session, matrix, sweep
+from quiclab.testbed.topology import clean_stale, exclusive, require_root
+
+from quiclab.errors import QuiclabError
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``testbed`` and its subcommands on the main CLI's subparsers."""
+    tb = subparsers.add_parser(
+        "testbed", help="fresh runs of real QUIC stacks between network namespaces",
+        description="Build QUIC peers, run transfers between two network namespaces with "
+                    "per-run link knobs, and record every run in the catalog (source 'fresh').")
+    tb.add_argument("--build-dir", type=Path, default=None,
+                    help="where builds go (default: testbed/.build beside the package)")
+    tb.add_argument("--runs-dir", type=Path, default=None,
+                    help="where per-run logs go (default: <build-dir>/runs)")
+    sub = tb.add_subparsers(dest="testbed_command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("build", help="build the peers from the registries (cached)")
+    p.add_argument("--stacks", nargs="+", metavar="STACK",
+                   help=f"stacks to build (default all: {', '.join(stacks_mod.STACKS)})")
+    p.add_argument("--force", action="store_true", help="rebuild even when the cache is fresh")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("run", help="run one server/client pair (K repetitions)")
+    p.add_argument("--server", required=True, help="server stack (the sender)")
+    p.add_argument("--client", required=True, help="client stack (the receiver)")
+    _common_run_options(p)
+    p.add_argument("--repeat", type=int, default=1, help="repetitions (default 1)")
+    p.add_argument("--experiment", default="adhoc", help="experiment name in the catalog")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (last line) with goodput and CPU per side")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("sweep", help="run a sweep spec (the YAML of simulated sweeps)")
+    p.add_argument("spec", type=Path, help="sweep YAML")
+    p.add_argument("--repeat", type=int, default=None, help="repetitions per point")
+    p.add_argument("--bytes", type=int, default=None, help="bytes per transfer")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("matrix", help="every client × every server (interop matrix)")
+    p.add_argument("--stacks", nargs="+", metavar="STACK", help="stacks (default: all built)")
+    _common_run_options(p)
+    p.add_argument("--repeat", type=int, default=3, help="repetitions per pair (default 3)")
+    p.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser("stacks", help="the stacks and the knobs each honours")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(func=cmd_stacks)
+
+    p = sub.add_parser("clean", help="remove namespaces and settings left by killed runs")
+    p.set_defaults(func=cmd_clean)
+    return tb
+
+
+def _common_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE",
+                   help="Scenario fields (mtu_bytes=9000 gso=false rtt_ms=10 loss_pct=0.5 "
+                        "link_gbps=1 rcvbuf_bytes=… cc=… cipher=… pin=true …) and testbed "
+                        f"knobs ({', '.join(stacks_mod.TESTBED_KNOBS)})")
+    p.add_argument("--bytes", type=int, default=None,
+                   help="bytes per transfer (default 200 MB)")
+
+
+def _paths(args: argparse.Namespace) -> Paths:
+    return Paths.default(runs_dir=getattr(args, "runs_dir", None),
+                         build_dir=getattr(args, "build_dir", None))
+
+
+def _catalog(args: argparse.Namespace) -> Path | None:
+    path = getattr(args, "catalog", None)
+    if path is None:
+        print("note: no --catalog given; runs are not recorded", file=sys.stderr)
+    return Path(path) if path is not None else None
+
+
+def _fail(err: Exception) -> int:
+    print(f"quiclab testbed: {err}", file=sys.stderr)
+    return 2
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # Turn SIGTERM into KeyboardInterrupt so the topology is torn down on the way out.
+    raise KeyboardInterrupt
+
+
+def _guarded(body: Any) -> int:
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return int(body())
+    except QuiclabError as err:
+        return _fail(err)
+    except KeyboardInterrupt:
+        print("quiclab testbed: interrupted; namespaces torn down", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    def body() -> int:
+        paths = _paths(args)
+        builder = Builder(paths.build_dir, paths.peers_dir, paths.bpf_dir,
+                          log=lambda line: print(line, flush=True))
+        failures = []
+        try:
+            builder.harness()
+            builder.relay()
+            builder.loss_object(1.0)
+            builder.certs()
+        except QuiclabError as err:
+            failures.append(f"harness: {err}")
+            print(f"harness tools: FAILED — {err}", flush=True)
+        results = builder.build_all(stacks_mod.select(args.stacks), force=args.force)
+        print(f"{'stack':<10} {'status':<8} {'build s':>8}  note")
+        records = builder.records()
+        for r in results:
+            seconds = float(str(records.get(r.stack, {}).get("seconds", r.seconds)))
+            note = "cached" if r.cached else (r.error or "built")
+            print(f"{r.stack:<10} {'ok' if r.ok else 'FAILED':<8} {seconds:>8.0f}  {note}")
+            if not r.ok:
+                failures.append(r.stack)
+        return 1 if failures else 0
+    return _guarded(body)
+
+
+def _session(args: argparse.Namespace, quiet: bool = False) -> Session:
+    require_root()
+    clean_stale()
+    log = (lambda line: print(line, file=sys.stderr, flush=True)) if quiet else (
+        lambda line: print(line, flush=True))
+    testbed = Testbed(_paths(args), log=log)
+    return Session(testbed, _catalog(args), log=log)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    def body() -> int:
+        changes, knobs = parse_set(args.set)
+        config = RunConfig.build(args.server, args.client, changes, knobs,
+                                 transfer_bytes=args.bytes, experiment=args.experiment)
+        # Refuse what a stack cannot honour before creating anything.
+        from quiclab.testbed.config import resolve
+        resolve(config, stacks_mod.get(args.server), stacks_mod.get(args.client))
+        if args.repeat < 1:
+            raise QuiclabError(f"--repeat={args.repeat}: allowed ≥ 1")
+        session = _session(args, quiet=args.json)
+        with exclusive():
+            results = session.run(config, args.repeat)
+        ok = [r for r in results if r.status == "ok"]
+        if args.json:
+            last = results[-1].summary()
+            goodputs = [r.goodput_mbps for r in ok if r.goodput_mbps is not None]
+            if len(results) > 1:
+                last["runs"] = [r.summary() for r in results]
+                last["goodput_mbps_median"] = statistics.median(goodputs) if goodputs else None
+                last["goodput_cv"] = (statistics.stdev(goodputs) / statistics.mean(goodputs)
+                                      if len(goodputs) > 1 else None)
+            print(json.dumps(last))
+        return 0 if len(ok) == len(results) else 1
+    return _guarded(body)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    def body() -> int:
+        session = _session(args)
+        with exclusive():
+            results = sweep(session, args.spec, repeat=args.repeat, transfer_bytes=args.bytes)
+        failed = sum(r.status != "ok" for r in results)
+        print(f"{len(results)} runs, {failed} failed")
+        return 0
+    return _guarded(body)
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    def body() -> int:
+        changes, knobs = parse_set(args.set)
+        session = _session(args, quiet=args.json)
+        names = args.stacks or [s.name for s in stacks_mod.select(None)
+                                if session.testbed.builder.is_built(s)]
+        with exclusive():
+            cells = matrix(session, names, repeat=args.repeat, changes=changes, knobs=knobs,
+                           transfer_bytes=args.bytes)
+        if args.json:
+            print(json.dumps([{"server": s, "client": c, **v} for (s, c), v in cells.items()]))
+            return 0
+        width = max(len(n) for n in names) + 2
+        print("server \\ client".ljust(width + 6) + "".join(n.rjust(width) for n in names))
+        for server in names:
+            cols = []
+            for client in names:
+                cell = cells[(server, client)]
+                cols.append((f"{cell['median_mbps']:.0f}" if cell.get("median_mbps") else
+                             ("n/a" if cell["status"] == "incompatible" else "fail"))
+                            .rjust(width))
+            print(server.ljust(width + 6) + "".join(cols))
+        return 0
+    return _guarded(body)
+
+
+def cmd_stacks(args: argparse.Namespace) -> int:
+    rows = stacks_mod.coverage_table()
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    keys = list(rows[0])
+    widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in keys}
+    print("  ".join(k.ljust(widths[k]) for k in keys))
+    for r in rows:
+        print("  ".join(str(r[k]).ljust(widths[k]) for k in keys))
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    def body() -> int:
+        require_root()
+        removed = clean_stale(everything=True)
+        print(f"removed {len(removed)} namespace(s)" + (f": {', '.join(removed)}"
+                                                         if removed else ""))
+        return 0
+    return _guarded(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m quiclab.testbed``: this group alone, with ``--catalog``."""
+    parser = argparse.ArgumentParser(prog="quiclab")
+    parser.add_argument("--catalog", type=Path, default=None, help="DuckDB catalog file")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_parser(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args))

@@ -1,0 +1,193 @@
+"""Collectors for one peer process: CPU time, per-second CPU samples, system calls.
+
+- CPU seconds (user, system) come from ``wait4()``'s rusage when the peer
+  exits: exact, all threads, and children included.
+- Per-second samples read ``/proc/<pid>/stat`` of the process tree (utime,
+  stime, last core) once a second.
+- System calls are counted by ``perf stat -e raw_syscalls:sys_enter`` wrapped
+  around the peer when available (a counting tracepoint, no sampling).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class CpuSample:
+    """CPU use of one side during one sampling interval (percent of one core)."""
+
+    t_s: int
+    user_pct: float
+    system_pct: float
+    core: int | None
+    start_ns: int
+    end_ns: int
+
+    @property
+    def total_pct(self) -> float:
+        return self.user_pct + self.system_pct
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                text = Path(f"/proc/{pid}/task/{task}/children").read_text()
+                out.extend(int(c) for c in text.split())
+    return out
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants."""
+    seen, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        seen.append(p)
+        todo.extend(_children(p))
+    return seen
+
+
+def stat_times(pid: int) -> tuple[float, float, int | None]:
+    """(user s, system s, last core) of one process from /proc/<pid>/stat; zeros if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0, 0.0, None
+    # The command name may contain spaces: fields start after the last ')'.
+    fields = text[text.rfind(")") + 2:].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    core = int(fields[36]) if len(fields) > 36 else None
+    return utime / CLOCK_TICKS, stime / CLOCK_TICKS, core
+
+
+class CpuSampler:
+    """Samples the CPU of a process tree once per ``interval_s`` in a thread."""
+
+    def __init__(self, pid: int, interval_s: float = 1.0):
+        self.pid = pid
+        self.interval_s = interval_s
+        self.samples: list[CpuSample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        # Per-pid last reading, so exited descendants don't make the sum go backwards.
+        self._last: dict[int, tuple[float, float]] = {}
+
+    def start(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[CpuSample]:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return self.samples
+
+    def _read(self) -> tuple[float, float, int | None]:
+        core = None
+        for pid in tree(self.pid):
+            user, system, c = stat_times(pid)
+            if pid == self.pid or core is None:
+                core = c if c is not None else core
+            if user or system:
+                self._last[pid] = (user, system)
+        return (sum(u for u, _ in self._last.values()),
+                sum(s for _, s in self._last.values()), core)
+
+    def _loop(self) -> None:
+        t0 = time.time_ns()
+        prev_ns, (prev_u, prev_s, _) = t0, self._read()
+        t = 0
+        while not self._stop.wait(self.interval_s):
+            now = time.time_ns()
+            user, system, core = self._read()
+            span = (now - prev_ns) / 1e9
+            if span > 0:
+                self.samples.append(CpuSample(t, 100 * (user - prev_u) / span,
+                                              100 * (system - prev_s) / span, core,
+                                              prev_ns, now))
+            t += 1
+            prev_ns, prev_u, prev_s = now, user, system
+
+
+@dataclass
+class Exit:
+    """How a peer process ended and what it used."""
+
+    returncode: int | None
+    user_s: float = 0.0
+    system_s: float = 0.0
+    max_rss_kb: int = 0
+    voluntary_switches: int = 0
+    involuntary_switches: int = 0
+    timed_out: bool = False
+    wall_s: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def cpu_s(self) -> float:
+        return self.user_s + self.system_s
+
+
+def wait(proc: subprocess.Popen[bytes], timeout_s: float, started: float) -> Exit:
+    """Wait for ``proc`` up to ``timeout_s``, killing its process group on timeout.
+
+    Uses ``wait4`` so the exit carries the rusage of the peer and its children.
+    """
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            kill_group(proc, signal.SIGKILL)
+            pid, status, usage = os.wait4(proc.pid, 0)
+            break
+        time.sleep(0.005)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Exit(proc.returncode, usage.ru_utime, usage.ru_stime, usage.ru_maxrss,
+                usage.ru_nvcsw, usage.ru_nivcsw, timed_out, time.monotonic() - started)
+
+
+def kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def perf_available() -> bool:
+    """Whether ``perf stat`` can count the raw_syscalls tracepoint here."""
+    if shutil.which("perf") is None:
+        return False
+    proc = subprocess.run(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "true"],
+                          capture_output=True, text=True, check=False)
+    return proc.returncode == 0 and "raw_syscalls" in proc.stderr
+
+
+def perf_prefix(output: Path) -> list[str]:
+    return ["perf", "stat", "-x,", "--no-big-num", "-e", "raw_syscalls:sys_enter",
+            "-o", str(output), "--"]
+
+
+def parse_perf(output: Path) -> int | None:
+    """System calls counted by a ``perf stat -x,`` output file (None when absent)."""
+    try:
+        text = output.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        parts = line.split(",")
+        if len(parts) > 2 and parts[2] == "raw_syscalls:sys_enter" and parts[0].isdigit():
+            return int(parts[0])
+    return None

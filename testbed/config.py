@@ -1,0 +1,251 @@
+"""One testbed run's configuration: a Scenario, the testbed-only knobs, and
+which knobs were asked for explicitly.
+
+A knob that was set explicitly and that a stack cannot honour is refused with
+one line (:class:`~quiclab.testbed.errors.TestbedError`). A knob left at its
+default takes the stack's own behaviour, and the catalog records the value
+that was in effect (aioquic runs without GSO whatever the Scenario default
+says, and its row says ``gso = false``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from quiclab.sim.scenario import Scenario, parse_assignments
+from quiclab.testbed.errors import TestbedError
+from quiclab.testbed.stacks import TESTBED_KNOBS, Stack
+
+from quiclab.errors import ScenarioError
+
+#: Bytes per run when neither --bytes nor transfer_bytes is given (a few seconds
+#: for the slowest stack; the Scenario default of 8 GiB is the QIR's file size).
+DEFAULT_TRANSFER_BYTES = 200_000_000
+
+#: Scenario fields the testbed does not control, with the reason it says when one is set.
+NOT_TESTBED = {
+    "cpu": "the testbed runs on this host's CPU",
+    "cpu_ghz": "the testbed runs at this host's clock",
+    "base_rtt_us": "the veth path has its own base RTT",
+    "pipeline": "pipelines are not built into the peers",
+    "workload": "the peers run bulk transfers only",
+    "request_bytes": "the peers run bulk transfers only",
+    "requests": "the peers run bulk transfers only",
+    "connections": "the peers run one connection",
+    "streams": "the peers transfer on one stream",
+    "chunks": "the peers transfer in one request",
+    "app": "the application protocol is the stacks' own (perf, or h3 for wrapped tools)",
+}
+
+
+def parse_set(items: list[str], source: str = "--set") -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split ``--set`` items into (Scenario changes, testbed knobs), both coerced.
+
+    Raises ScenarioError/TestbedError naming the field and value.
+    """
+    scenario_items: list[str] = []
+    knobs: dict[str, Any] = {}
+    for item in items:
+        for part in item.split():
+            key, sep, raw = part.partition("=")
+            key = key.strip()
+            if sep and key in TESTBED_KNOBS:
+                knobs[key] = _coerce_knob(key, raw.strip(), source)
+            else:
+                scenario_items.append(part)
+    return parse_assignments(scenario_items, source=source), knobs
+
+
+def _coerce_knob(key: str, raw: str, source: str) -> Any:
+    default = TESTBED_KNOBS[key]
+    if isinstance(default, bool):
+        text = raw.lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ScenarioError(key, raw, "true or false", source=source)
+    try:
+        value = type(default)(float(raw)) if isinstance(default, int) else float(raw)
+    except ValueError:
+        raise ScenarioError(key, raw, "a number", source=source) from None
+    if value < 0:
+        raise ScenarioError(key, raw, "≥ 0", source=source)
+    return value
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one run, except its repetition number."""
+
+    scenario: Scenario
+    knobs: dict[str, Any] = field(default_factory=dict)
+    explicit: frozenset[str] = frozenset()
+    experiment: str = "adhoc"
+
+    @classmethod
+    def build(cls, server: str, client: str, changes: dict[str, Any] | None = None,
+              knobs: dict[str, Any] | None = None, transfer_bytes: int | None = None,
+              experiment: str = "adhoc") -> RunConfig:
+        changes = dict(changes or {})
+        for name in changes:
+            if name in NOT_TESTBED:
+                raise TestbedError(f"{name}={changes[name]!r} cannot be set on the testbed: "
+                                   f"{NOT_TESTBED[name]}")
+        if transfer_bytes is not None:
+            changes["transfer_bytes"] = transfer_bytes
+        changes.setdefault("transfer_bytes", DEFAULT_TRANSFER_BYTES)
+        explicit = frozenset(changes) | frozenset(knobs or {})
+        scenario = Scenario(**{**changes, "server": server, "client": client})
+        return cls(scenario, {**TESTBED_KNOBS, **(knobs or {})}, explicit, experiment)
+
+    def knob(self, name: str) -> Any:
+        return self.knobs[name]
+
+    def key(self) -> str:
+        """16 hex digits naming this configuration (stable across processes)."""
+        blob = json.dumps({"scenario": self.scenario.to_dict(), "knobs": self.knobs,
+                           "explicit": sorted(self.explicit)}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Peer arguments per side and the values in effect (what the catalog records)."""
+
+    server_args: list[str]
+    client_args: list[str]
+    effective: dict[str, Any]
+
+
+def _offload(stack: Stack, name: str, wanted: bool, explicit: bool) -> bool:
+    support = getattr(stack, name)
+    if support == "switch":
+        return wanted
+    in_effect = support == "on"
+    if explicit and wanted != in_effect:
+        raise TestbedError(f"{name}={str(wanted).lower()} cannot be honoured by {stack.name}: "
+                           f"its {name.upper()} is always {'on' if in_effect else 'off'}")
+    return in_effect
+
+
+def resolve(config: RunConfig, server: Stack, client: Stack) -> Resolved:
+    """Map the configuration onto each peer's flags, refusing what a stack cannot do."""
+    s = config.scenario
+    ex = config.explicit
+    if (reason := client.can_talk_to(server)) is not None:
+        raise TestbedError(reason)
+    eff: dict[str, Any] = {"app": server.app}
+    args: dict[str, list[str]] = {"server": [], "client": []}
+    stacks = {"server": server, "client": client}
+
+    # Offloads: GSO matters on the sender (server), GRO on the receiver (client).
+    eff["gso"] = _offload(server, "gso", s.gso, "gso" in ex)
+    eff["gro"] = _offload(client, "gro", s.gro, "gro" in ex)
+    for role, stack in stacks.items():
+        if stack.gso == "switch":
+            args[role].append(f"--gso={str(_offload(stack, 'gso', s.gso, False)).lower()}")
+        elif "gso" in ex:
+            _offload(stack, "gso", s.gso, True)
+        if stack.gro == "switch":
+            args[role].append(f"--gro={str(_offload(stack, 'gro', s.gro, False)).lower()}")
+        elif "gro" in ex:
+            _offload(stack, "gro", s.gro, True)
+
+    # Packet size: the sender's payload is what counts; both sides get the same cap.
+    link_payload = s.mtu_bytes - 28
+    if "udp_payload_bytes" in ex and s.udp_payload_bytes:
+        for stack in stacks.values():
+            if s.udp_payload_bytes > stack.max_udp_payload_bytes:
+                raise TestbedError(
+                    f"udp_payload_bytes={s.udp_payload_bytes} cannot be honoured by "
+                    f"{stack.name}: its packets are capped at {stack.max_udp_payload_bytes} B")
+        payload = {r: s.udp_payload_bytes for r in stacks}
+    elif s.mtu_bytes != 1500:
+        payload = {r: min(link_payload, st.max_udp_payload_bytes) for r, st in stacks.items()}
+    else:
+        payload = {}
+    for role, value in payload.items():
+        args[role].append(f"--max-udp-payload={value}")
+    eff["udp_payload_bytes"] = payload.get(
+        "server", min(server.default_udp_payload_bytes, link_payload))
+    if (server.gso_max_payload_bytes and eff["gso"]
+            and eff["udp_payload_bytes"] > server.gso_max_payload_bytes):
+        raise TestbedError(
+            f"gso=true with udp_payload_bytes={eff['udp_payload_bytes']} cannot be honoured by "
+            f"{server.name}: above {server.gso_max_payload_bytes} B its GSO batches exceed "
+            "64 KiB and fail silently; set gso=false or a smaller udp_payload_bytes")
+
+    # Congestion control: the sender's; both sides are told when it was asked for.
+    if "cc" in ex:
+        for stack in stacks.values():
+            if s.cc not in stack.ccs:
+                raise TestbedError(f"cc={s.cc} cannot be honoured by {stack.name}: "
+                                   f"it offers {' | '.join(stack.ccs)}")
+        for role in stacks:
+            args[role].append(f"--cc={s.cc}")
+        eff["cc"] = s.cc
+    else:
+        eff["cc"] = server.default_cc
+
+    if "cipher" in ex:
+        for stack in stacks.values():
+            if s.cipher not in stack.ciphers:
+                raise TestbedError(f"cipher={s.cipher} cannot be honoured by {stack.name}: "
+                                   f"it offers {' | '.join(stack.ciphers)}")
+        for role in stacks:
+            args[role].append(f"--cipher={s.cipher}")
+    eff["cipher"] = s.cipher if "cipher" in ex else "aes-ni"
+
+    for knob, flag in (("stream_window_bytes", "stream-window"),
+                       ("conn_window_bytes", "conn-window")):
+        value = int(config.knob(knob))
+        if value:
+            for role, stack in stacks.items():
+                if not stack.flow_control:
+                    raise TestbedError(f"{knob}={value} cannot be honoured by {stack.name}: "
+                                       "its flow-control windows are not configurable")
+                args[role].append(f"--{flag}={value}")
+        eff[knob] = value or None
+
+    if config.knob("qlog"):
+        for stack in stacks.values():
+            if not stack.qlog:
+                raise TestbedError(f"qlog=true cannot be honoured by {stack.name}: "
+                                   "it does not write qlog")
+    eff["veth_segmentation"] = bool(config.knob("veth_segmentation"))
+    eff["nic_gro"] = bool(config.knob("nic_gro"))
+    if s.loss_pct > 0 and not s.rtt_ms and not s.reorder_pct:
+        # Per-packet loss: tc sees a GSO batch as one skb, so the kernel must segment
+        # before the receiver's ingress and the receiver's veth must not re-aggregate.
+        if "veth_segmentation" in ex and config.knob("veth_segmentation"):
+            raise TestbedError("veth_segmentation=true with loss_pct > 0 would drop whole GSO "
+                               "batches; leave it unset (the testbed turns it off for loss)")
+        eff["veth_segmentation"] = False
+        eff["nic_gro"] = False
+    eff["tso"] = bool(config.knob("tso"))
+    return Resolved(args["server"] + list(server.server_args),
+                    args["client"] + list(client.client_args), eff)
+
+
+def expected_seconds(config: RunConfig, server: Stack, client: Stack) -> float:
+    """Transfer time at the slowest plausible goodput of the pair (or the link rate)."""
+    mbps = min(server.min_goodput_mbps, client.min_goodput_mbps)
+    if config.scenario.link_gbps and "link_gbps" in config.explicit:
+        mbps = min(mbps, config.scenario.link_gbps * 1e3)
+    if config.scenario.loss_pct > 0:
+        mbps /= 1 + config.scenario.loss_pct  # loss-bound cwnd: slower
+    return config.scenario.transfer_bytes * 8 / (mbps * 1e6)
+
+
+def timeout_seconds(config: RunConfig, server: Stack, client: Stack,
+                    startup_s: float = 15.0) -> float:
+    """Hang timeout: 4 × the expected transfer time + ``startup_s`` for start-up and handshake
+    (+ 100 added RTTs for slow start). The ``timeout_s`` knob overrides it."""
+    if config.knob("timeout_s"):
+        return float(config.knob("timeout_s"))
+    rtt_s = config.scenario.rtt_ms / 1e3
+    return startup_s + 4.0 * expected_seconds(config, server, client) + 100 * rtt_s

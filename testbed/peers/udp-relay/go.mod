@@ -1,0 +1,3 @@
+module quiclab/peers/udprelay
+
+go 1.24

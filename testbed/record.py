@@ -1,0 +1,150 @@
+"""Turn a :class:`~quiclab.testbed.runner.RunResult` into catalog rows.
+
+Fresh runs use the same ``runs`` schema as the published ones
+(:data:`quiclab.datasets.catalog.RUN_COLUMNS`) with ``source = 'fresh'``, so
+calibration and validation never care where a measurement came from.
+Counters that the schema has no column for (relay, qdisc, stack-reported
+send/receive calls, peer reports) go to ``extra`` (JSON).
+
+Packets: ``/proc/net/snmp`` ``OutDatagrams`` counts send calls and
+``InDatagrams`` coalesced receives when GSO/GRO are on, and veth counters
+count batches; wire packets come from the stack's own statistics where it
+has them (``data_packets``), else bytes ÷ UDP payload (``extra.wire_packets_est``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from quiclab.testbed.runner import RunResult, Side
+
+
+def run_id(experiment: str, config_key: str, repetition: int) -> str:
+    """Stable and unique: the same experiment, configuration and repetition give the same id."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", experiment)[:40]
+    return f"fresh-{slug}-{config_key}-r{repetition}"
+
+
+def host_cpu(cpuinfo: str | None = None) -> tuple[str, bool]:
+    """(catalog CPU name of this host, AES-NI present) from /proc/cpuinfo."""
+    from quiclab.models.cpus import CpuCatalog, host_cpu_from_cpuinfo
+
+    text = cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text()
+    cpu = host_cpu_from_cpuinfo(text, CpuCatalog.packaged())
+    return cpu.name, cpu.aes_ni
+
+
+def git_revision(repo: Path) -> dict[str, Any]:
+    """Revision and dirty flag of the repository holding the peers (provenance)."""
+    def git(*args: str) -> str:
+        proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                              check=False)
+        return proc.stdout.strip()
+    return {"revision": git("rev-parse", "HEAD") or None,
+            "dirty": bool(git("status", "--porcelain", "--", "testbed"))}
+
+
+def _num(report: dict[str, Any], key: str) -> Any:
+    value = report.get(key)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _udp(side: Side) -> dict[str, int | None]:
+    udp = side.snmp.get("Udp", {})
+    return {"sent": udp.get("OutDatagrams"), "received": udp.get("InDatagrams"),
+            "rcvbuf_errors": udp.get("RcvbufErrors"), "sndbuf_errors": udp.get("SndbufErrors"),
+            "rx_errors": udp.get("InErrors")}
+
+
+def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
+            provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One ``runs`` row."""
+    s = result.config.scenario
+    eff = result.effective
+    srv, cli = result.server, result.client
+    runtime_s = _num(cli.report, "transfer_s")
+    if runtime_s is None and result.end_ns > result.start_ns:
+        runtime_s = (result.end_ns - result.start_ns) / 1e9
+    row: dict[str, Any] = {
+        "run_id": result.run_id, "source": "fresh", "experiment": result.config.experiment,
+        "setting": s.describe(), "logdir": result.logdir, "hostpair": "veth",
+        "server_host": "netns:server", "client_host": "netns:client",
+        "cpu": cpu_name, "server_impl": s.server, "client_impl": s.client,
+        "server_build": (provenance or {}).get("builds", {}).get(s.server),
+        "client_build": (provenance or {}).get("builds", {}).get(s.client),
+        "server_version": (provenance or {}).get("versions", {}).get(s.server),
+        "client_version": (provenance or {}).get("versions", {}).get(s.client),
+        "repetition": result.repetition, "status": result.status,
+        "failure_reason": result.failure_reason, "filesize_bytes": s.transfer_bytes,
+        "start_ns": result.start_ns, "end_ns": result.end_ns, "runtime_s": runtime_s,
+        "goodput_mbps": result.goodput_mbps, "goodput_reported_mbps": result.goodput_mbps,
+        "app": eff.get("app", "perf"), "cipher": eff.get("cipher", s.cipher), "aes_ni": aes_ni,
+        "rcvbuf_bytes": s.rcvbuf_bytes, "sndbuf_bytes": s.sndbuf_bytes,
+        "gso": eff.get("gso"), "gro": eff.get("gro"), "tso": eff.get("tso"),
+        "veth_segmentation": eff.get("veth_segmentation"), "mtu_bytes": s.mtu_bytes,
+        "udp_payload_bytes": _num(srv.report, "udp_payload_bytes")
+        or eff.get("udp_payload_bytes"),
+        "link_gbps": s.link_gbps if "link_gbps" in result.config.explicit else None,
+        "rtt_ms": s.rtt_ms, "loss_pct": s.loss_pct, "reorder_pct": s.reorder_pct,
+        "streams": 1, "chunks": 1, "cc": eff.get("cc"),
+        "server_core": srv.core, "client_core": cli.core,
+        "data_packets": _num(srv.report, "packets_sent"),
+        "ack_packets": _num(cli.report, "packets_sent"),
+        "server_syscalls": srv.syscalls, "client_syscalls": cli.syscalls,
+        "handshake_ms": _num(cli.report, "handshake_ms"),
+    }
+    for prefix, side in (("server", srv), ("client", cli)):
+        if side.exit is not None:
+            wall = max(side.exit.wall_s, 1e-9)
+            row[f"{prefix}_cpu_s"] = side.exit.cpu_s
+            row[f"{prefix}_cpu_pct"] = 100 * side.exit.cpu_s / wall
+            row[f"{prefix}_cpu_user_pct"] = 100 * side.exit.user_s / wall
+            row[f"{prefix}_cpu_sys_pct"] = 100 * side.exit.system_s / wall
+        for key, value in _udp(side).items():
+            row[f"{prefix}_udp_{key}"] = value
+        if side.link:
+            row[f"{prefix}_nic_tx_frames"] = side.link["tx_packets"]
+            row[f"{prefix}_nic_rx_frames"] = side.link["rx_packets"]
+            row[f"{prefix}_nic_tx_bytes"] = side.link["tx_bytes"]
+            row[f"{prefix}_nic_rx_bytes"] = side.link["rx_bytes"]
+            row[f"{prefix}_nic_rx_discards"] = side.link["rx_dropped"]
+            row[f"{prefix}_nic_tx_discards"] = side.link["tx_dropped"]
+    payload = row["udp_payload_bytes"] or 0
+    extra = {
+        "scenario": s.to_dict(), "knobs": result.config.knobs,
+        "explicit": sorted(result.config.explicit), "effective": eff,
+        "topology": result.topology, "timeout_s": result.timeout_s,
+        "expected_s": result.expected_s,
+        "wire_packets_est": (s.transfer_bytes // payload) if payload else None,
+        "server_report": srv.report, "client_report": cli.report,
+        "server_stderr": srv.stderr_tail, "client_stderr": cli.stderr_tail,
+        "server_exit": srv.exit.__dict__ if srv.exit else None,
+        "client_exit": cli.exit.__dict__ if cli.exit else None,
+        "provenance": provenance or {},
+    }
+    row["extra"] = json.dumps(extra, sort_keys=True, default=str)
+    return row
+
+
+def sample_rows(result: RunResult) -> list[dict[str, Any]]:
+    """``cpu_samples`` rows: per-second CPU of each side, marked in the transfer window."""
+    rows = []
+    for side_name, side in (("server", result.server), ("client", result.client)):
+        for sample in side.samples:
+            rows.append({
+                "run_id": result.run_id, "side": side_name, "t_s": sample.t_s,
+                "user_pct": sample.user_pct, "system_pct": sample.system_pct,
+                "total_pct": sample.total_pct, "core": sample.core,
+                "in_window": result.start_ns <= sample.start_ns
+                and sample.end_ns <= result.end_ns})
+    return rows
+
+
+def config_digest(rows: list[dict[str, Any]]) -> str:
+    blob = json.dumps(rows, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

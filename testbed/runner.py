@@ -1,0 +1,316 @@
+"""Run one transfer between two peers in fresh namespaces and collect everything.
+
+:meth:`Testbed.run` never raises for a run that goes wrong: a peer that
+fails, hangs (killed after a timeout derived from the expected transfer time)
+or a knob a stack cannot honour gives a :class:`RunResult` with status
+``failed`` and a one-line ``failure_reason``, so a sweep goes on. Only
+interruption (Ctrl-C, SIGTERM) propagates, after the topology is torn down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quiclab.testbed import collect
+from quiclab.testbed.build import Builder
+from quiclab.testbed.config import Resolved, RunConfig, expected_seconds, resolve, timeout_seconds
+from quiclab.testbed.errors import TestbedError
+from quiclab.testbed.stacks import STACKS, Stack
+from quiclab.testbed.topology import PORT, LinkConfig, Topology
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where the testbed reads and writes. Nothing is created at import time."""
+
+    build_dir: Path
+    runs_dir: Path
+    peers_dir: Path = PACKAGE_DIR / "peers"
+    bpf_dir: Path = PACKAGE_DIR / "bpf"
+    state_dir: Path = Path("/run/quiclab")
+
+    @classmethod
+    def default(cls, runs_dir: Path | None = None, build_dir: Path | None = None) -> Paths:
+        """Builds beside the package source (``testbed/.build``, outside git), run logs in
+        ``runs_dir`` (default: ``testbed/.build/runs``)."""
+        build = build_dir or PACKAGE_DIR / ".build"
+        return cls(build_dir=build, runs_dir=runs_dir or build / "runs")
+
+
+@dataclass
+class Side:
+    """What one peer reported and used."""
+
+    stack: str
+    report: dict[str, Any] = field(default_factory=dict)
+    exit: collect.Exit | None = None
+    samples: list[collect.CpuSample] = field(default_factory=list)
+    syscalls: int | None = None
+    snmp: dict[str, dict[str, int]] = field(default_factory=dict)
+    link: dict[str, int] = field(default_factory=dict)
+    core: int | None = None
+    stderr_tail: str = ""
+
+
+@dataclass
+class RunResult:
+    """One run, ready for the catalog (see :func:`quiclab.testbed.record.run_row`)."""
+
+    run_id: str
+    config: RunConfig
+    repetition: int
+    status: str
+    failure_reason: str | None
+    server: Side
+    client: Side
+    effective: dict[str, Any] = field(default_factory=dict)
+    topology: dict[str, Any] = field(default_factory=dict)
+    start_ns: int = 0
+    end_ns: int = 0
+    expected_s: float = 0.0
+    timeout_s: float = 0.0
+    logdir: str = ""
+
+    @property
+    def goodput_mbps(self) -> float | None:
+        value = self.client.report.get("goodput_mbps")
+        return float(value) if isinstance(value, int | float) else None
+
+    def summary(self) -> dict[str, Any]:
+        """The one JSON object ``quiclab testbed run --json`` prints."""
+        def cpu(side: Side) -> float | None:
+            return round(side.exit.cpu_s, 4) if side.exit else None
+        return {
+            "run_id": self.run_id, "status": self.status, "failure_reason": self.failure_reason,
+            "server": self.server.stack, "client": self.client.stack,
+            "repetition": self.repetition,
+            "goodput_mbps": None if self.goodput_mbps is None else round(self.goodput_mbps, 2),
+            "server_cpu_s": cpu(self.server), "client_cpu_s": cpu(self.client),
+            "server_syscalls": self.server.syscalls, "client_syscalls": self.client.syscalls,
+            "handshake_ms": self.client.report.get("handshake_ms"),
+            "transfer_bytes": self.config.scenario.transfer_bytes,
+            **{k: self.effective.get(k) for k in ("gso", "gro", "udp_payload_bytes", "cc",
+                                                   "veth_segmentation")},
+        }
+
+
+def last_json(text: str) -> dict[str, Any]:
+    """The last line of ``text`` that is a JSON object ({} if none)."""
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                value = json.loads(line)
+                if isinstance(value, dict):
+                    return value
+    return {}
+
+
+def _tail(path: Path, lines: int = 1) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])[:300]
+
+
+def _udp_port_bound(pid: int, port: int) -> bool:
+    """Whether the network namespace of ``pid`` has a UDP socket on ``port``."""
+    try:
+        lines = Path(f"/proc/{pid}/net/udp").read_text().splitlines()[1:]
+    except OSError:
+        return False
+    hex_port = f":{port:04X}"
+    return any(line.split()[1].endswith(hex_port) for line in lines if len(line.split()) > 1)
+
+
+class Testbed:
+    """Runs transfers. ``stacks`` may be replaced (tests add a hanging peer)."""
+
+    def __init__(self, paths: Paths, stacks: dict[str, Stack] | None = None,
+                 builder: Builder | None = None, startup_s: float = 15.0,
+                 log: Any = None):
+        self.paths = paths
+        self.stacks = dict(STACKS if stacks is None else stacks)
+        self.builder = builder or Builder(paths.build_dir, paths.peers_dir, paths.bpf_dir)
+        self.startup_s = startup_s
+        self.log = log or (lambda line: None)
+        self._perf: bool | None = None
+
+    def perf_ok(self) -> bool:
+        if self._perf is None:
+            self._perf = collect.perf_available()
+        return self._perf
+
+    # ------------------------------------------------------------------
+    def run(self, config: RunConfig, repetition: int, run_id: str) -> RunResult:
+        s = config.scenario
+        server, client = self.stacks.get(s.server), self.stacks.get(s.client)
+        result = RunResult(run_id, config, repetition, "failed", None,
+                           Side(s.server), Side(s.client), start_ns=time.time_ns())
+        if server is None or client is None:
+            missing = s.server if server is None else s.client
+            result.failure_reason = f"stack {missing!r} is unknown"
+            return result
+        try:
+            resolved = resolve(config, server, client)
+        except TestbedError as err:
+            result.failure_reason = f"refused: {err}"
+            return result
+        result.effective = resolved.effective
+        for stack in (server, client):
+            exe = Path(stack.argv(self.paths.build_dir, self.paths.peers_dir)[0])
+            if exe.is_absolute() and not exe.exists():
+                result.failure_reason = (f"{stack.name} is not built ({exe} missing): "
+                                         "run `quiclab testbed build`")
+                return result
+        result.expected_s = expected_seconds(config, server, client)
+        result.timeout_s = timeout_seconds(config, server, client, self.startup_s)
+        logdir = self.paths.runs_dir / run_id
+        logdir.mkdir(parents=True, exist_ok=True)
+        result.logdir = str(logdir)
+        eff = resolved.effective
+        link = LinkConfig(
+            mtu_bytes=s.mtu_bytes, veth_segmentation=eff["veth_segmentation"],
+            nic_gro=eff["nic_gro"], tso=eff["tso"],
+            rate_gbps=s.link_gbps if "link_gbps" in config.explicit else 0.0,
+            queue_bytes=s.queue_bytes, loss_pct=s.loss_pct, rtt_ms=s.rtt_ms,
+            reorder_pct=s.reorder_pct, relay_queue_bytes=int(config.knob("relay_queue_bytes")),
+            rcvbuf_bytes=s.rcvbuf_bytes, sndbuf_bytes=s.sndbuf_bytes, seed=s.seed)
+        try:
+            with Topology(link, self.paths.state_dir, self.builder.loss_object) as topo:
+                self._transfer(topo, config, resolved, server, client, result, logdir)
+        except TestbedError as err:
+            result.status, result.failure_reason = "failed", str(err)
+        result.end_ns = result.end_ns or time.time_ns()
+        (logdir / "result.json").write_text(json.dumps(result.summary(), indent=2))
+        return result
+
+    # ------------------------------------------------------------------
+    def _command(self, topo: Topology, role: str, stack: Stack, args: list[str],
+                 logdir: Path, config: RunConfig) -> list[str]:
+        argv = [*topo.exec_prefix(role)]
+        if config.scenario.pin:
+            # Server on core 0, client on core 1: one core each (the VM has two).
+            core = 0 if role == "server" else min(1, (os.cpu_count() or 1) - 1)
+            argv += ["taskset", "-c", str(core)]
+        if config.knob("count_syscalls") and self.perf_ok():
+            argv += collect.perf_prefix(logdir / f"{role}.perf")
+        argv += stack.argv(self.paths.build_dir, self.paths.peers_dir)
+        cert, key = self.builder.certs()
+        if role == "server":
+            argv += ["--role=server", f"--addr={topo.server_listen}", f"--cert={cert}",
+                     f"--key={key}", "--once=true"]
+        else:
+            argv += ["--role=client", f"--addr={topo.client_target}", f"--ca={cert}",
+                     "--server-name=quiclab", f"--bytes={config.scenario.transfer_bytes}"]
+        if config.knob("qlog"):
+            qlog = logdir / f"qlog-{role}"
+            qlog.mkdir(exist_ok=True)
+            argv.append(f"--qlog={qlog}")
+        return argv + args
+
+    def _start(self, argv: list[str], logdir: Path, name: str,
+               stack: Stack | None) -> subprocess.Popen[bytes]:
+        (logdir / f"{name}.cmd").write_text(" ".join(argv) + "\n")
+        env = {**os.environ, **dict(stack.env if stack else ())}
+        with open(logdir / f"{name}.out", "wb") as out, open(logdir / f"{name}.err", "wb") as err:
+            return subprocess.Popen(argv, stdout=out, stderr=err, env=env,
+                                    start_new_session=True)
+
+    def _transfer(self, topo: Topology, config: RunConfig, resolved: Resolved, server: Stack,
+                  client: Stack, result: RunResult, logdir: Path) -> None:
+        relay = None
+        if topo.link.relayed:
+            relay = self._start(self._relay_argv(topo), logdir, "relay", None)
+        srv = self._start(self._command(topo, "server", server, resolved.server_args, logdir,
+                                        config), logdir, "server", server)
+        cli: subprocess.Popen[bytes] | None = None
+        try:
+            srv_sampler = collect.CpuSampler(srv.pid).start()
+            started = time.monotonic()
+            while not _udp_port_bound(srv.pid, PORT):
+                if srv.poll() is not None or time.monotonic() - started > 10:
+                    report = last_json((logdir / "server.out").read_text(errors="replace"))
+                    why = report.get("error") or _tail(logdir / "server.err") or "no output"
+                    raise TestbedError(f"server {server.name} did not start: {why}")
+                time.sleep(0.02)
+            result.start_ns = time.time_ns()
+            t0 = time.monotonic()
+            cli = self._start(self._command(topo, "client", client, resolved.client_args,
+                                            logdir, config), logdir, "client", client)
+            cli_sampler = collect.CpuSampler(cli.pid).start()
+            cli_exit = collect.wait(cli, result.timeout_s, t0)
+            result.end_ns = time.time_ns()
+            result.client.samples = cli_sampler.stop()
+            # The server exits by itself (--once) once the client has closed the connection.
+            srv_exit = collect.wait(srv, 5.0, t0)
+            if srv_exit.timed_out:
+                srv_exit.extra["killed"] = 1.0
+            result.server.samples = srv_sampler.stop()
+        finally:
+            for proc in (cli, srv, relay):
+                if proc is not None and proc.returncode is None:
+                    collect.kill_group(proc, signal.SIGTERM)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(timeout=2)
+                    collect.kill_group(proc, signal.SIGKILL)
+                    proc.wait()
+        result.client.exit, result.server.exit = cli_exit, srv_exit
+        for side, role in ((result.server, "server"), (result.client, "client")):
+            side.report = last_json((logdir / f"{role}.out").read_text(errors="replace"))
+            side.stderr_tail = _tail(logdir / f"{role}.err", 2)
+            side.syscalls = collect.parse_perf(logdir / f"{role}.perf")
+            side.snmp = topo.snmp(role)
+            side.link = topo.link_stats(role)
+            if config.scenario.pin:
+                side.core = 0 if role == "server" else 1
+        result.topology = {"mode": "relayed" if topo.link.relayed else "direct",
+                           "namespaces": list(topo.ns.values()), "applied": topo.applied,
+                           "qdisc": topo.qdisc_stats("server")}
+        if relay is not None:
+            result.topology["relay"] = last_json((logdir / "relay.out").read_text()).get("relay")
+        result.status, result.failure_reason = _verdict(result, cli_exit, client, config)
+
+    def _relay_argv(self, topo: Topology) -> list[str]:
+        link = topo.link
+        one_way_s = link.rtt_ms / 2e3
+        # Bound: 2 × what is in flight in the delay line at the relay's top rate (or the link's).
+        rate_bps = min(link.rate_gbps * 1e9 if link.rate_gbps else 2e9, 2e9)
+        queue = link.relay_queue_bytes or max(1 << 20, int(2 * rate_bps / 8 * one_way_s))
+        return [*topo.exec_prefix("relay"), str(self.builder.relay()),
+                f"-listen={topo.client_target}", f"-server={topo.server_listen}",
+                f"-delay={one_way_s * 1e6:.0f}us", f"-reorder-pct={link.reorder_pct}",
+                f"-queue-bytes={queue}", f"-seed={link.seed + 1}"]
+
+
+def _verdict(result: RunResult, cli_exit: collect.Exit, client: Stack,
+             config: RunConfig) -> tuple[str, str | None]:
+    if cli_exit.timed_out:
+        return "failed", (f"client {client.name} hung: killed after {result.timeout_s:.0f} s "
+                          f"(expected ~{result.expected_s:.1f} s for "
+                          f"{config.scenario.transfer_bytes} B)")
+    report = result.client.report
+    if report.get("error"):
+        return "failed", f"client: {report['error']}"
+    if cli_exit.returncode != 0:
+        return "failed", (f"client exited {cli_exit.returncode}: "
+                          f"{result.client.stderr_tail or 'no output'}")
+    if not report:
+        return "failed", "client printed no JSON report"
+    if report.get("bytes") not in (None, config.scenario.transfer_bytes):
+        return "failed", (f"client received {report.get('bytes')} of "
+                          f"{config.scenario.transfer_bytes} bytes")
+    if result.server.report.get("error"):
+        return "failed", f"server: {result.server.report['error']}"
+    return "ok", None

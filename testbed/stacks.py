@@ -1,0 +1,178 @@
+"""The QUIC stacks the testbed can run, as data: where each comes from, how it
+is built and started, its packet-size cap and which knobs it honours.
+
+Adding a stack is one small program under ``testbed/peers/<dir>/`` and one
+:class:`Stack` entry in :data:`STACKS`. Every peer speaks the same command
+line (``--name=value``; see ``testbed/peers/README.md``) and prints one JSON
+line per side; the harness passes a knob only to a stack whose entry lists it,
+and refuses (one line) a knob that was asked for explicitly and that the stack
+cannot honour, rather than measuring something else.
+
+Facts recorded here (issue 7/8, measured on this kind of machine):
+
+- quic-go caps QUIC packets at 1452 B of UDP payload (IPv4, MTU 1500) and has
+  neither GRO nor a congestion-control choice; GSO is switched off with
+  ``QUIC_GO_DISABLE_GSO``.
+- quinn needs ``max_udp_payload_size`` and ``min_mtu`` set for jumbo packets;
+  with GSO above ~6.5 KB packets its batches exceed 64 KiB and fail silently
+  (goodput collapses), so that combination is refused. quinn-udp always turns
+  UDP_GRO on.
+- aioquic and qh3 send one datagram per system call (no GSO/GRO); aioquic
+  does no path-MTU discovery (1200 B unless told).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quiclab.testbed.errors import TestbedError
+
+#: Where a knob's support is recorded. Values: "switch" (on and off), "on"
+#: (always on, cannot be turned off), "off" (not implemented).
+OFFLOAD_SUPPORT = ("switch", "on", "off")
+
+#: Testbed-only knobs (not Scenario fields), with defaults; set with ``--set`` too.
+TESTBED_KNOBS: dict[str, Any] = {
+    # ethtool -K tx-udp-segmentation on the sender's veth: on hands 64 KB GSO
+    # batches to the peer unsegmented (flatters GSO); off makes the kernel
+    # segment, closer to a real NIC.
+    "veth_segmentation": True,
+    # ethtool -K gro on the receiver's veth (NAPI GRO, aggregates for UDP_GRO sockets).
+    "nic_gro": False,
+    # ethtool -K tso (TCP only; recorded for completeness).
+    "tso": True,
+    "stream_window_bytes": 0,
+    "conn_window_bytes": 0,
+    "qlog": False,
+    # Count system calls with `perf stat -e raw_syscalls:sys_enter` (small overhead).
+    "count_syscalls": True,
+    # Bound of each direction of the delay relay's queue (0 = 2 × BDP, at least 1 MiB).
+    "relay_queue_bytes": 0,
+    # Per-run timeout in seconds (0 = derived from the expected transfer time).
+    "timeout_s": 0.0,
+}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One QUIC implementation as the testbed sees it.
+
+    ``command`` is the argument vector that starts a peer, with ``{build}``
+    (the build directory) and ``{peers}`` (the peers source directory)
+    substituted; ``--role=…`` and the knob flags are appended.
+    """
+
+    name: str
+    #: Where it comes from (a registry and a package), for the build log and the report.
+    origin: str
+    #: How it is built: "go", "cargo", "pyvenv", "debian" (prebuilt examples), "none".
+    build: str
+    #: Source directory under testbed/peers/ (hashed to decide whether to rebuild).
+    source: str
+    command: tuple[str, ...]
+    version: str
+    #: Application protocol it speaks: "perf" (the quiclab perf protocol) or "h3".
+    app: str = "perf"
+    #: Largest UDP payload it will send, in bytes (IPv4).
+    max_udp_payload_bytes: int = 65527
+    #: UDP payload when nothing is set and the MTU is 1500.
+    default_udp_payload_bytes: int = 1452
+    gso: str = "switch"
+    gro: str = "switch"
+    #: GSO is refused above this UDP payload (0 = no limit).
+    gso_max_payload_bytes: int = 0
+    ccs: tuple[str, ...] = ("cubic",)
+    default_cc: str = "cubic"
+    ciphers: tuple[str, ...] = ("aes-ni",)
+    flow_control: bool = True
+    socket_buffers: bool = True
+    qlog: bool = False
+    #: Slowest plausible goodput here, Mbit/s: sets the hang timeout.
+    min_goodput_mbps: float = 50.0
+    #: Extra environment for the peer processes.
+    env: tuple[tuple[str, str], ...] = ()
+    #: Debian packages the build needs.
+    apt: tuple[str, ...] = ()
+    notes: str = ""
+    #: Extra arguments only the client or server gets.
+    client_args: tuple[str, ...] = ()
+    server_args: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def argv(self, build_dir: Path, peers_dir: Path) -> list[str]:
+        return [part.format(build=build_dir, peers=peers_dir) for part in self.command]
+
+    def can_talk_to(self, server: Stack) -> str | None:
+        """None when this client can talk to ``server``, else the reason it cannot."""
+        if self.app != server.app:
+            return (f"{self.name} speaks {self.app}, {server.name} speaks {server.app}: "
+                    "no common application protocol")
+        return None
+
+
+_PYQUIC = ("{build}/pyenv/bin/python", "{peers}/pyquic/peer.py")
+
+STACKS: dict[str, Stack] = {s.name: s for s in (
+    Stack(
+        name="quic-go", origin="Go module proxy: github.com/quic-go/quic-go v0.65.0",
+        build="go", source="quic-go", command=("{build}/bin/quic-go-peer",),
+        version="quic-go v0.65.0", max_udp_payload_bytes=1452, default_udp_payload_bytes=1452,
+        gso="switch", gro="off", ccs=("cubic",), ciphers=("aes-ni",), qlog=True,
+        min_goodput_mbps=200.0,
+        notes="1452 B packet cap; GSO via QUIC_GO_DISABLE_GSO; no GRO; cubic only"),
+    Stack(
+        name="quinn", origin="crates.io: quinn 0.11.12 (rustls/ring)",
+        build="cargo", source="quinn", command=("{peers}/quinn/target/release/quinn-peer",),
+        version="quinn 0.11.12", default_udp_payload_bytes=1452,
+        gso="switch", gro="on", gso_max_payload_bytes=6500, ccs=("cubic", "reno", "bbr"),
+        ciphers=("aes-ni", "chacha20"), min_goodput_mbps=200.0,
+        notes="jumbo needs max_udp_payload_size + min_mtu; GSO batches > 64 KiB above "
+              "~6.5 KB packets fail silently; quinn-udp always enables GRO"),
+    Stack(
+        name="s2n-quic", origin="crates.io: s2n-quic 1.91.0 (s2n-tls/aws-lc)",
+        build="cargo", source="s2n-quic",
+        command=("{peers}/s2n-quic/target/release/s2n-quic-peer",),
+        version="s2n-quic 1.91.0", default_udp_payload_bytes=1472,
+        gso="switch", gro="switch", ccs=("cubic", "bbr"), ciphers=("aes-ni",),
+        min_goodput_mbps=200.0, notes="MTU set as IP MTU (payload + 28)"),
+    Stack(
+        name="aioquic", origin="PyPI: aioquic 1.7.2",
+        build="pyvenv", source="pyquic", command=(*_PYQUIC, "--impl=aioquic"),
+        version="aioquic 1.7.2", default_udp_payload_bytes=1200,
+        gso="off", gro="off", ccs=("reno", "cubic"), default_cc="reno",
+        ciphers=("aes-ni", "chacha20"), qlog=True, min_goodput_mbps=10.0,
+        extra={"pip": ("aioquic==1.7.2",)},
+        notes="pure Python; no GSO/GRO; no PMTUD (1200 B unless told)"),
+)}
+
+
+def get(name: str, stacks: dict[str, Stack] | None = None) -> Stack:
+    """The stack called ``name``; raises TestbedError naming the known ones."""
+    table = STACKS if stacks is None else stacks
+    if name not in table:
+        raise TestbedError(f"stack={name!r} is unknown: allowed {', '.join(sorted(table))}")
+    return table[name]
+
+
+def select(names: list[str] | None, stacks: dict[str, Stack] | None = None) -> list[Stack]:
+    table = STACKS if stacks is None else stacks
+    if not names:
+        return list(table.values())
+    return [get(n, table) for n in names]
+
+
+def coverage_table(stacks: dict[str, Stack] | None = None) -> list[dict[str, Any]]:
+    """Stack × knob support as rows (for the report and ``quiclab testbed stacks``)."""
+    table = STACKS if stacks is None else stacks
+    rows = []
+    for s in table.values():
+        jumbo = (f"no (cap {s.max_udp_payload_bytes} B)"
+                 if s.max_udp_payload_bytes < 8972 else "yes")
+        rows.append({
+            "stack": s.name, "app": s.app, "max_udp_payload": s.max_udp_payload_bytes,
+            "jumbo": jumbo, "gso": s.gso, "gro": s.gro, "cc": "/".join(s.ccs),
+            "cipher": "/".join(s.ciphers), "flow_control": s.flow_control,
+            "socket_buffers": s.socket_buffers, "qlog": s.qlog})
+    return rows
