@@ -61,6 +61,15 @@ def tree_hash(root: Path, salt: str = "") -> str:
     return digest.hexdigest()[:16]
 
 
+def go_binary() -> str:
+    """The Go toolchain: on PATH, or where the machine image installs it."""
+    found = shutil.which("go") or next(
+        (p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if Path(p).exists()), None)
+    if found is None:
+        raise TestbedError("go not found on PATH or in /usr/local/go/bin")
+    return found
+
+
 def installed(package: str) -> bool:
     proc = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package],
                           capture_output=True, text=True, check=False)
@@ -190,11 +199,9 @@ class Builder:
         return [self.build(s, force=force) for s in stacks]
 
     def _build_go(self, stack: Stack, log_path: Path) -> None:
-        if shutil.which("go") is None:
-            raise TestbedError("go not found on PATH")
         out = self.outputs(stack)[0]
         out.parent.mkdir(parents=True, exist_ok=True)
-        self._sh([*NICE, "go", "build", "-p", JOBS, "-o", str(out), "."],
+        self._sh([*NICE, go_binary(), "build", "-p", JOBS, "-o", str(out), "."],
                  self.peers_dir / stack.source, log_path, env={"GOFLAGS": "-mod=mod"})
 
     def _build_cargo(self, stack: Stack, log_path: Path) -> None:
@@ -228,7 +235,7 @@ class Builder:
         if out.exists() and stamp.exists() and stamp.read_text() == digest:
             return out
         out.parent.mkdir(parents=True, exist_ok=True)
-        self._sh([*NICE, "go", "build", "-o", str(out), "."], src,
+        self._sh([*NICE, go_binary(), "build", "-o", str(out), "."], src,
                  self.build_dir / "logs" / "udp-relay.log")
         stamp.parent.mkdir(parents=True, exist_ok=True)
         stamp.write_text(digest)

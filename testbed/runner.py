@@ -137,6 +137,8 @@ def _udp_port_bound(pid: int, port: int) -> bool:
 class Testbed:
     """Runs transfers. ``stacks`` may be replaced (tests add a hanging peer)."""
 
+    __test__ = False  # not a pytest test class despite the name
+
     def __init__(self, paths: Paths, stacks: dict[str, Stack] | None = None,
                  builder: Builder | None = None, startup_s: float = 15.0,
                  log: Any = None):

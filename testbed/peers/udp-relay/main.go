@@ -120,10 +120,7 @@ func main() {
 		fail(err)
 	}
 	for _, c := range []net.PacketConn{front, back} {
-		if u, ok := c.(*net.UDPConn); ok {
-			_ = u.SetReadBuffer(8 << 20)
-			_ = u.SetWriteBuffer(8 << 20)
-		}
+		forceBuffers(c, 8<<20)
 	}
 	up := newDirection("client_to_server", *delay, *extra, *reorder, *queueBytes, *seed)
 	down := newDirection("server_to_client", *delay, *extra, *reorder, *queueBytes, *seed+1)
@@ -171,6 +168,23 @@ func main() {
 	_ = json.NewEncoder(os.Stdout).Encode(map[string]any{
 		"relay": map[string]any{up.name: up.stats(), down.name: down.stats(),
 			"delay_ms": float64(*delay) / 1e6, "queue_bytes": *queueBytes}})
+}
+
+// forceBuffers sets 8 MiB socket buffers with SO_{RCV,SND}BUFFORCE (root), so the
+// relay is not limited by the run's net.core.rmem_max, which is the peers' knob.
+func forceBuffers(c net.PacketConn, size int) {
+	u, ok := c.(*net.UDPConn)
+	if !ok {
+		return
+	}
+	raw, err := u.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(fd uintptr) {
+		_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, size)
+		_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUFFORCE, size)
+	})
 }
 
 func fail(err error) {
