@@ -26,7 +26,7 @@ from quiclab.errors import DataError
 
 @dataclass(frozen=True)
 class CpuSample:
-    t_s: int  # seconds since the first sample
+    t_s: int  # pidstat intervals (1 s) since the first one with a sample
     user_pct: float
     system_pct: float
     total_pct: float
@@ -40,54 +40,68 @@ _PIDSTAT_ROW = re.compile(
 
 def parse_pidstat(text: str, path: str = "pidstat.txt",
                   commands: tuple[str, ...] = ()) -> list[CpuSample]:
-    """Per-second CPU samples of the processes named ``commands`` (all if empty).
+    """Per-interval CPU samples of the processes named ``commands`` (all if empty).
 
-    Several PIDs with the same command in the same second (e.g. NGINX workers)
-    are summed, giving the process group's CPU. ``Average:`` lines are ignored.
-    Raises DataError if a line that looks like a sample cannot be read.
+    ``pidstat -u 1`` prints one block per 1-s interval, each opened by a header
+    line; ``t_s`` counts intervals from the first one in which the process
+    appears. Several PIDs in one interval (e.g. NGINX master and worker) are
+    summed, giving the process group's CPU. Two consecutive intervals can carry
+    the same clock label (sampling jitter), so intervals are told apart by their
+    header lines (or, in a file without headers, by a change of clock label),
+    never by the label alone. ``Average:`` lines are ignored.
+    Raises DataError naming the line if a line is none of these (garbage, or a
+    sample cut short).
     """
-    per_second: dict[int, list[float]] = {}
+    per_interval: dict[int, list[float]] = {}
     cores: dict[int, int | None] = {}
+    interval = 0
+    label: str | None = None  # clock label of the samples in the current interval
     first: int | None = None
-    last_abs: int | None = None
-    day_offset = 0
     for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.startswith(("Linux", "Average")) or "Command" in line:
+        if not line.strip() or line.startswith(("Linux", "Average")):
+            continue
+        if "Command" in line:
+            interval += 1  # a header opens the next interval
+            label = None
             continue
         m = _PIDSTAT_ROW.match(line.strip())
         if not m:
-            if re.match(r"^\d{1,2}:\d{2}:\d{2}", line.strip()):
-                raise DataError(path, f"line {lineno}: unreadable sample {line.strip()[:60]!r}",
-                                field="pidstat")
-            continue
-        hh, mm, ss, ampm = int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4)
+            # Every line of the 2440 pidstat files of the dataset is blank, a
+            # banner, a header, an Average or a sample: anything else is garbage.
+            what = "unreadable sample" if re.match(r"^\d{1,2}:\d{2}:\d{2}", line.strip()) \
+                else "not a pidstat line"
+            raise DataError(path, f"line {lineno}: {what} {line.strip()[:60]!r}",
+                            field="pidstat")
+        clock = line.strip()[: m.start(5)].strip()
+        if label is not None and clock != label:
+            interval += 1  # no header in between: a new clock label is a new interval
+        label = clock
         command = m.group(13).strip()
         if commands and not any(c in command for c in commands):
             continue
-        if ampm:
-            hh = hh % 12 + (12 if ampm == "PM" else 0)
-        absolute = hh * 3600 + mm * 60 + ss + day_offset
-        if last_abs is not None and absolute < last_abs - 43200:
-            day_offset += 86400  # the run crossed midnight
-            absolute += 86400
-        last_abs = absolute
         if first is None:
-            first = absolute
-        t = absolute - first
+            first = interval
+        t = interval - first
         usr, sys_, total = float(m.group(7)), float(m.group(8)), float(m.group(11))
         if not all(0 <= v <= 100 * 512 for v in (usr, sys_, total)):
             raise DataError(path, f"line {lineno}: CPU value out of range", field="%CPU")
-        acc = per_second.setdefault(t, [0.0, 0.0, 0.0])
+        acc = per_interval.setdefault(t, [0.0, 0.0, 0.0])
         acc[0] += usr
         acc[1] += sys_
         acc[2] += total
         core = m.group(12)
         cores.setdefault(t, int(core) if core.isdigit() else None)
-    return [CpuSample(t, v[0], v[1], v[2], cores.get(t)) for t, v in sorted(per_second.items())]
+    return [CpuSample(t, v[0], v[1], v[2], cores.get(t))
+            for t, v in sorted(per_interval.items())]
 
 
 def steady_window(samples: list[CpuSample]) -> list[CpuSample]:
-    """The samples the authors' parser averages: all but the first two and last two."""
+    """All but the first two and last two samples (the authors' stated rule).
+
+    Their code drops one more trailing sample where pidstat printed no
+    ``Average:`` line for the process (clients) and one fewer where it printed
+    two (NGINX); datasets/SCHEMA.md lists the consequences.
+    """
     return samples[2:-2] if len(samples) > 4 else []
 
 
@@ -136,7 +150,8 @@ def parse_ethtool(text: str, path: str = "ethtool.txt") -> dict[str, int]:
 
     Returns a dict with any of rx_frames, tx_frames, rx_bytes, tx_bytes,
     rx_discards, tx_discards that the driver reports (per-queue ``[n]:`` lines
-    are ignored).
+    are ignored). Raises DataError if the file has no counters, or none of
+    these totals.
     """
     raw: dict[str, int] = {}
     for line in text.splitlines():
@@ -154,6 +169,11 @@ def parse_ethtool(text: str, path: str = "ethtool.txt") -> dict[str, int]:
             if cand in raw:
                 out[name] = raw[cand]
                 break
+    if not out:
+        # Counters, but none of the totals any known driver reports: the NIC
+        # columns would be NULL without a word, so say which file and why.
+        raise DataError(path, f"none of the NIC totals ({', '.join(_ETHTOOL_TOTALS['tx_frames'])}"
+                        f", …) among {len(raw)} counters", field="ethtool")
     return out
 
 
