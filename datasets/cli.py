@@ -91,8 +91,13 @@ def run_ingest(args: argparse.Namespace) -> int:
         catalog.upsert("cpus", [c.to_row() for c in CpuCatalog.packaged().cpus])
         for src in sources:
             if _kind(src) == "published":
-                n = published.load(catalog, src)
-                print(f"published points: {n} rows from {src}")
+                n = published.load(catalog, src, strict=args.strict)
+                issues = catalog.con.execute(
+                    "SELECT path, coalesce('[' || field || '] ', '') || reason "
+                    "FROM ingest_issues WHERE source = ?", [published.SOURCE]).fetchall()
+                print(f"published points: {n} rows from {src}, skipped {len(issues)}")
+                for path, reason in issues:
+                    print(f"    {path}: {reason}")
                 continue
             print(f"ingesting {src} …", file=sys.stderr)
             s = qir10g.load(catalog, src, strict=args.strict, with_perf=not args.no_perf,

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import math
 import time
 from importlib import resources
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +37,13 @@ def packaged_dir() -> Path:
     return Path(str(resources.files("quiclab.datasets").joinpath("published")))
 
 
-def read_csv(path: Path) -> list[dict[str, Any]]:
-    """Read and validate one curated CSV; raises DataError naming file, row and column."""
+def read_csv(path: Path,
+             on_error: Callable[[DataError], None] | None = None) -> list[dict[str, Any]]:
+    """Read and validate one curated CSV; raises DataError naming file, row and column.
+
+    With ``on_error``, a bad row is passed to it and skipped instead (a bad
+    header or an empty file still raises: no row of that file can be read).
+    """
     text = Path(path).read_text(encoding="utf-8")
     if not text.strip():
         raise DataError(path, "empty file")
@@ -51,37 +58,55 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
                         f"(allowed: {', '.join(COLUMNS)})", field="header")
     rows = []
     for raw in reader:
-        where = f"{path}:{reader.line_num}"
-        row: dict[str, Any] = {}
-        for col in COLUMNS:
-            cell = (raw.get(col) or "").strip()
-            if col in REQUIRED and not cell:
-                raise DataError(where, "required cell is empty", field=col)
-            if not cell:
-                row[col] = None
-            elif col in FLOATS:
-                try:
-                    row[col] = float(cell)
-                except ValueError:
-                    raise DataError(where, f"{cell!r} is not a number", field=col) from None
-            elif col in INTS:
-                try:
-                    row[col] = int(float(cell))
-                except ValueError:
-                    raise DataError(where, f"{cell!r} is not a whole number", field=col) from None
-            elif col in BOOLS:
-                if cell.lower() not in ("true", "false"):
-                    raise DataError(where, f"{cell!r} is not true/false", field=col)
-                row[col] = cell.lower() == "true"
-            else:
-                row[col] = cell
-        row["source_file"] = Path(path).name
-        rows.append(row)
+        try:
+            rows.append(_read_row(raw, f"{path}:{reader.line_num}", Path(path).name))
+        except DataError as err:
+            if on_error is None:
+                raise
+            on_error(err)
     return rows
 
 
+def _read_row(raw: dict[str, str], where: str, file_name: str) -> dict[str, Any]:
+    """One validated row; ``where`` (file:line) names it in a DataError."""
+    row: dict[str, Any] = {}
+    for col in COLUMNS:
+        cell = (raw.get(col) or "").strip()
+        if col in REQUIRED and not cell:
+            raise DataError(where, "required cell is empty", field=col)
+        if not cell:
+            row[col] = None
+        elif col in FLOATS:
+            try:
+                row[col] = float(cell)
+            except ValueError:
+                raise DataError(where, f"{cell!r} is not a number", field=col) from None
+            if not math.isfinite(row[col]):
+                raise DataError(where, f"{cell!r} is not a finite number", field=col)
+        elif col in INTS:
+            try:
+                row[col] = int(float(cell))
+            except ValueError:
+                raise DataError(where, f"{cell!r} is not a whole number", field=col) from None
+        elif col in BOOLS:
+            if cell.lower() not in ("true", "false"):
+                raise DataError(where, f"{cell!r} is not true/false", field=col)
+            row[col] = cell.lower() == "true"
+        else:
+            row[col] = cell
+    row["source_file"] = file_name
+    return row
+
+
 def load(catalog: Catalog, directory: Path | None = None, strict: bool = True) -> int:
-    """Replace ``published_points`` with every row of ``directory/*.csv``. Returns rows."""
+    """Replace ``published_points`` with every row of ``directory/*.csv``. Returns rows.
+
+    With ``strict=False`` a bad file (empty, bad header) or a bad row (bad
+    number, empty required cell, repeated ``point_id``) is skipped and recorded
+    in ``ingest_issues`` (one line naming file, row and reason) and counted in
+    ``sources.skipped``; with ``strict=True`` it raises DataError. Re-running
+    replaces this source's rows and issues.
+    """
     directory = Path(directory) if directory else packaged_dir()
     files = sorted(directory.glob("*.csv"))
     if not files:
@@ -90,13 +115,18 @@ def load(catalog: Catalog, directory: Path | None = None, strict: bool = True) -
     seen: dict[str, str] = {}
     digest = hashlib.sha256()
     file_rows = []
+    skipped: list[DataError] = []
+
+    def skip(err: DataError) -> None:
+        if strict:
+            raise err
+        skipped.append(err)
+
     for path in files:
         try:
-            part = read_csv(path)
+            part = read_csv(path, on_error=skip)
         except DataError as err:
-            if strict:
-                raise
-            catalog.record_issue(SOURCE, str(path), err.reason, err.field)
+            skip(err)
             continue
         data = path.read_bytes()
         digest.update(data)
@@ -105,18 +135,22 @@ def load(catalog: Catalog, directory: Path | None = None, strict: bool = True) -
         for row in part:
             pid = row["point_id"]
             if pid in seen:
-                raise DataError(path, f"point_id {pid!r} repeats (first in {seen[pid]})",
-                                field="point_id")
+                skip(DataError(path, f"point_id {pid!r} repeats (first in {seen[pid]})",
+                               field="point_id"))
+                continue
             seen[pid] = path.name
             rows.append(row)
     with catalog.transaction():
         catalog.con.execute("DELETE FROM published_points")
         catalog.con.execute("DELETE FROM files WHERE source = ?", [SOURCE])
+        catalog.con.execute("DELETE FROM ingest_issues WHERE source = ?", [SOURCE])
         catalog.upsert("published_points", rows)
         catalog.upsert("files", file_rows)
+        for err in skipped:
+            catalog.record_issue(SOURCE, err.path, err.reason, err.field)
         catalog.upsert("sources", [{
             "source": SOURCE, "kind": "curated figures stated in the seeds",
             "location": str(directory), "sha256": digest.hexdigest(),
             "parser_version": PARSER_VERSION, "ingested_at": time.time(),
-            "runs": len(rows), "skipped": 0}])
+            "runs": len(rows), "skipped": len(skipped)}])
     return len(rows)
