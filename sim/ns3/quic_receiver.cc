@@ -1,0 +1,372 @@
+// quiclab ns-3 engine: the receiving endpoint (the client of a download).
+//
+// Datagrams wait in the ns-3 UdpSocket's receive buffer (its RcvBufSize is the
+// Scenario's rcvbuf, see main.cc) until the receiver's CPU is free; one receive
+// call takes up to `rSegments` of them (GRO), then each is processed. ACKs
+// follow RFC 9000 §13.2 as TRANSPORT.md "ACKs" specifies; MAX_DATA and
+// MAX_STREAM_DATA ride on every ACK. Scheduling stalls make the CPU unavailable
+// for Pareto-distributed times (TRANSPORT.md "Receive buffer").
+#include "transport.h"
+
+#include "ns3/packet.h"
+#include "ns3/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace quiclab
+{
+
+using ns3::Ptr;
+using ns3::Seconds;
+using ns3::Simulator;
+using ns3::Time;
+
+void
+TakeSnapshot(Connection* conn, Stats& out)
+{
+    conn->sender->FinishAccounting();
+    out = conn->stats;
+    out.timeS = Simulator::Now().GetSeconds();
+}
+
+QuicReceiver::QuicReceiver(Connection* conn,
+                           Ptr<ns3::Socket> socket,
+                           Ptr<ns3::RandomVariableStream> uniform)
+    : m_conn(conn),
+      m_p(conn->params),
+      m_socket(socket),
+      m_uniform(uniform)
+{
+    m_streams.resize(m_p.chunks);
+    // TRANSPORT.md: stream windows are the connection window divided among
+    // `streams` (never below one packet, so that a stream can always progress).
+    uint64_t window = kUnlimited;
+    if (m_p.fcWindowBytes > 0)
+    {
+        window = std::max<uint64_t>(m_p.fcWindowBytes / m_p.streams, m_p.streamBytes);
+    }
+    for (uint32_t i = 0; i < m_p.chunks; ++i)
+    {
+        m_streams[i].size = ChunkSize(m_p, i);
+        m_streams[i].window = window;
+    }
+}
+
+void
+QuicReceiver::StartApplication()
+{
+    m_cpu.Configure(m_p.rCores);
+    m_socket->SetRecvCallback(MakeCallback(&QuicReceiver::OnReadable, this));
+    // TRANSPORT.md "Outputs": the handshake takes one RTT; then the client's
+    // requests (with its initial credit) go out and data starts half an RTT later.
+    Simulator::Schedule(Seconds(m_p.rttS), &QuicReceiver::SendRequests, this);
+    if (m_p.stallRateHz > 0 && m_p.stallMinS > 0)
+    {
+        ScheduleStall();
+    }
+}
+
+void
+QuicReceiver::StopApplication()
+{
+    m_ackTimer.Cancel();
+}
+
+void
+QuicReceiver::OnReadable(Ptr<ns3::Socket>)
+{
+    Kick();
+}
+
+void
+QuicReceiver::OpenStream(uint32_t id)
+{
+    m_streams[id].open = true;
+    m_newRequests.push_back(id);
+}
+
+void
+QuicReceiver::SendRequests()
+{
+    // TRANSPORT.md "Flow control": at most `streams` requests in flight.
+    while (m_nextRequest < std::min(m_p.streams, m_p.chunks))
+    {
+        OpenStream(m_nextRequest++);
+    }
+    m_ackDue = true;
+    Kick();
+}
+
+void
+QuicReceiver::Kick()
+{
+    Time now = Simulator::Now();
+    Stats& st = m_conn->stats;
+    while (m_cpu.HasIdleCore(now))
+    {
+        if (m_ackDue)
+        {
+            m_ackDue = false;
+            uint64_t seq = m_conn->frames.Push(BuildFrame());
+            Time finish = m_cpu.Start(now, m_p.rNsAck);
+            st.receiverBusyS = m_cpu.busyS;
+            Simulator::Schedule(finish - now, &QuicReceiver::OnAckBuilt, this, seq);
+            continue;
+        }
+        if (!m_pending.empty() && m_pending.front().second <= now)
+        {
+            Ptr<ns3::Packet> packet = m_pending.front().first;
+            m_pending.pop_front();
+            Time finish = m_cpu.Start(now, m_p.rNsPacket);
+            st.receiverBusyS = m_cpu.busyS;
+            Simulator::Schedule(finish - now, &QuicReceiver::OnPacketProcessed, this, packet);
+            continue;
+        }
+        if (m_pending.empty() && m_socket->GetRxAvailable() > 0)
+        {
+            // One receive call (GRO batch): the datagrams leave the socket
+            // buffer now and are processed once the call's work is done.
+            Time finish = m_cpu.Start(now, m_p.rNsCall);
+            st.receiverBusyS = m_cpu.busyS;
+            ++st.receiverCalls;
+            for (uint32_t i = 0; i < m_p.rSegments; ++i)
+            {
+                Ptr<ns3::Packet> packet = m_socket->Recv();
+                if (!packet)
+                {
+                    break;
+                }
+                m_pending.emplace_back(packet, finish);
+            }
+            if (finish > now)
+            {
+                Simulator::Schedule(finish - now, &QuicReceiver::Kick, this);
+            }
+            continue;
+        }
+        break;
+    }
+}
+
+bool
+QuicReceiver::HasGap() const
+{
+    return m_gaps > 0;
+}
+
+void
+QuicReceiver::Deliver(RxStream& s, uint64_t offset, uint64_t end)
+{
+    Stats& st = m_conn->stats;
+    if (end <= s.contiguous)
+    {
+        return; // duplicate (a spurious retransmission)
+    }
+    if (offset <= s.contiguous)
+    {
+        // In order: the application consumes at once; drain what was buffered.
+        bool hadGap = !s.outOfOrder.empty();
+        st.consumedBytes += end - s.contiguous;
+        s.contiguous = end;
+        while (!s.outOfOrder.empty() && s.outOfOrder.begin()->first <= s.contiguous)
+        {
+            uint64_t e = s.outOfOrder.begin()->second;
+            if (e > s.contiguous)
+            {
+                st.consumedBytes += e - s.contiguous;
+                s.contiguous = e;
+            }
+            s.outOfOrder.erase(s.outOfOrder.begin());
+        }
+        if (hadGap && s.outOfOrder.empty())
+        {
+            --m_gaps;
+        }
+    }
+    else
+    {
+        m_gaps += s.outOfOrder.empty() ? 1 : 0;
+        uint64_t& stored = s.outOfOrder[offset];
+        stored = std::max(stored, end);
+    }
+}
+
+void
+QuicReceiver::OnPacketProcessed(Ptr<ns3::Packet> packet)
+{
+    Time now = Simulator::Now();
+    Stats& st = m_conn->stats;
+    QuicHeader header;
+    packet->PeekHeader(header);
+    ++st.dataProcessed;
+    const auto pn = static_cast<int64_t>(header.number);
+    bool outOfOrder = pn < m_largest;
+    if (!m_rangeHi.empty() && m_rangeHi.back() + 1 == header.number)
+    {
+        m_rangeHi.back() = header.number; // extends the newest range
+    }
+    else
+    {
+        m_rangeLo.push_back(header.number);
+        m_rangeHi.push_back(header.number);
+    }
+    if (pn > m_largest)
+    {
+        m_largest = pn;
+        m_largestTime = now;
+    }
+    RxStream& s = m_streams[header.stream];
+    Deliver(s, header.offset, header.offset + header.length);
+    if (!s.done && s.contiguous >= s.size)
+    {
+        s.done = true;
+        if (m_nextRequest < m_p.chunks)
+        {
+            OpenStream(m_nextRequest++); // the next chunk's request rides on an ACK now
+            m_ackDue = true;
+        }
+    }
+    // Measurement window and end of the run.
+    uint64_t target = m_p.prefixBytes > 0 ? std::min(m_p.prefixBytes, m_p.transferBytes)
+                                          : m_p.transferBytes;
+    if (!m_conn->warmTaken &&
+        static_cast<double>(st.consumedBytes) >= m_p.warmFraction * static_cast<double>(target))
+    {
+        TakeSnapshot(m_conn, m_conn->warm);
+        m_conn->warmTaken = true;
+    }
+    if (st.consumedBytes >= m_p.transferBytes)
+    {
+        m_conn->completed = true;
+        m_conn->completionS = now.GetSeconds();
+        Simulator::Stop();
+        return;
+    }
+    if (m_p.prefixBytes > 0 && st.consumedBytes >= m_p.prefixBytes)
+    {
+        Simulator::Stop();
+        return;
+    }
+    // TRANSPORT.md "ACKs": immediately while a gap exists (the data of a lost
+    // or reordered packet is missing, RFC 9000 §13.2.1), else every
+    // ack_every_packets (fractional credit), else after max_ack_delay.
+    if (m_p.immediateAck && (outOfOrder || HasGap()))
+    {
+        m_ackDue = true;
+    }
+    else
+    {
+        m_ackCredit += 1.0 / m_p.ackEvery;
+        if (m_ackCredit >= 1.0 - 1e-9)
+        {
+            m_ackDue = true;
+        }
+    }
+    if (!m_ackDue && m_ackDeadline < Time(0))
+    {
+        m_ackDeadline = now + Seconds(m_p.maxAckDelayS);
+        if (!m_ackTimer.IsPending())
+        {
+            m_ackTimer = Simulator::Schedule(Seconds(m_p.maxAckDelayS), &QuicReceiver::OnAckTimer,
+                                             this);
+        }
+    }
+    Kick();
+}
+
+AckFrame
+QuicReceiver::BuildFrame()
+{
+    Time now = Simulator::Now();
+    AckFrame frame;
+    if (!m_rangeLo.empty())
+    {
+        frame.hasAck = true;
+        frame.largest = static_cast<uint64_t>(m_largest);
+        frame.ackDelayS = (now - m_largestTime).GetSeconds();
+        frame.ranges.reserve(m_rangeLo.size());
+        for (size_t i = 0; i < m_rangeLo.size(); ++i)
+        {
+            frame.ranges.emplace_back(m_rangeLo[i], m_rangeHi[i]);
+        }
+        m_rangeLo.clear();
+        m_rangeHi.clear();
+    }
+    if (m_p.fcWindowBytes > 0)
+    {
+        frame.maxData = m_conn->stats.consumedBytes + m_p.fcWindowBytes; // RFC 9000 §19.9
+    }
+    for (uint32_t id = 0; id < m_nextRequest; ++id)
+    {
+        const RxStream& s = m_streams[id];
+        if (s.open && !s.done)
+        {
+            uint64_t limit = s.window == kUnlimited ? kUnlimited : s.contiguous + s.window;
+            frame.maxStreamData.emplace_back(id, limit); // RFC 9000 §19.10
+        }
+    }
+    frame.openStreams.swap(m_newRequests);
+    // Every ACK acknowledges all packets so far; a fractional credit carries over.
+    m_ackCredit = m_ackCredit >= 1.0 ? m_ackCredit - 1.0 : 0.0;
+    m_ackDeadline = Time(-1);
+    return frame;
+}
+
+void
+QuicReceiver::OnAckBuilt(uint64_t seq)
+{
+    QuicHeader header;
+    header.type = PacketType::Ack;
+    header.number = seq;
+    // TRANSPORT.md "ACKs": a 50-byte UDP payload (ACK_PACKET_BYTES in resolve.py).
+    uint32_t size = 50 + m_conn->padBytes;
+    Ptr<ns3::Packet> packet = ns3::Create<ns3::Packet>(size - header.GetSerializedSize());
+    packet->AddHeader(header);
+    m_socket->Send(packet);
+    ++m_conn->stats.acksSent;
+    Kick();
+}
+
+void
+QuicReceiver::OnAckTimer()
+{
+    Time now = Simulator::Now();
+    if (m_ackDeadline < Time(0))
+    {
+        return;
+    }
+    if (now < m_ackDeadline)
+    {
+        m_ackTimer = Simulator::Schedule(m_ackDeadline - now, &QuicReceiver::OnAckTimer, this);
+        return;
+    }
+    m_ackDeadline = Time(-1);
+    m_ackDue = true; // RFC 9000 §13.2.1: max_ack_delay has passed
+    Kick();
+}
+
+void
+QuicReceiver::ScheduleStall()
+{
+    // Poisson stall arrivals (TRANSPORT.md "Scheduling stalls").
+    double u = 1.0 - m_uniform->GetValue();
+    Simulator::Schedule(Seconds(-std::log(u) / m_p.stallRateHz), &QuicReceiver::OnStall, this);
+}
+
+void
+QuicReceiver::OnStall()
+{
+    // Pareto(τm, α) duration by inversion: τ = τm · U^(−1/α).
+    double u = 1.0 - m_uniform->GetValue();
+    Time now = Simulator::Now();
+    Time until = now + Seconds(m_p.stallMinS * std::pow(u, -1.0 / m_p.stallAlpha));
+    if (until > m_cpu.stalledUntil)
+    {
+        m_cpu.stalledUntil = until;
+        Simulator::Schedule(until - now, &QuicReceiver::Kick, this);
+    }
+    ScheduleStall();
+}
+
+} // namespace quiclab

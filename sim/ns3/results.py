@@ -1,0 +1,111 @@
+"""Read one simulator run's JSON: window rates, extrapolation and the limit.
+
+The binary prints its raw counters twice: at the start of the measurement
+window (``warm``, after ``warm_fraction`` of the simulated bytes) and at the
+end (``end``). Rates and utilisations that decide the limit come from the
+window (steady state, no handshake or slow start); totals are the end
+counters, extrapolated to the whole transfer when only a prefix was simulated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quiclab.sim.resolve import Resolved
+
+from quiclab.errors import EngineError
+
+#: TRANSPORT.md "Outputs": a resource busy ≥ 95 % of the time is the limit.
+BUSY_LIMIT = 0.95
+
+
+class RunResult:
+    """One run's counters with the derived goodput, duration and window rates."""
+
+    def __init__(self, data: dict[str, Any], transfer_bytes: int):
+        self.data = data
+        self.transfer_bytes = transfer_bytes
+        self.completed: bool = bool(data["completed"])
+        self.warm: dict[str, Any] = data["warm"]
+        self.end: dict[str, Any] = data["end"]
+        if self.end["consumed_bytes"] <= 0:
+            raise EngineError(f"ns3 engine: no data delivered in {self.end['time_s']:.3g} s "
+                              "of simulated time")
+        if self.warm["consumed_bytes"] <= 0 or self.window_s <= 0:
+            self.warm = {k: (0 if not isinstance(v, dict) else dict.fromkeys(v, 0))
+                         for k, v in self.end.items()}
+
+    # -- window ------------------------------------------------------------------
+    @property
+    def window_s(self) -> float:
+        return float(self.end["time_s"] - self.warm["time_s"])
+
+    def delta(self, name: str) -> float:
+        return float(self.end[name] - self.warm[name])
+
+    def state_s(self, state: str) -> float:
+        return float(self.end["state_s"][state] - self.warm["state_s"][state])
+
+    def window_util(self, side: str) -> float:
+        """Cores busy on ``side`` ("sender" | "receiver") over the window."""
+        return self.delta(f"{side}_busy_s") / self.window_s
+
+    def link_util(self) -> float:
+        return self.delta("link_busy_s") / self.window_s
+
+    @property
+    def window_rate_bps(self) -> float:
+        return self.delta("consumed_bytes") * 8.0 / self.window_s
+
+    # -- whole transfer ------------------------------------------------------------
+    @property
+    def remaining_bytes(self) -> int:
+        return 0 if self.completed else self.transfer_bytes - int(self.end["consumed_bytes"])
+
+    @property
+    def duration_s(self) -> float:
+        """Completion time (the client's view, handshake included), s."""
+        if self.completed:
+            return float(self.data["completion_s"])
+        return float(self.end["time_s"]) + self.remaining_bytes * 8.0 / self.window_rate_bps
+
+    @property
+    def goodput_bps(self) -> float:
+        return self.transfer_bytes * 8.0 / self.duration_s
+
+    def extrapolated(self, name: str) -> float:
+        """A counter for the whole transfer: simulated part + window rate × the rest."""
+        value = float(self.end[name])
+        if self.remaining_bytes > 0:
+            value += self.delta(name) / self.delta("consumed_bytes") * self.remaining_bytes
+        return value
+
+    def notes(self) -> list[str]:
+        out = []
+        if not self.completed:
+            end = self.end
+            out.append(
+                f"simulated the first {end['consumed_bytes'] / 1e6:.1f} MB of "
+                f"{self.transfer_bytes / 1e6:.1f} MB ({end['time_s']:.4g} s simulated) and "
+                f"extrapolated at the steady-state {self.window_rate_bps / 1e6:.1f} Mbit/s of "
+                f"its last {self.window_s:.4g} s")
+        return out
+
+
+def limit_of(res: RunResult, r: Resolved) -> str:
+    """The limiting resource by TRANSPORT.md "Outputs", over the measurement window."""
+    s_util = res.window_util("sender") / max(r.sender.cores, 1e-9)
+    r_util = res.window_util("receiver") / max(r.receiver.cores, 1e-9)
+    if res.link_util() >= BUSY_LIMIT:
+        return "link"
+    if max(s_util, r_util) >= BUSY_LIMIT:
+        return "sender_cpu" if s_util >= r_util else "receiver_cpu"
+    events = res.delta("congestion_events")
+    if (events > 0 and res.delta("congestion_events_rcvbuf") > 0.5 * events
+            and res.delta("lost_rcvbuf") > 0.5 * res.delta("declared_lost")):
+        return "rcvbuf"
+    blocked = {name: res.state_s(name) for name in ("cwnd", "flow_control", "interop")}
+    worst = max(blocked, key=lambda k: blocked[k])
+    if blocked[worst] > 0:
+        return worst
+    return "sender_cpu" if s_util >= r_util else "receiver_cpu"
