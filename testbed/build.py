@@ -149,9 +149,10 @@ class Builder:
 
     # -- stacks -------------------------------------------------------------------
     def outputs(self, stack: Stack) -> list[Path]:
-        """Files that must exist for the stack to run (its executable)."""
+        """Files that must exist for the stack to run (its executable and declared outputs)."""
         first = Path(stack.argv(self.build_dir, self.peers_dir)[0])
-        return [first] if first.is_absolute() else []
+        declared = [self.build_dir / p for p in stack.extra.get("outputs", ())]
+        return ([first] if first.is_absolute() else []) + declared
 
     def is_built(self, stack: Stack) -> bool:
         record = self.records().get(stack.name, {})
@@ -211,16 +212,26 @@ class Builder:
         self._sh([*NICE, cargo, "build", "--release", "--locked", "-j", JOBS],
                  self.peers_dir / stack.source, log_path)
 
+    def _build_cargo_install(self, stack: Stack, log_path: Path) -> None:
+        cargo = shutil.which("cargo") or str(Path.home() / ".cargo/bin/cargo")
+        root = self.build_dir / stack.name
+        self._sh([*NICE, cargo, "install", "--locked", "-j", JOBS, "--root", str(root),
+                  str(stack.extra["crate"])], self.build_dir, log_path)
+        # The wrapper runs under the build's Python environment.
+        self._build_pyvenv(stack, log_path)
+
     def _build_pyvenv(self, stack: Stack, log_path: Path) -> None:
         venv = self.build_dir / "pyenv"
         if not (venv / "bin" / "python").exists():
             self._sh([sys.executable, "-m", "venv", str(venv)], self.build_dir, log_path)
         pins = list(stack.extra.get("pip", ()))
-        self._sh([str(venv / "bin" / "pip"), "install", "-q", *pins], self.build_dir, log_path)
+        if pins:
+            self._sh([str(venv / "bin" / "pip"), "install", "-q", *pins], self.build_dir,
+                     log_path)
 
     def _build_debian(self, stack: Stack, log_path: Path) -> None:
-        # The packages were installed by ensure_apt(stack.apt) above.
-        return None
+        # The packages were installed by ensure_apt(stack.apt) above; the wrapper is Python.
+        self._build_pyvenv(stack, log_path)
 
     def _build_none(self, stack: Stack, log_path: Path) -> None:
         return None

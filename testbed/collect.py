@@ -161,6 +161,15 @@ def wait(proc: subprocess.Popen[bytes], timeout_s: float, started: float) -> Exi
                 usage.ru_nvcsw, usage.ru_nivcsw, timed_out, time.monotonic() - started)
 
 
+def stop_peer(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal the peer but not a ``perf stat`` wrapped around it: perf then reaps the
+    peer, so its CPU time reaches ``wait4``'s rusage, and writes its counts."""
+    descendants = tree(proc.pid)[1:]
+    for pid in descendants or [proc.pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
 def kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)

@@ -171,9 +171,9 @@ class Testbed:
             return result
         result.effective = resolved.effective
         for stack in (server, client):
-            exe = Path(stack.argv(self.paths.build_dir, self.paths.peers_dir)[0])
-            if exe.is_absolute() and not exe.exists():
-                result.failure_reason = (f"{stack.name} is not built ({exe} missing): "
+            missing = [p for p in self.builder.outputs(stack) if not p.exists()]
+            if missing:
+                result.failure_reason = (f"{stack.name} is not built ({missing[0]} missing): "
                                          "run `quiclab testbed build`")
                 return result
         result.expected_s = expected_seconds(config, server, client)
@@ -255,7 +255,11 @@ class Testbed:
             cli_exit = collect.wait(cli, result.timeout_s, t0)
             result.end_ns = time.time_ns()
             result.client.samples = cli_sampler.stop()
-            # The server exits by itself (--once) once the client has closed the connection.
+            # Perf peers exit by themselves (--once) once the client has closed the
+            # connection; wrapped tools serve forever and are stopped here.
+            if not server.server_exits:
+                time.sleep(0.3)
+                collect.stop_peer(srv, signal.SIGTERM)
             srv_exit = collect.wait(srv, 5.0, t0)
             if srv_exit.timed_out:
                 srv_exit.extra["killed"] = 1.0

@@ -96,6 +96,9 @@ class Stack:
     #: Debian packages the build needs.
     apt: tuple[str, ...] = ()
     notes: str = ""
+    #: Whether the server exits by itself after one connection (``--once``); wrapped
+    #: tools don't, and the harness stops them once the client is done.
+    server_exits: bool = True
     #: Extra arguments only the client or server gets.
     client_args: tuple[str, ...] = ()
     server_args: tuple[str, ...] = ()
@@ -113,6 +116,7 @@ class Stack:
 
 
 _PYQUIC = ("{build}/pyenv/bin/python", "{peers}/pyquic/peer.py")
+_H3WRAP = ("{build}/pyenv/bin/python", "{peers}/h3wrap/wrap.py")
 
 STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack(
@@ -145,6 +149,46 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         ciphers=("aes-ni", "chacha20"), qlog=True, min_goodput_mbps=10.0,
         extra={"pip": ("aioquic==1.7.2",)},
         notes="pure Python; no GSO/GRO; no PMTUD (1200 B unless told)"),
+    Stack(
+        name="qh3", origin="PyPI: qh3 2.1.0 (aioquic fork, Rust TLS)",
+        build="pyvenv", source="pyquic", command=(*_PYQUIC, "--impl=qh3"),
+        version="qh3 2.1.0", max_udp_payload_bytes=1408, default_udp_payload_bytes=1280,
+        gso="off", gro="off", ccs=("reno",), default_cc="reno",
+        ciphers=("aes-ni", "chacha20"), min_goodput_mbps=10.0,
+        extra={"pip": ("qh3==2.1.0",)},
+        notes="aioquic's API; packets capped near 1408 B; no GSO/GRO"),
+    Stack(
+        name="xnet-quic", origin="Go module proxy: golang.org/x/net v0.56.0 (quic)",
+        build="go", source="xnet-quic", command=("{build}/bin/xnet-quic-peer",),
+        version="golang.org/x/net/quic v0.56.0", max_udp_payload_bytes=1200,
+        default_udp_payload_bytes=1200, gso="off", gro="off", ccs=("reno",),
+        default_cc="reno", ciphers=("aes-ni",), min_goodput_mbps=50.0,
+        notes="1200 B packets, NewReno, no statistics API, no GSO/GRO"),
+    Stack(
+        name="quiche", origin="crates.io: quiche 0.30.0 (BoringSSL; needs libclang-dev)",
+        build="cargo", source="quiche", command=("{peers}/quiche/target/release/quiche-peer",),
+        version="quiche 0.30.0", default_udp_payload_bytes=1472, gso="switch", gro="switch",
+        ccs=("cubic", "reno", "bbr"), ciphers=("aes-ni",), apt=("libclang-dev", "cmake"),
+        min_goodput_mbps=100.0,
+        notes="sans-I/O: the peer does GSO (UDP_SEGMENT) and GRO itself; pacing off"),
+    Stack(
+        name="ngtcp2", origin="Debian: ngtcp2-server/ngtcp2-client 0.12.1 (GnuTLS examples)",
+        build="debian", source="h3wrap",
+        command=(*_H3WRAP, "--tool=ngtcp2"), version="ngtcp2 0.12.1 (Debian)", app="h3",
+        default_udp_payload_bytes=1452, gso="on", gro="off",
+        ccs=("cubic", "reno", "bbr"), ciphers=("aes-ni",), qlog=True,
+        apt=("ngtcp2-server", "ngtcp2-client"), server_exits=False, min_goodput_mbps=50.0,
+        notes="wrapped example gtlsserver/gtlsclient, HTTP/3 (GET /<N>); goodput from the "
+              "client's wall time"),
+    Stack(
+        name="tquic", origin="crates.io: tquic_tools 1.6.0 (cargo install)",
+        build="cargo-install", source="h3wrap",
+        command=(*_H3WRAP, "--tool=tquic", "--tquic-bin={build}/tquic/bin"),
+        version="tquic_tools 1.6.0", app="h3", max_udp_payload_bytes=1200,
+        default_udp_payload_bytes=1200, gso="off", gro="off", ccs=("cubic", "bbr"),
+        ciphers=("aes-ni",), flow_control=False, server_exits=False, min_goodput_mbps=50.0,
+        extra={"crate": "tquic_tools@1.6.0", "outputs": ("tquic/bin/tquic_client",)},
+        notes="wrapped tquic_server/tquic_client, HTTP/3 (file of N bytes); ~1200 B packets"),
 )}
 
 
