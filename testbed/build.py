@@ -209,8 +209,16 @@ class Builder:
         cargo = shutil.which("cargo") or str(Path.home() / ".cargo/bin/cargo")
         if not Path(cargo).exists():
             raise TestbedError("cargo not found on PATH or in ~/.cargo/bin")
-        self._sh([*NICE, cargo, "build", "--release", "--locked", "-j", JOBS],
-                 self.peers_dir / stack.source, log_path)
+        src = self.peers_dir / stack.source
+        self._sh([*NICE, cargo, "build", "--release", "--locked", "-j", JOBS], src, log_path)
+        pattern = stack.extra.get("copy_libs")
+        if pattern:
+            # Shared libraries the crate built (MsQuic's libmsquic.so) go beside the binary.
+            libs = sorted(src.glob(str(pattern)))
+            if not libs:
+                raise TestbedError(f"{stack.name}: no library matches {pattern}")
+            for lib in libs:
+                shutil.copy2(lib, src / "target" / "release" / lib.name, follow_symlinks=True)
 
     def _build_cargo_install(self, stack: Stack, log_path: Path) -> None:
         cargo = shutil.which("cargo") or str(Path.home() / ".cargo/bin/cargo")

@@ -20,7 +20,7 @@ from quiclab.testbed import stacks as stacks_mod
 from quiclab.testbed.build import Builder
 from quiclab.testbed.config import RunConfig, parse_set
 from quiclab.testbed.runner import Paths, Testbed
-from quiclab.testbed.session import Session, matrix, sweep
+from quiclab.testbed.session import Session, matrix, noise, sweep
 from quiclab.testbed.topology import clean_stale, exclusive, require_root
 
 from quiclab.errors import QuiclabError
@@ -66,6 +66,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=3, help="repetitions per pair (default 3)")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser("noise", help="goodput CV over repetitions, pinned and unpinned")
+    p.add_argument("--stacks", nargs="+", metavar="STACK",
+                   default=["quic-go", "quinn", "s2n-quic", "aioquic"], help="stacks")
+    p.add_argument("--repeat", type=int, default=10, help="repetitions per setting (default 10)")
+    p.add_argument("--bytes", type=int, default=None, help="bytes per transfer")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(func=cmd_noise)
 
     p = sub.add_parser("stacks", help="the stacks and the knobs each honours")
     p.add_argument("--json", action="store_true", help="print as JSON")
@@ -216,6 +224,26 @@ def cmd_matrix(args: argparse.Namespace) -> int:
                              ("n/a" if cell["status"] == "incompatible" else "fail"))
                             .rjust(width))
             print(server.ljust(width + 6) + "".join(cols))
+        return 0
+    return _guarded(body)
+
+
+def cmd_noise(args: argparse.Namespace) -> int:
+    def body() -> int:
+        session = _session(args, quiet=args.json)
+        with exclusive():
+            rows = noise(session, args.stacks, repeat=args.repeat, transfer_bytes=args.bytes)
+        if args.json:
+            print(json.dumps(rows))
+            return 0
+        def fmt(v: Any) -> str:
+            return "—" if v is None else (f"{v:.3f}" if isinstance(v, float) and v < 10
+                                          else f"{v:.0f}")
+        print(f"{'stack':<10} {'unpinned Mbit/s':>16} {'CV':>6} {'pinned Mbit/s':>14} {'CV':>6}")
+        for r in rows:
+            print(f"{r['stack']:<10} {fmt(r['unpinned_median_mbps']):>16} "
+                  f"{fmt(r['unpinned_cv']):>6} {fmt(r['pinned_median_mbps']):>14} "
+                  f"{fmt(r['pinned_cv']):>6}")
         return 0
     return _guarded(body)
 

@@ -225,7 +225,9 @@ class Testbed:
     def _start(self, argv: list[str], logdir: Path, name: str,
                stack: Stack | None) -> subprocess.Popen[bytes]:
         (logdir / f"{name}.cmd").write_text(" ".join(argv) + "\n")
-        env = {**os.environ, **dict(stack.env if stack else ())}
+        env = dict(os.environ)
+        for key, value in (stack.env if stack else ()):
+            env[key] = value.format(build=self.paths.build_dir, peers=self.paths.peers_dir)
         with open(logdir / f"{name}.out", "wb") as out, open(logdir / f"{name}.err", "wb") as err:
             return subprocess.Popen(argv, stdout=out, stderr=err, env=env,
                                     start_new_session=True)

@@ -251,3 +251,38 @@ def matrix(session: Session, stacks: Iterable[str], repeat: int = 3,
                 "median_mbps": ok[len(ok) // 2] if ok else None,
                 "reason": failed[0] if failed and not ok else None}
     return cells
+
+
+def cv(values: list[float]) -> float | None:
+    """Coefficient of variation (sample standard deviation / mean); None below two values."""
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return (var ** 0.5) / mean if mean else None
+
+
+def noise(session: Session, stacks: Iterable[str], repeat: int = 10,
+          transfer_bytes: int | None = None,
+          experiment: str = "noise") -> list[dict[str, Any]]:
+    """Goodput noise per stack (server = client) at MTU 1500, unpinned and pinned.
+
+    Measured before accuracy is claimed (issue 7): the coefficient of variation
+    of goodput over ``repeat`` repetitions, and of each side's CPU seconds.
+    """
+    rows = []
+    for name in stacks:
+        row: dict[str, Any] = {"stack": name}
+        for pin in (False, True):
+            config = RunConfig.build(name, name, {"pin": pin}, transfer_bytes=transfer_bytes,
+                                     experiment=experiment)
+            results = session.run(config, repeat, first=0, resume=False)
+            ok = [r for r in results if r.status == "ok" and r.goodput_mbps is not None]
+            goodput = [float(r.goodput_mbps or 0) for r in ok]
+            key = "pinned" if pin else "unpinned"
+            row[f"{key}_runs_ok"] = len(ok)
+            row[f"{key}_median_mbps"] = sorted(goodput)[len(goodput) // 2] if goodput else None
+            row[f"{key}_cv"] = cv(goodput)
+            row[f"{key}_server_cpu_cv"] = cv([r.server.exit.cpu_s for r in ok if r.server.exit])
+        rows.append(row)
+    return rows

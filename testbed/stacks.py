@@ -172,6 +172,16 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         min_goodput_mbps=100.0,
         notes="sans-I/O: the peer does GSO (UDP_SEGMENT) and GRO itself; pacing off"),
     Stack(
+        name="msquic", origin="crates.io: msquic 2.5.1-beta (builds the C library with cmake)",
+        build="cargo", source="msquic", command=("{peers}/msquic/target/release/msquic-peer",),
+        version="msquic 2.5.1-beta", max_udp_payload_bytes=1472, default_udp_payload_bytes=1472,
+        gso="on", gro="on", ccs=("cubic", "bbr"), ciphers=("aes-ni",), flow_control=True,
+        apt=("cmake", "libssl-dev"), min_goodput_mbps=200.0,
+        env=(("LD_LIBRARY_PATH", "{peers}/msquic/target/release"),),
+        extra={"copy_libs": "target/release/build/msquic-*/out/**/libmsquic.so*"},
+        notes="packets stay ≤ 1500 B IP MTU; GSO/GRO always on; the .so needs "
+              "LD_LIBRARY_PATH; the client skips certificate validation"),
+    Stack(
         name="ngtcp2", origin="Debian: ngtcp2-server/ngtcp2-client 0.12.1 (GnuTLS examples)",
         build="debian", source="h3wrap",
         command=(*_H3WRAP, "--tool=ngtcp2"), version="ngtcp2 0.12.1 (Debian)", app="h3",
