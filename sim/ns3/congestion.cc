@@ -234,6 +234,15 @@ CongestionControl::OnAck(uint64_t ackedBytes, double now, double srtt, bool cwnd
 }
 
 void
+CongestionControl::OnPersistentCongestion()
+{
+    // RFC 9002 §7.6.2 / RFC 9438 §4.8: collapse to the minimum window; CUBIC
+    // starts a new epoch when congestion avoidance resumes.
+    m_cwnd = kMinimumPackets * m_mss;
+    m_epoch = -1;
+}
+
+void
 CongestionControl::OnCongestionEvent(double now)
 {
     double segs = m_cwnd / m_mss;

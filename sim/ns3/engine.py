@@ -23,7 +23,7 @@ from typing import Any
 
 from quiclab.models.registry import Registry
 from quiclab.sim.ns3.build import ensure_binary
-from quiclab.sim.ns3.results import RunResult, limit_of
+from quiclab.sim.ns3.results import RunResult, limit_fractions, limit_of
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
@@ -34,9 +34,10 @@ ENGINE_VERSION = "ns3-1.0"
 #: Default build cache when the caller passes none (the CLI passes ``paths.cache / "ns3"``).
 DEFAULT_CACHE_DIR = Path("~/.local/share/quiclab/cache/ns3")
 #: Data packets simulated before a long transfer is extrapolated.
-DEFAULT_PREFIX_PACKETS = 150_000
-#: Share of the prefix treated as warm-up (handshake, slow start) and not measured.
-DEFAULT_WARM_FRACTION = 0.3
+DEFAULT_PREFIX_PACKETS = 200_000
+#: Share of the prefix treated as warm-up (handshake, slow start) and not measured;
+#: the DES measures the second half of its prefix too.
+DEFAULT_WARM_FRACTION = 0.5
 
 
 def _stderr(line: str) -> None:
@@ -119,8 +120,9 @@ class Ns3Engine:
         """The simulator's ``--Name=value`` arguments for one resolved scenario."""
         s, snd, rcv, path = r.scenario, r.sender, r.receiver, r.path
         prefix_bytes = self.prefix_packets * snd.stream_bytes
-        # Whole transfer when it is at most 1.5 prefixes long, else a prefix.
-        use_prefix = s.transfer_bytes > 1.5 * prefix_bytes
+        # Whole transfer when it is at most 1.25 prefixes long, else a prefix
+        # (the DES's rule, so both engines extrapolate the same scenarios).
+        use_prefix = s.transfer_bytes > 1.25 * prefix_bytes
         args: dict[str, Any] = {
             "linkBps": repr(path.link_bps),
             "mtuBytes": path.mtu_bytes,
@@ -188,7 +190,7 @@ class Ns3Engine:
         except (json.JSONDecodeError, IndexError):
             raise EngineError("ns3 engine: simulator printed no JSON result "
                               f"({r.scenario.describe()})") from None
-        return RunResult(data, r.scenario.transfer_bytes)
+        return RunResult(data, r.scenario.transfer_bytes, 1.5 * r.path.rtt_s)
 
     def _predict(self, binary: Path, r: Resolved) -> Prediction:
         from quiclab.sim.analytic import bounds
@@ -196,7 +198,8 @@ class Ns3Engine:
         res = self.run(binary, r)
         s = r.scenario
         goodput = res.goodput_bps
-        limit = limit_of(res, r)
+        fractions = limit_fractions(res, r)
+        limit = limit_of(fractions)
         lo = hi = goodput
         if limit in ("sender_cpu", "receiver_cpu", "interop"):
             ep = r.sender if limit == "sender_cpu" else r.receiver
@@ -212,6 +215,7 @@ class Ns3Engine:
         if s.cc == "bbr":
             notes.append("bbr: approximated by CUBIC (sim/TRANSPORT.md)")
         notes += res.notes()
+        notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
         total = res.extrapolated
         duration = res.duration_s
         return Prediction(

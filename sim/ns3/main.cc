@@ -183,11 +183,11 @@ main(int argc, char* argv[])
     serverSocket->SetAttribute("RcvBufSize", UintegerValue(1u << 30));
     serverSocket->Bind(InetSocketAddress(Ipv4Address::GetAny(), kServerPort));
     serverSocket->Connect(InetSocketAddress(path.receiverAddress, kClientPort));
-    // Linux accepts a datagram while the charged memory is ≤ rcvbuf, so the
-    // buffer holds floor(rcvbuf / truesize) + 1 full datagrams; ns-3 counts
-    // payload bytes, so its RcvBufSize is that many padded payloads.
+    // A datagram is admitted while occupancy + its truesize ≤ rcvbuf, so the
+    // buffer holds floor(rcvbuf / truesize) full datagrams (as in the DES);
+    // ns-3 counts payload bytes, so its RcvBufSize is that many padded payloads.
     uint64_t truesize = p.udpPayload + kSkbOverheadBytes;
-    uint64_t datagrams = p.rcvbufBytes / truesize + 1;
+    uint64_t datagrams = std::max<uint64_t>(1, p.rcvbufBytes / truesize);
     uint64_t rcvbuf = std::min<uint64_t>(datagrams * (p.udpPayload + conn->padBytes), 0xffffffffULL);
     Ptr<Socket> clientSocket = Socket::CreateSocket(nodes.Get(1), UdpSocketFactory::GetTypeId());
     clientSocket->SetAttribute("RcvBufSize", UintegerValue(static_cast<uint32_t>(rcvbuf)));

@@ -94,8 +94,8 @@ QuicReceiver::SendRequests()
     {
         OpenStream(m_nextRequest++);
     }
-    m_ackDue = true;
-    Kick();
+    // The requests ride on the client's handshake flight (no ACK work, as in the DES).
+    SendAck(m_conn->frames.Push(BuildFrame()));
 }
 
 void
@@ -201,7 +201,6 @@ QuicReceiver::OnPacketProcessed(Ptr<ns3::Packet> packet)
     packet->PeekHeader(header);
     ++st.dataProcessed;
     const auto pn = static_cast<int64_t>(header.number);
-    bool outOfOrder = pn < m_largest;
     if (!m_rangeHi.empty() && m_rangeHi.back() + 1 == header.number)
     {
         m_rangeHi.back() = header.number; // extends the newest range
@@ -230,7 +229,7 @@ QuicReceiver::OnPacketProcessed(Ptr<ns3::Packet> packet)
     // Measurement window and end of the run.
     uint64_t target = m_p.prefixBytes > 0 ? std::min(m_p.prefixBytes, m_p.transferBytes)
                                           : m_p.transferBytes;
-    if (!m_conn->warmTaken &&
+    if (m_p.prefixBytes > 0 && !m_conn->warmTaken &&
         static_cast<double>(st.consumedBytes) >= m_p.warmFraction * static_cast<double>(target))
     {
         TakeSnapshot(m_conn, m_conn->warm);
@@ -251,7 +250,7 @@ QuicReceiver::OnPacketProcessed(Ptr<ns3::Packet> packet)
     // TRANSPORT.md "ACKs": immediately while a gap exists (the data of a lost
     // or reordered packet is missing, RFC 9000 §13.2.1), else every
     // ack_every_packets (fractional credit), else after max_ack_delay.
-    if (m_p.immediateAck && (outOfOrder || HasGap()))
+    if (m_p.immediateAck && HasGap())
     {
         m_ackDue = true;
     }
@@ -316,6 +315,14 @@ QuicReceiver::BuildFrame()
 void
 QuicReceiver::OnAckBuilt(uint64_t seq)
 {
+    ++m_conn->stats.acksSent;
+    SendAck(seq);
+    Kick();
+}
+
+void
+QuicReceiver::SendAck(uint64_t seq)
+{
     QuicHeader header;
     header.type = PacketType::Ack;
     header.number = seq;
@@ -324,8 +331,6 @@ QuicReceiver::OnAckBuilt(uint64_t seq)
     Ptr<ns3::Packet> packet = ns3::Create<ns3::Packet>(size - header.GetSerializedSize());
     packet->AddHeader(header);
     m_socket->Send(packet);
-    ++m_conn->stats.acksSent;
-    Kick();
 }
 
 void

@@ -28,6 +28,7 @@ constexpr uint64_t kPacketThreshold = 3;  // RFC 9002 §6.1.1
 constexpr double kTimeThreshold = 9.0 / 8; // RFC 9002 §6.1.2
 constexpr double kGranularityS = 1e-3;     // RFC 9002 §6.1.2 kGranularity
 constexpr double kPacingGain = 1.25;       // RFC 9002 §7.7 N
+constexpr double kPersistentCongestion = 3; // RFC 9002 §7.6.1
 } // namespace
 
 QuicSender::QuicSender(Connection* conn, Ptr<ns3::Socket> socket)
@@ -94,9 +95,16 @@ QuicSender::Kick()
             Ptr<ns3::Packet> packet = m_socket->Recv();
             QuicHeader header;
             packet->PeekHeader(header);
-            Time finish = m_cpu.Start(now, m_p.sNsAck);
+            AckFrame frame;
+            if (!m_conn->frames.Pop(header.number, frame))
+            {
+                continue;
+            }
+            // The client's first requests ride on its handshake flight: no ACK work.
+            Time finish = m_cpu.Start(now, frame.hasAck ? m_p.sNsAck : 0.0);
             st.senderBusyS = m_cpu.busyS;
-            Simulator::Schedule(finish - now, &QuicSender::OnAckProcessed, this, header.number);
+            st.acksReceived += frame.hasAck ? 1 : 0;
+            Simulator::Schedule(finish - now, &QuicSender::OnAckProcessed, this, frame);
             continue;
         }
         if (now < m_holdUntil)
@@ -150,12 +158,11 @@ bool
 QuicSender::NextPacket(Chunk& chunk, SenderState& why, bool probe)
 {
     const uint64_t cwnd = m_cc.Cwnd();
-    const uint32_t overhead = m_conn->Overhead();
     // TRANSPORT.md: a lost packet's bytes are retransmitted before new data.
     if (!m_retx.empty())
     {
         const Chunk& next = m_retx.front();
-        if (!probe && m_inflight + next.length + overhead > cwnd)
+        if (!probe && m_inflight + m_p.udpPayload > cwnd)
         {
             why = kCwnd;
             m_cwndBlockedSinceAck = true;
@@ -185,9 +192,15 @@ QuicSender::NextPacket(Chunk& chunk, SenderState& why, bool probe)
             creditBlocked = true;
             continue;
         }
-        auto length = static_cast<uint32_t>(
-            std::min<uint64_t>({m_p.streamBytes, s.size - s.next, room}));
-        if (!probe && m_inflight + length + overhead > cwnd)
+        uint64_t remaining = s.size - s.next;
+        if (room < std::min<uint64_t>(m_p.streamBytes, remaining))
+        {
+            // Only whole packets while credit-limited; a stream's tail may be short.
+            creditBlocked = true;
+            continue;
+        }
+        auto length = static_cast<uint32_t>(std::min<uint64_t>(m_p.streamBytes, remaining));
+        if (!probe && m_inflight + m_p.udpPayload > cwnd)
         {
             // Put the stream back at the head: it is next once the window opens.
             m_roundRobin.pop_back();
@@ -272,14 +285,9 @@ QuicSender::SendNow(uint64_t pn)
 }
 
 void
-QuicSender::OnAckProcessed(uint64_t seq)
+QuicSender::OnAckProcessed(const AckFrame& frame)
 {
-    AckFrame frame;
-    ++m_conn->stats.acksReceived;
-    if (m_conn->frames.Pop(seq, frame))
-    {
-        ApplyAck(frame);
-    }
+    ApplyAck(frame);
     Kick();
 }
 
@@ -306,8 +314,8 @@ QuicSender::ApplyAck(const AckFrame& frame)
         return;
     }
     m_largestAcked = std::max<int64_t>(m_largestAcked, static_cast<int64_t>(frame.largest));
-    uint64_t ackedForCc = 0;
-    Time largestSent(-1);
+    uint64_t ackedBytes = 0;
+    Time largestSent(-1), newestSent(-1);
     const uint64_t end = m_base + m_sent.size();
     for (const auto& [lo, hi] : frame.ranges)
     {
@@ -329,11 +337,8 @@ QuicSender::ApplyAck(const AckFrame& frame)
                 continue;
             }
             m_inflight -= sp.bytes;
-            // RFC 9002 §7.3.2: no increase for packets sent before recovery began.
-            if (sp.sent.GetSeconds() > m_recoveryStart)
-            {
-                ackedForCc += sp.bytes;
-            }
+            ackedBytes += sp.bytes;
+            newestSent = std::max(newestSent, sp.sent);
         }
     }
     if (largestSent >= Time(0))
@@ -341,8 +346,19 @@ QuicSender::ApplyAck(const AckFrame& frame)
         // RFC 9002 §5.1: a sample when the largest acknowledged is newly acked.
         m_rtt.Update((now - largestSent).GetSeconds(), frame.ackDelayS, m_p.maxAckDelayS);
     }
-    bool limited = m_cwndBlockedSinceAck || 2 * m_maxInflightSinceAck >= m_cc.Cwnd();
-    m_cc.OnAck(ackedForCc, nowS, m_rtt.smoothed, limited);
+    // RFC 9002 §7.8: grow only when cwnd-limited; in slow start Linux's rule
+    // (cwnd < 2 × bytes in flight), in congestion avoidance within one send
+    // call of the window. RFC 9002 §7.3.2: and not for packets sent before
+    // the current recovery period began.
+    const uint64_t cwnd = m_cc.Cwnd();
+    bool limited = m_cwndBlockedSinceAck ||
+                   (m_cc.InSlowStart()
+                        ? 2 * m_maxInflightSinceAck > cwnd
+                        : m_maxInflightSinceAck + uint64_t{m_p.udpPayload} * m_p.sSegments >= cwnd);
+    if (ackedBytes > 0 && newestSent.GetSeconds() > m_recoveryStart)
+    {
+        m_cc.OnAck(ackedBytes, nowS, m_rtt.smoothed, limited);
+    }
     m_cwndBlockedSinceAck = false;
     m_maxInflightSinceAck = m_inflight;
     DetectLost();
@@ -372,6 +388,8 @@ QuicSender::DetectLost()
     Time lostSendTime = now - lossDelay;
     const auto largest = static_cast<uint64_t>(m_largestAcked);
     const uint64_t end = std::min<uint64_t>(m_base + m_sent.size(), largest);
+    uint64_t lostCount = 0, firstLost = 0, lastLost = 0;
+    Time firstLostSent, lastLostSent;
     for (uint64_t pn = m_base; pn < end; ++pn)
     {
         SentPacket& sp = At(pn);
@@ -381,12 +399,27 @@ QuicSender::DetectLost()
         }
         if (sp.sent <= lostSendTime || largest >= pn + kPacketThreshold)
         {
+            if (lostCount++ == 0)
+            {
+                firstLost = pn;
+                firstLostSent = sp.sent;
+            }
+            lastLost = pn;
+            lastLostSent = sp.sent;
             DeclareLost(sp);
         }
         else if (m_lossTime < Time(0) || sp.sent + lossDelay < m_lossTime)
         {
             m_lossTime = sp.sent + lossDelay;
         }
+    }
+    // RFC 9002 §7.6: persistent congestion when every packet over a span longer
+    // than kPersistentCongestionThreshold (3) × PTO was lost (judged, as the
+    // DES does, within one detection round of consecutive packet numbers).
+    if (lostCount >= 2 && lastLost - firstLost + 1 == lostCount &&
+        (lastLostSent - firstLostSent).GetSeconds() > kPersistentCongestion * PtoS())
+    {
+        m_cc.OnPersistentCongestion();
     }
 }
 
@@ -420,6 +453,13 @@ QuicSender::MarkDropped(uint64_t pn, DropCause cause)
     }
 }
 
+double
+QuicSender::PtoS() const
+{
+    // RFC 9002 §6.2.1: PTO = smoothed_rtt + max(4·rttvar, kGranularity) + max_ack_delay.
+    return m_rtt.smoothed + std::max(4 * m_rtt.var, kGranularityS) + m_p.maxAckDelayS;
+}
+
 void
 QuicSender::ArmTimer()
 {
@@ -431,10 +471,8 @@ QuicSender::ArmTimer()
     }
     else if (m_inflight > 0)
     {
-        // RFC 9002 §6.2.1: PTO = smoothed_rtt + max(4·rttvar, kGranularity)
-        // + max_ack_delay, doubled for every consecutive PTO.
-        double pto = m_rtt.smoothed + std::max(4 * m_rtt.var, kGranularityS) + m_p.maxAckDelayS;
-        deadline = m_lastAckElicitingSent + Seconds(pto * std::ldexp(1.0, m_ptoCount));
+        // RFC 9002 §6.2.1: doubled for every consecutive PTO.
+        deadline = m_lastAckElicitingSent + Seconds(PtoS() * std::ldexp(1.0, m_ptoCount));
     }
     m_deadline = deadline;
     if (deadline < Time(0))

@@ -22,7 +22,7 @@ BUSY_LIMIT = 0.95
 class RunResult:
     """One run's counters with the derived goodput, duration and window rates."""
 
-    def __init__(self, data: dict[str, Any], transfer_bytes: int):
+    def __init__(self, data: dict[str, Any], transfer_bytes: int, data_start_s: float):
         self.data = data
         self.transfer_bytes = transfer_bytes
         self.completed: bool = bool(data["completed"])
@@ -31,9 +31,12 @@ class RunResult:
         if self.end["consumed_bytes"] <= 0:
             raise EngineError(f"ns3 engine: no data delivered in {self.end['time_s']:.3g} s "
                               "of simulated time")
-        if self.warm["consumed_bytes"] <= 0 or self.window_s <= 0:
+        if self.completed or self.warm["consumed_bytes"] <= 0:
+            # A whole transfer is measured over its data phase, from the
+            # request's arrival (1.5 RTT) to the end, as the DES does.
             self.warm = {k: (0 if not isinstance(v, dict) else dict.fromkeys(v, 0))
                          for k, v in self.end.items()}
+            self.warm["time_s"] = min(data_start_s, 0.5 * float(self.end["time_s"]))
 
     # -- window ------------------------------------------------------------------
     @property
@@ -92,20 +95,34 @@ class RunResult:
         return out
 
 
-def limit_of(res: RunResult, r: Resolved) -> str:
-    """The limiting resource by TRANSPORT.md "Outputs", over the measurement window."""
-    s_util = res.window_util("sender") / max(r.sender.cores, 1e-9)
-    r_util = res.window_util("receiver") / max(r.receiver.cores, 1e-9)
-    if res.link_util() >= BUSY_LIMIT:
-        return "link"
-    if max(s_util, r_util) >= BUSY_LIMIT:
-        return "sender_cpu" if s_util >= r_util else "receiver_cpu"
+def limit_fractions(res: RunResult, r: Resolved) -> dict[str, float]:
+    """Share of the window each resource was busy (CPUs per core) or blocked the sender."""
     events = res.delta("congestion_events")
-    if (events > 0 and res.delta("congestion_events_rcvbuf") > 0.5 * events
-            and res.delta("lost_rcvbuf") > 0.5 * res.delta("declared_lost")):
+    return {
+        "link": res.link_util(),
+        "sender_cpu": res.window_util("sender") / max(r.sender.cores, 1e-9),
+        "receiver_cpu": res.window_util("receiver") / max(r.receiver.cores, 1e-9),
+        "cwnd": res.state_s("cwnd") / res.window_s,
+        "flow_control": res.state_s("flow_control") / res.window_s,
+        "interop": res.state_s("interop") / res.window_s,
+        "rcvbuf": res.delta("congestion_events_rcvbuf") / events if events > 0 else 0.0,
+    }
+
+
+def limit_of(fractions: dict[str, float]) -> str:
+    """The limiting resource by TRANSPORT.md "Outputs" (the DES applies the same rule).
+
+    A link or CPU busy ≥ 95 % of the window; else ``rcvbuf`` if receive-buffer
+    drops started most congestion events; else the state that blocked the
+    sender more than half of the time; else whatever was busiest.
+    """
+    for name in ("link", "sender_cpu", "receiver_cpu"):
+        if fractions[name] >= BUSY_LIMIT:
+            return name
+    if fractions["rcvbuf"] > 0.5:
         return "rcvbuf"
-    blocked = {name: res.state_s(name) for name in ("cwnd", "flow_control", "interop")}
-    worst = max(blocked, key=lambda k: blocked[k])
-    if blocked[worst] > 0:
-        return worst
-    return "sender_cpu" if s_util >= r_util else "receiver_cpu"
+    for name in ("cwnd", "flow_control", "interop"):
+        if fractions[name] > 0.5:
+            return name
+    candidates = {k: v for k, v in fractions.items() if k != "rcvbuf"}
+    return max(candidates, key=lambda k: candidates[k])

@@ -169,6 +169,7 @@ class CongestionControl
     CongestionControl(bool cubic, uint32_t maxDatagram);
     void OnAck(uint64_t ackedBytes, double now, double srtt, bool cwndLimited);
     void OnCongestionEvent(double now);
+    void OnPersistentCongestion();
     uint64_t Cwnd() const { return static_cast<uint64_t>(m_cwnd); }
     bool InSlowStart() const { return m_cwnd < m_ssthresh; }
 
@@ -281,7 +282,8 @@ class QuicSender : public ns3::Application
     void OnReadable(ns3::Ptr<ns3::Socket> socket);
     void Kick();
     bool NextPacket(Chunk& chunk, SenderState& why, bool probe);
-    void OnAckProcessed(uint64_t seq);
+    void OnAckProcessed(const AckFrame& frame);
+    double PtoS() const;
     void OnBatchBuilt(uint64_t firstPn, uint32_t count, double cpuNs);
     void SendNow(uint64_t pn);
     void ApplyAck(const AckFrame& frame);
@@ -340,6 +342,7 @@ class QuicReceiver : public ns3::Application
     void Kick();
     void OnPacketProcessed(ns3::Ptr<ns3::Packet> packet);
     void OnAckBuilt(uint64_t seq);
+    void SendAck(uint64_t seq);
     void OnAckTimer();
     void ScheduleStall();
     void OnStall();
