@@ -174,6 +174,8 @@ def expand(spec: dict[str, Any], where: str = "spec") -> Iterator[SweepPoint]:
         for zrow in zip_rows:
             values = {**base, **dict(zip(grid_keys, combo, strict=True)),
                       **dict(zip(zip_keys, zrow, strict=True))}
+            # A null in a zipped list leaves that field at the base/default for the row.
+            values = {k: v for k, v in values.items() if v is not None}
             impl = values.pop("implementation", None)
             servers = [values.pop("server", impl)] if "server" in values or impl else list(
                 tb.get("servers") or [])
