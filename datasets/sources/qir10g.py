@@ -171,6 +171,7 @@ def load(catalog: Catalog, source: Path, strict: bool = False, with_perf: bool =
 
     runs: dict[tuple[str, str, int], RunParts] = {}
     results: dict[str, qp.ExperimentResult] = {}
+    result_dirs: set[str] = set()  # folders with a result.json, readable or not
     processed: dict[str, bytes] = {}
     mappings: dict[str, dict[str, str]] = {}
     file_rows: list[dict[str, Any]] = []
@@ -183,6 +184,7 @@ def load(catalog: Catalog, source: Path, strict: bool = False, with_perf: bool =
             progress("reading files", n, None)
         name = rel.rsplit("/", 1)[-1]
         if name == "result.json":
+            result_dirs.add(rel.rsplit("/", 1)[0])
             try:
                 results[rel.rsplit("/", 1)[0]] = qp.parse_result_json(data.decode(), rel)
             except DataError as err:
@@ -212,6 +214,9 @@ def load(catalog: Catalog, source: Path, strict: bool = False, with_perf: bool =
 
     rows, cpu_rows = [], []
     perf_jobs: list[tuple[str, str, str, bytes, str]] = []
+    # Once per experiment folder, not once per run (a malformed one is already reported).
+    for logdir in sorted({run.logdir for run in runs.values()} - result_dirs):
+        issue(f"{logdir}/result.json", "missing: file size from output.txt, no reported goodput")
     reps_per_pair: dict[tuple[str, str], int] = {}
     for logdir, pair, _ in runs:
         reps_per_pair[(logdir, pair)] = reps_per_pair.get((logdir, pair), 0) + 1
@@ -220,6 +225,8 @@ def load(catalog: Catalog, source: Path, strict: bool = False, with_perf: bool =
             row, samples = _assemble(run, results.get(logdir), issue,
                                      repetitions=reps_per_pair[(logdir, pair)])
         except DataError as err:
+            if strict:
+                raise  # already names the file (issue() raised it)
             issue(f"{logdir}/{pair}/goodput/{rep}", err.reason, err.field)
             continue
         rows.append(row)
@@ -333,8 +340,6 @@ def _assemble(run: RunParts, result: qp.ExperimentResult | None,
                     "client": result.commits.get(f"client:{client_raw}", "")}
         if result.bandwidth_limit:
             cond["link_gbps"] = _rate_gbps(result.bandwidth_limit)
-    else:
-        issue(f"{run.logdir}/result.json", "missing: no filesize or reported goodput")
     if filesize is None and run.log and run.log.transferred_mb:
         filesize = round(run.log.transferred_mb * 1e6)
     if run.time is None and "client/time.json" not in run.files:
