@@ -27,6 +27,10 @@ def _strip_to_root(parts: list[str]) -> list[str] | None:
     return None
 
 
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
+
+
 def iter_files(source: Path, suffixes: tuple[str, ...] | None = None,
                skip: tuple[str, ...] = ()) -> Iterator[tuple[str, bytes]]:
     """Yield (relative path, bytes) for each file under the dataset root.
@@ -41,8 +45,12 @@ def iter_files(source: Path, suffixes: tuple[str, ...] | None = None,
     if source.is_file():
         try:
             tar = tarfile.open(source, mode="r:*")
+        except tarfile.ReadError:
+            # tarfile lists each method it tried, one per line: one line is enough.
+            raise DataError(source, "not a readable tar archive (neither a plain tar nor "
+                                    "a gzip, bzip2 or xz-compressed one)") from None
         except (tarfile.TarError, OSError) as err:
-            raise DataError(source, f"not a readable tar archive ({err})") from None
+            raise DataError(source, f"not a readable tar archive ({_one_line(err)})") from None
         with tar:
             try:
                 for member in tar:
@@ -61,7 +69,8 @@ def iter_files(source: Path, suffixes: tuple[str, ...] | None = None,
                         continue
                     yield rel, handle.read()
             except (tarfile.TarError, EOFError, OSError) as err:
-                raise DataError(source, f"truncated or corrupt archive ({err})") from None
+                raise DataError(source, f"truncated or corrupt archive ({_one_line(err)})"
+                                ) from None
         return
     for dirpath, dirnames, filenames in os.walk(source):
         dirnames.sort()
