@@ -1,0 +1,229 @@
+"""The `quiclab` command, driven through ``quiclab.cli.main`` on the synthetic QIR tree.
+
+Every catalog lives in tmp_path; QUICLAB_DATA_DIR points there too, so the
+user's own catalog is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from quiclab.cli import main
+from tests.datasets import fixtures as fx
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """``cli(*args)`` runs ``quiclab --catalog <tmp> *args`` and captures its output."""
+    monkeypatch.setenv("QUICLAB_DATA_DIR", str(tmp_path / "data-dir"))
+    monkeypatch.delenv("QUICLAB_CATALOG", raising=False)
+    catalog = tmp_path / "catalog.duckdb"
+
+    def run(*args: str, catalog_path: Path | None = catalog) -> Result:
+        argv = ["--catalog", str(catalog_path), *args] if catalog_path else list(args)
+        code = main(argv)
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    run.catalog = catalog  # type: ignore[attr-defined]
+    return run
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> fx.QirTree:
+    return fx.build_qir_tree(tmp_path / "qir")
+
+
+@pytest.fixture
+def ingested(cli, tree: fx.QirTree):
+    result = cli("data", "ingest", "--source", str(tree.root))
+    assert result.code == 0, result.err
+    return cli
+
+
+def _one_error_line(result: Result) -> str:
+    """Exit 2 and one ``quiclab: error:`` line, the last on stderr (progress
+    lines such as "ingesting …" may come before it), and no traceback."""
+    assert result.code == 2
+    lines = result.err.strip().splitlines()
+    errors = [line for line in lines if line.startswith("quiclab: error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], result.err
+    assert "Traceback" not in result.err
+    return errors[0]
+
+
+# -- ingest -----------------------------------------------------------------
+def test_ingest_fixture_folder(cli, tree: fx.QirTree):
+    result = cli("data", "ingest", "--source", str(tree.root))
+    assert result.code == 0
+    assert "QIR-10G raw data: 4 runs (baseline 1, buffer 2, perf 1)" in result.out
+    assert "skipped 0 file(s)" in result.out
+    assert "raw vs processed.csv: 2 rows compared" in result.out
+    assert f"catalog: {cli.catalog}" in result.out
+    assert cli.catalog.is_file()
+
+
+def test_ingest_tarball_and_published_points_together(cli, tree: fx.QirTree, tmp_path: Path):
+    tarball = fx.pack_tarball(tree, tmp_path / "qir.tar.xz")
+    points = tmp_path / "published"
+    fx.write_published(points)
+    result = cli("data", "ingest", "--source", str(tarball), "--source", str(points))
+    assert result.code == 0, result.err
+    assert "4 runs" in result.out
+    assert f"published points: {len(fx.PUBLISHED_ROWS)} rows from {points}, skipped 0" \
+        in result.out
+    listed = cli("data", "list").out
+    assert any(line.split() == ["published_points", "3"] for line in listed.splitlines())
+
+
+def test_ingest_default_catalog_goes_to_the_data_dir(cli, tree: fx.QirTree, tmp_path: Path):
+    result = cli("data", "ingest", "--source", str(tree.root), catalog_path=None)
+    assert result.code == 0
+    assert (tmp_path / "data-dir" / "catalog.duckdb").is_file()
+
+
+def test_ingest_broken_file_is_one_line_and_strict_makes_it_an_error(cli, tree: fx.QirTree):
+    pidstat = tree.buffer_rep(2) / "server" / "pidstat.txt"
+    pidstat.write_text(pidstat.read_text() + "@@ garbage @@\n")
+    result = cli("data", "ingest", "--source", str(tree.root))
+    assert result.code == 0
+    assert "skipped 1 file(s):" in result.out
+    assert f"    {tree.rel(pidstat)}: [pidstat] line " in result.out
+    line = _one_error_line(cli("data", "ingest", "--strict", "--source", str(tree.root)))
+    assert tree.rel(pidstat) in line and "not a pidstat line" in line
+
+
+def test_ingest_bad_published_csv(cli, tmp_path: Path):
+    points = tmp_path / "published"
+    fx.write_published(points, [*fx.PUBLISHED_ROWS, "t-004,002,4.6,text,goodput,fast,%,,,h3,"
+                                                    "text"])
+    result = cli("data", "ingest", "--source", str(points))
+    assert result.code == 0
+    assert "rows from" in result.out and "skipped 1" in result.out
+    assert "[value] 'fast' is not a number" in result.out
+    line = _one_error_line(cli("data", "ingest", "--strict", "--source", str(points)))
+    assert "tiny.csv:5 [value]" in line
+
+
+def test_ingest_corrupt_tarball_and_missing_source(cli, tmp_path: Path):
+    bogus = tmp_path / "bogus.tar.xz"
+    bogus.write_bytes(b"no archive here" * 50)
+    assert str(bogus) in _one_error_line(cli("data", "ingest", "--source", str(bogus)))
+    line = _one_error_line(cli("data", "ingest", "--source", str(tmp_path / "nowhere")))
+    assert "dataset source not found" in line
+
+
+# -- list, info, sql, export, summary -------------------------------------------
+def test_list(ingested):
+    counts = {}
+    for line in ingested("data", "list").out.splitlines():
+        name, count = line.split()
+        counts[name] = int(count.replace(",", ""))
+    assert counts["runs"] == 4 and counts["cpu_samples"] == 30 and counts["perf_stacks"] == 5
+    assert {"perf_categories", "processed_check", "sources", "files", "ingest_issues"} <= set(
+        counts)
+
+
+def test_info(ingested):
+    result = ingested("data", "info", "runs")
+    assert result.code == 0
+    assert result.out.splitlines()[0] == "runs: 4 rows"
+    columns = dict(line.split() for line in result.out.splitlines()[1:])
+    assert columns["goodput_mbps"] == "DOUBLE" and columns["run_id"] == "VARCHAR"
+    assert "no table 'nope'" in _one_error_line(ingested("data", "info", "nope"))
+
+
+QUERY = ("SELECT experiment, count(*) AS runs, round(median(goodput_mbps), 1) AS goodput "
+         "FROM runs GROUP BY 1 ORDER BY 1")
+
+
+def test_sql_table(ingested):
+    result = ingested("data", "sql", QUERY)
+    assert result.code == 0
+    lines = result.out.strip().splitlines()
+    assert lines[0].split() == ["experiment", "runs", "goodput"]
+    assert [line.split()[:2] for line in lines[1:]] == [["baseline", "1"], ["buffer", "2"],
+                                                         ["perf", "1"]]
+
+
+def test_sql_csv(ingested):
+    result = ingested("data", "sql", QUERY, "--format", "csv")
+    lines = result.out.strip().splitlines()
+    assert lines[0] == "experiment,runs,goodput"
+    assert lines[1] == f"baseline,1,{round(fx.goodput_mbps(fx.BASELINE_RUNTIME_S), 1)}"
+
+
+def test_sql_json(ingested):
+    rows = json.loads(ingested("data", "sql", QUERY, "--format", "json").out)
+    assert [(r["experiment"], r["runs"]) for r in rows] == [("baseline", 1), ("buffer", 2),
+                                                            ("perf", 1)]
+    assert rows[2]["goodput"] == round(fx.goodput_mbps(fx.PERF_RUNTIME_S), 1)
+
+
+@pytest.mark.parametrize("query", ["SELEC nonsense", "SELECT no_such_column FROM runs",
+                                   "SELECT * FROM no_such_table"])
+def test_bad_sql_is_one_error_line(ingested, query: str):
+    line = _one_error_line(ingested("data", "sql", query))
+    assert line.startswith("quiclab: error: sql: ")
+
+
+def test_sql_is_read_only(ingested):
+    line = _one_error_line(ingested("data", "sql", "DELETE FROM runs"))
+    assert "read-only" in line.lower()
+    assert "4 runs" not in line and ingested("data", "info", "runs").out.startswith("runs: 4")
+
+
+def test_sql_without_a_catalog(cli):
+    assert "catalog does not exist" in _one_error_line(cli("data", "sql", "SELECT 1"))
+
+
+def test_export_parquet_and_csv(ingested, tmp_path: Path):
+    target = tmp_path / "out" / "x.parquet"
+    result = ingested("data", "export", "runs", "--to", str(target))
+    assert result.code == 0 and f"wrote 4 rows to {target}" in result.out
+    table = pq.read_table(target)
+    assert table.num_rows == 4
+    assert {"run_id", "goodput_mbps", "server_cpu_pct"} <= set(table.column_names)
+    assert sorted(table.column("experiment").to_pylist()) == ["baseline", "buffer", "buffer",
+                                                              "perf"]
+    csv_target = tmp_path / "shares.csv"
+    result = ingested("data", "export", "SELECT category, share FROM perf_categories",
+                      "--to", str(csv_target))
+    assert result.code == 0
+    assert csv_target.read_text().splitlines()[0] == "category,share"
+    assert "choose a .parquet or .csv" in _one_error_line(
+        ingested("data", "export", "runs", "--to", str(tmp_path / "x.xlsx")))
+    assert "no table 'nope'" in _one_error_line(
+        ingested("data", "export", "nope", "--to", str(tmp_path / "y.parquet")))
+
+
+def test_summary(ingested):
+    result = ingested("data", "summary")
+    assert result.code == 0
+    assert "buffer" in result.out and "lsquic" in result.out
+    assert "runs: 4  cpu_samples: 30  perf_stacks: 5" in result.out
+
+
+# -- the other command groups -----------------------------------------------------
+def test_predict_help(cli, capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exit_:
+        main(["predict", "--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: quiclab predict")
+
+
+def test_no_command_prints_help(cli):
+    result = cli(catalog_path=None)
+    assert result.code == 0 and result.out.startswith("usage: quiclab")
