@@ -1,0 +1,198 @@
+"""The ns-3 engine end to end: build, cache, small transfers, errors.
+
+The simulator is built once per source hash into pytest's cache folder
+(``.pytest_cache/d/ns3``), so only the first run after a C++ change pays the
+~1 min build; every scenario below simulates well under a second.
+Expected values come from the synthetic models (``quiclab.models.testing``),
+whose rates can be computed by hand, and from the analytic engine where its
+answer is exact (pure CPU- or link-bound).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from quiclab.models.registry import Registry
+from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.sim.analytic import AnalyticEngine
+from quiclab.sim.engine import Engine, get_engine
+from quiclab.sim.ns3 import Ns3Engine
+from quiclab.sim.ns3 import build as ns3_build
+from quiclab.sim.scenario import Scenario
+
+from quiclab.errors import EngineError, ScenarioError
+
+MB = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def cache_dir(request: pytest.FixtureRequest) -> Path:
+    return Path(request.config.cache.mkdir("ns3"))
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return synthetic_registry(
+        synthetic_model("fast", sender_ns=2000, receiver_ns=1500),
+        synthetic_model("slow", sender_ns=8000, receiver_ns=6000),
+        # 1 MiB of flow-control credit: 20 ms RTT caps goodput at 419 Mbit/s.
+        synthetic_model("fcwin", sender_ns=2000, receiver_ns=1500, fc_window_bytes=1 << 20),
+        # A receiver that is not scheduled for a while now and then (Pareto stalls).
+        synthetic_model("stall", sender_ns=2000, receiver_ns=2500, rx_stall_rate_hz=200.0,
+                        rx_stall_min_us=200.0, rx_stall_alpha=1.5),
+        synthetic_model("gso", sender_ns=1000, receiver_ns=1000, syscall_ns=4000,
+                        supports_gso=True, supports_gro=True, gso_max_segments=16),
+    )
+
+
+@pytest.fixture(scope="module")
+def engine(registry: Registry, cache_dir: Path) -> Ns3Engine:
+    eng = Ns3Engine(registry, cache_dir=cache_dir)
+    eng.binary()  # build (or reuse) once for the module
+    return eng
+
+
+def test_engine_protocol_and_factory(registry: Registry, cache_dir: Path) -> None:
+    eng = get_engine("ns3", registry, cache_dir=cache_dir)
+    assert isinstance(eng, Engine)
+    assert eng.name == "ns3" and eng.version.startswith("ns3-")
+
+
+def test_build_is_cached_by_source_hash(engine: Ns3Engine, cache_dir: Path) -> None:
+    lines: list[str] = []
+    binary, record = ns3_build.ensure_binary(cache_dir, progress=lines.append)
+    assert binary == engine.binary()
+    assert lines == []  # nothing rebuilt
+    assert record["ns3_version"] == "3.44" and float(str(record["build_s"])) > 0
+    assert "-DNS3_BUILD_PROFILE_RELEASE" in str(record["cxxflags"])
+
+
+def test_missing_compiler_is_one_line(registry: Registry, tmp_path: Path) -> None:
+    eng = Ns3Engine(registry, cache_dir=tmp_path, compiler="no-such-g++-quiclab")
+    with pytest.raises(EngineError) as err:
+        eng.predict(Scenario(server="fast", client="fast", transfer_bytes=MB))
+    assert "no C++ compiler" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_failed_build_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sources = ns3_build.read_sources()
+    # A missing include stops every translation unit at once (GCC: fatal error).
+    sources["transport.h"] = b'#include "deliberately-missing.h"\n' + sources["transport.h"]
+    monkeypatch.setattr(ns3_build, "read_sources", lambda: sources)
+    with pytest.raises(EngineError) as err:
+        ns3_build.ensure_binary(tmp_path)
+    message = str(err.value)
+    assert "build failed" in message and "deliberately-missing.h" in message
+    assert "\n" not in message and (tmp_path / "build.log").is_file()
+
+
+def test_python_ns_module_is_never_imported() -> None:
+    code = ("import sys, quiclab.sim.ns3, quiclab.sim.ns3.bench; "
+            "assert 'ns' not in sys.modules and 'cppyy' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    ("server", "client", "changes", "limit"),
+    [
+        ("fast", "fast", {"link_gbps": 1.0}, "link"),
+        ("slow", "fast", {}, "sender_cpu"),
+        ("fast", "slow", {}, "receiver_cpu"),
+        ("gso", "gso", {"link_gbps": 40.0}, "sender_cpu"),
+    ],
+)
+def test_exact_regimes_match_the_analytic_engine(engine: Ns3Engine, registry: Registry,
+                                                 server: str, client: str,
+                                                 changes: dict[str, float], limit: str) -> None:
+    scenario = Scenario(server=server, client=client, transfer_bytes=15 * MB, **changes)
+    ns3 = engine.predict(scenario)
+    analytic = AnalyticEngine(registry).predict(scenario)
+    assert ns3.limit == limit == analytic.limit
+    # Pure CPU- or link-bound: the closed form is exact up to slow start.
+    assert ns3.goodput_mbps == pytest.approx(analytic.goodput_mbps, rel=0.03)
+    assert ns3.goodput_lo_mbps <= ns3.goodput_mbps <= ns3.goodput_hi_mbps
+    assert ns3.server_packets_sent >= 15 * MB / 1360
+    assert ns3.acks > 0 and ns3.engine == "ns3"
+
+
+def test_gso_batches_cut_system_calls(engine: Ns3Engine) -> None:
+    pred = engine.predict(Scenario(server="gso", client="gso", link_gbps=40.0,
+                                   transfer_bytes=15 * MB))
+    # 16 segments per send call when the sender's CPU is the limit.
+    assert pred.server_syscalls - pred.server_packets_received < pred.server_packets_sent / 8
+
+
+def test_flow_control_window_bounds_goodput(engine: Ns3Engine) -> None:
+    pred = engine.predict(Scenario(server="fast", client="fcwin", rtt_ms=20.0,
+                                   transfer_bytes=20 * MB))
+    assert pred.limit == "flow_control"
+    # 1 MiB per RTT (20.05 ms) = 418 Mbit/s in steady state; the handshake and
+    # slow start up to the window take ~7 of the transfer's ~26 RTTs.
+    assert 250 < pred.goodput_mbps < 419
+
+
+def test_random_loss_is_recovered(engine: Ns3Engine) -> None:
+    pred = engine.predict(Scenario(server="fast", client="fast", loss_pct=0.5, rtt_ms=5.0,
+                                   transfer_bytes=10 * MB))
+    assert pred.limit == "cwnd"
+    assert pred.losses > 0 and pred.retransmissions >= pred.losses * 0.9
+    assert pred.rcvbuf_drops == 0
+    assert 20 < pred.goodput_mbps < 150  # window-limited by loss at 5 ms
+
+
+def test_receiver_stalls_overflow_the_socket_buffer(engine: Ns3Engine) -> None:
+    pred = engine.predict(Scenario(server="fast", client="stall", rcvbuf_bytes=65536,
+                                   transfer_bytes=30 * MB))
+    assert pred.rcvbuf_drops > 0 and pred.losses >= pred.rcvbuf_drops
+    assert pred.limit == "rcvbuf"
+
+
+def test_reordering_causes_spurious_retransmissions(engine: Ns3Engine) -> None:
+    pred = engine.predict(Scenario(server="fast", client="fast", reorder_pct=1.0, rtt_ms=1.0,
+                                   transfer_bytes=10 * MB))
+    assert pred.losses == 0 and pred.retransmissions > 0
+
+
+def test_same_seed_same_prediction_other_seed_differs(engine: Ns3Engine) -> None:
+    base = Scenario(server="fast", client="fast", loss_pct=1.0, rtt_ms=2.0, transfer_bytes=5 * MB)
+    first, again = engine.predict_batch([base, base])
+    other = engine.predict(base.with_(seed=7))
+    assert first.to_dict() == again.to_dict()
+    assert other.goodput_mbps != first.goodput_mbps
+
+
+def test_long_transfers_are_extrapolated_from_a_prefix(registry: Registry,
+                                                        cache_dir: Path) -> None:
+    scenario = Scenario(server="slow", client="fast", transfer_bytes=40 * MB)
+    short = Ns3Engine(registry, cache_dir=cache_dir, prefix_packets=5000).predict(scenario)
+    assert any("extrapolated" in note for note in short.notes)
+    full = AnalyticEngine(registry).predict(scenario)
+    assert short.goodput_mbps == pytest.approx(full.goodput_mbps, rel=0.02)
+    assert short.server_packets_sent == pytest.approx(40 * MB / 1360, rel=0.02)
+
+
+def test_batch_runs_in_parallel_and_keeps_order(registry: Registry, cache_dir: Path) -> None:
+    eng = Ns3Engine(registry, cache_dir=cache_dir, jobs=2)
+    rates = [0.5, 1.0, 2.0]
+    preds = eng.predict_batch([Scenario(server="fast", client="fast", link_gbps=g,
+                                        transfer_bytes=5 * MB) for g in rates])
+    assert [p.scenario.link_gbps for p in preds] == rates
+    assert preds[0].goodput_mbps < preds[1].goodput_mbps < preds[2].goodput_mbps
+
+
+def test_unsupported_workloads_are_refused(engine: Ns3Engine) -> None:
+    with pytest.raises(ScenarioError, match="workload"):
+        engine.predict(Scenario(server="fast", client="fast", workload="requests",
+                                request_bytes=1000, requests=10))
+
+
+def test_bench_reports_packets_per_cpu_second(cache_dir: Path) -> None:
+    from quiclab.sim.ns3.bench import bench
+
+    lines: list[str] = []
+    result = bench(cache_dir=cache_dir, packets=3000, out=lines.append)
+    assert result["packets_per_cpu_s"] > 0 and result["build_s"] > 0
+    assert len(result["runs"]) == 2 and len(lines) == 3
