@@ -415,7 +415,10 @@ def _assemble(run: RunParts, result: qp.ExperimentResult | None,
                     "tx_discards"):
             row[f"{side}_nic_{key}"] = _delta(run.ethtool, side, key)
     row["data_packets"] = row.get("server_nic_tx_frames") or row.get("server_udp_sent")
-    row["ack_packets"] = row.get("client_udp_sent")
+    # TCP's ACKs are not UDP datagrams (client_udp_sent is 0 for NGINX/wget): count
+    # the client NIC's frames instead; QUIC's ACKs are the client's UDP datagrams.
+    row["ack_packets"] = (row.get("client_nic_tx_frames") if s_impl == "tcp+tls"
+                          else row.get("client_udp_sent"))
     row["extra"] = json.dumps({"pair": run.pair, "files": sorted(run.files),
                                "rmem_values": run.log.rmem_values if run.log else []})
     return row, samples
