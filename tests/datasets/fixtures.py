@@ -332,6 +332,30 @@ def build_qir_tree(root: Path) -> QirTree:
     return tree
 
 
+TCP_LOGDIR = "results/crypto/aes-noni/tcp1"
+TCP_CLIENT_NIC_TX_FRAMES = 190_000  # wget's TCP ACKs
+
+
+def add_tcp_run(tree: QirTree) -> Path:
+    """A crypto-experiment NGINX/wget run (``tls1.3_tls1.3``) with AES-NI disabled:
+    TCP, so the UDP counters barely move and the ACKs are NIC frames."""
+    _write(tree.root / TCP_LOGDIR / "result.json",
+           result_json({("tls1.3", "tls1.3"): [goodput_mbps(10.0)]}))
+    d = tree.root / TCP_LOGDIR / "tls1.3_tls1.3" / "goodput" / "1"
+    _write(d / "output.txt", output_text(6815744, 10.0, "tls1.3"))
+    _write(d / "client" / "time.json", time_json(START_NS, 10.0))
+    for side in ("server", "client"):
+        _write(d / side / "netstat-start.txt", netstat_text(100, 100))
+        _write(d / side / "netstat-stop.txt", netstat_text(102, 101))
+    _write(d / "server" / "ethtool-start.txt", ethtool_text(0, 0, 0, 0))
+    _write(d / "server" / "ethtool-stop.txt",
+           ethtool_text(TCP_CLIENT_NIC_TX_FRAMES, SERVER_NIC_TX_FRAMES, 1, SERVER_NIC_TX_BYTES))
+    _write(d / "client" / "ethtool-start.txt", ethtool_text(0, 0, 0, 0))
+    _write(d / "client" / "ethtool-stop.txt",
+           ethtool_text(SERVER_NIC_TX_FRAMES, TCP_CLIENT_NIC_TX_FRAMES, SERVER_NIC_TX_BYTES, 1))
+    return d
+
+
 PUBLISHED_HEADER = "point_id,document,section,locator,quantity,value,unit,server,client,app,stated"
 PUBLISHED_ROWS = [
     "t-001,002,4.6,Fig. 6,goodput,3250,Mbit/s,lsquic,lsquic,h3,text",

@@ -161,6 +161,18 @@ def test_baseline_without_pidstat_netstat_ethtool_is_null_not_an_error(
                          [row["run_id"]]).fetchone() == (0,)
 
 
+def test_tcp_tls_run_counts_acks_on_the_client_nic(qir_tree: QirTree, catalog: Catalog):
+    fx.add_tcp_run(qir_tree)
+    qir10g.load(catalog, qir_tree.root)
+    row = _run(catalog, fx.TCP_LOGDIR, 1)
+    assert (row["experiment"], row["setting"]) == ("crypto", "aes-noni/tcp1")
+    assert (row["server_impl"], row["client_impl"], row["app"]) == ("tcp+tls", "tcp+tls", "tcp")
+    assert (row["cipher"], row["aes_ni"], row["rcvbuf_bytes"]) == ("aes-sw", False, 6815744)
+    assert row["client_udp_sent"] == 1  # TCP's ACKs are not UDP datagrams …
+    assert row["ack_packets"] == fx.TCP_CLIENT_NIC_TX_FRAMES  # … but client NIC frames
+    assert row["data_packets"] == fx.SERVER_NIC_TX_FRAMES
+
+
 def test_cpu_samples_and_the_steady_window(qir_tree: QirTree, catalog: Catalog):
     qir10g.load(catalog, qir_tree.root)
     run_id = qir10g._run_id(fx.BUFFER_LOGDIR, "lsquic_lsquic", 1)
