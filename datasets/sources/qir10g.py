@@ -29,7 +29,7 @@ from quiclab.datasets.sources.perf import CategoryMapping, fold_zstd, process_pr
 from quiclab.errors import DataError
 
 SOURCE = "qir10g"
-PARSER_VERSION = "qir10g-parser-1"
+PARSER_VERSION = "qir10g-parser-2"  # 2: pidstat intervals, goodput alignment, TCP ACKs
 DEFAULT_RCVBUF = 212992
 OPTIMIZED_RCVBUF = 6815744  # README: "receive buffer raised to 6815744 bytes"
 #: Hosts of the dataset and their CPU (dataset README: goracle-gard, AMD EPYC 7543).
