@@ -10,7 +10,7 @@ from typing import Any
 from quiclab.errors import DataError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     data = sub.add_parser("data", help="build and query the catalog of measurements",
                           description="The DuckDB catalog: every published, dataset and fresh "
                                       "measurement and every prediction, queryable with SQL.")

@@ -146,8 +146,9 @@ def load(catalog: Catalog, directory: Path | None = None, strict: bool = True) -
         catalog.con.execute("DELETE FROM ingest_issues WHERE source = ?", [SOURCE])
         catalog.upsert("published_points", rows)
         catalog.upsert("files", file_rows)
-        for err in skipped:
-            catalog.record_issue(SOURCE, err.path, err.reason, err.field)
+        for skipped_one in skipped:
+            catalog.record_issue(SOURCE, skipped_one.path, skipped_one.reason,
+                                 skipped_one.field)
         catalog.upsert("sources", [{
             "source": SOURCE, "kind": "curated figures stated in the seeds",
             "location": str(directory), "sha256": digest.hexdigest(),

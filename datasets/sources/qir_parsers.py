@@ -201,8 +201,8 @@ class RunnerLog:
 def parse_output(text: str) -> RunnerLog:
     """What the runner's ``output.txt`` says about the run (buffer size, goodput, verdict)."""
     log = RunnerLog()
-    for m in re.finditer(r"'rmem_value': '?(\d+)'?", text):
-        log.rmem_values.append(int(m.group(1)))
+    for rmem in re.finditer(r"'rmem_value': '?(\d+)'?", text):
+        log.rmem_values.append(int(rmem.group(1)))
     m = re.search(r"Transferring ([\d.]+) MB took [\d.]+ s\. Goodput: ([\d.]+) Mbps", text)
     if m:
         log.transferred_mb = float(m.group(1))
