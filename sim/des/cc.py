@@ -1,0 +1,189 @@
+"""Congestion control and RTT estimation of the DES sender (RFC 9002, RFC 9438).
+
+Windows are in bytes of UDP payload (RFC 9002 §7: "bytes in flight" counts
+QUIC packets without UDP/IP overhead), times in seconds. Both controllers are
+plain objects with the same three methods so that the sender never branches on
+the algorithm's name:
+
+- ``on_ack(acked_bytes, now_s, srtt_s)`` — called once per ACK frame with the
+  newly acknowledged bytes, only when the sender was cwnd-limited and not in
+  recovery (RFC 9002 §7.8, §7.3.2);
+- ``on_congestion(now_s)`` — one multiplicative decrease per recovery period;
+- ``on_persistent_congestion()`` — collapse to the minimum window (§7.6.2).
+"""
+
+from __future__ import annotations
+
+import math
+
+#: RFC 9002 §7.2: kInitialWindow — the TRANSPORT.md spec fixes it at 10 packets.
+INITIAL_WINDOW_PACKETS = 10
+#: RFC 9002 §7.2: kMinimumWindow = 2 × max_datagram_size.
+MINIMUM_WINDOW_PACKETS = 2
+#: RFC 9438 §4.1: C = 0.4 (segments / s³), β_cubic = 0.7.
+CUBIC_C = 0.4
+CUBIC_BETA = 0.7
+#: RFC 9438 §4.3: α_cubic = 3 (1 − β) / (1 + β), the Reno-friendly additive increase.
+CUBIC_ALPHA = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA)
+#: RFC 9002 §7.3.2 / Appendix B.1: kLossReductionFactor = 0.5 for NewReno.
+RENO_BETA = 0.5
+#: RFC 9002 §6.1.1 kPacketThreshold, §6.1.2 kTimeThreshold, §6.1.2 kGranularity (s).
+PACKET_THRESHOLD = 3
+TIME_THRESHOLD = 9.0 / 8.0
+GRANULARITY_S = 0.001
+#: RFC 9002 §7.6.1: kPersistentCongestionThreshold.
+PERSISTENT_CONGESTION_THRESHOLD = 3
+
+
+class NewReno:
+    """NewReno of RFC 9002 §7.3 (slow start, congestion avoidance, β = 0.5)."""
+
+    beta = RENO_BETA
+
+    def __init__(self, max_datagram_bytes: int):
+        self.mss = float(max_datagram_bytes)
+        self.cwnd = INITIAL_WINDOW_PACKETS * self.mss
+        self.ssthresh = math.inf
+        self.congestion_events = 0
+
+    def on_ack(self, acked_bytes: float, now_s: float, srtt_s: float) -> None:
+        if self.cwnd < self.ssthresh:
+            # RFC 9002 §7.3.1: slow start grows by the acknowledged bytes.
+            self.cwnd += acked_bytes
+        else:
+            # RFC 9002 §7.3.3: one max_datagram_size per cwnd of acknowledged bytes.
+            self.cwnd += self.mss * acked_bytes / self.cwnd
+
+    def on_congestion(self, now_s: float) -> None:
+        self.congestion_events += 1
+        self.ssthresh = max(self.cwnd * self.beta, MINIMUM_WINDOW_PACKETS * self.mss)
+        self.cwnd = self.ssthresh
+
+    def on_persistent_congestion(self) -> None:
+        self.cwnd = MINIMUM_WINDOW_PACKETS * self.mss
+
+
+class Cubic:
+    """CUBIC of RFC 9438 with fast convergence and the Reno-friendly region.
+
+    ``w_max`` and ``w_est`` are kept in bytes; the cubic function itself is in
+    segments of ``mss`` bytes as in RFC 9438 §4.2 (C in segments per s³).
+    """
+
+    beta = CUBIC_BETA
+
+    def __init__(self, max_datagram_bytes: int):
+        self.mss = float(max_datagram_bytes)
+        self.cwnd = INITIAL_WINDOW_PACKETS * self.mss
+        self.ssthresh = math.inf
+        self.w_max = 0.0
+        self.cwnd_prior = 0.0
+        self.w_est = 0.0
+        self.k_s = 0.0
+        self.epoch_s = -1.0
+        self.congestion_events = 0
+
+    def on_ack(self, acked_bytes: float, now_s: float, srtt_s: float) -> None:
+        cwnd = self.cwnd
+        if cwnd < self.ssthresh:
+            # RFC 9438 §4.10: slow start as in RFC 9002 §7.3.1.
+            self.cwnd = cwnd + acked_bytes
+            return
+        mss = self.mss
+        if self.epoch_s < 0:
+            # Congestion avoidance entered without a recorded epoch (ssthresh
+            # reached): start one here with W_max = cwnd (RFC 9438 §4.2).
+            self.epoch_s = now_s
+            self.w_max = cwnd
+            self.cwnd_prior = cwnd
+            self.w_est = cwnd
+            self.k_s = 0.0
+        # RFC 9438 §4.3: W_est += α_cubic · segments_acked / cwnd; α = 1 once W_est
+        # reaches cwnd_prior (the window before the last reduction).
+        alpha = 1.0 if self.w_est >= self.cwnd_prior else CUBIC_ALPHA
+        self.w_est += alpha * acked_bytes * mss / cwnd
+        # RFC 9438 §4.2 eq. 1, evaluated one RTT ahead (§4.4: target = W_cubic(t + RTT)).
+        d = now_s - self.epoch_s + srtt_s - self.k_s
+        w_cubic = CUBIC_C * d * d * d * mss + self.w_max
+        if w_cubic < self.w_est:
+            # RFC 9438 §4.3: Reno-friendly region.
+            self.cwnd = self.w_est
+            return
+        # RFC 9438 §4.4: target clamped to [cwnd, 1.5 cwnd]; cwnd grows by
+        # (target − cwnd) / cwnd per acknowledged segment.
+        target = w_cubic if w_cubic < 1.5 * cwnd else 1.5 * cwnd
+        if target > cwnd:
+            self.cwnd = cwnd + (target - cwnd) * acked_bytes / cwnd
+
+    def on_congestion(self, now_s: float) -> None:
+        self.congestion_events += 1
+        cwnd = self.cwnd
+        self.cwnd_prior = cwnd
+        # RFC 9438 §4.7 fast convergence: release bandwidth if W_max shrank.
+        if cwnd < self.w_max:
+            self.w_max = cwnd * (1.0 + CUBIC_BETA) / 2.0
+        else:
+            self.w_max = cwnd
+        # RFC 9438 §4.6: ssthresh = cwnd · β_cubic (never below the minimum window).
+        self.ssthresh = max(cwnd * CUBIC_BETA, MINIMUM_WINDOW_PACKETS * self.mss)
+        self.cwnd = self.ssthresh
+        self.epoch_s = now_s
+        self.w_est = self.cwnd
+        # RFC 9438 §4.2 eq. 2: K = ∛((W_max − cwnd_epoch) / C), windows in segments.
+        self.k_s = ((self.w_max - self.cwnd) / self.mss / CUBIC_C) ** (1.0 / 3.0)
+
+    def on_persistent_congestion(self) -> None:
+        # RFC 9002 §7.6.2 and RFC 9438 §4.8: collapse and start a new epoch later.
+        self.cwnd = MINIMUM_WINDOW_PACKETS * self.mss
+        self.epoch_s = -1.0
+
+
+def congestion_controller(cc: str, max_datagram_bytes: int) -> Cubic | NewReno:
+    """The controller for a Scenario's ``cc``; BBR is approximated by CUBIC.
+
+    Raises ValueError for an unknown name.
+    """
+    if cc in ("cubic", "bbr"):
+        return Cubic(max_datagram_bytes)
+    if cc == "reno":
+        return NewReno(max_datagram_bytes)
+    raise ValueError(f'cc={cc!r}: allowed "cubic" | "reno" | "bbr"')
+
+
+class RttEstimator:
+    """RFC 9002 §5: latest, minimum and smoothed RTT and its variation (seconds).
+
+    The first sample comes from the handshake (§5.2), so the estimator is
+    constructed with it.
+    """
+
+    __slots__ = ("latest", "min", "smoothed", "var")
+
+    def __init__(self, first_sample_s: float):
+        self.latest = first_sample_s
+        self.min = first_sample_s
+        self.smoothed = first_sample_s
+        self.var = first_sample_s / 2.0
+
+    def update(self, latest_s: float, ack_delay_s: float, max_ack_delay_s: float) -> None:
+        """One RTT sample (§5.3); ``ack_delay_s`` is the peer's reported delay."""
+        self.latest = latest_s
+        if latest_s < self.min:
+            self.min = latest_s
+        # §5.3: ack_delay is capped at max_ack_delay once the handshake is confirmed,
+        # and only subtracted when that does not push the sample below min_rtt.
+        if ack_delay_s > max_ack_delay_s:
+            ack_delay_s = max_ack_delay_s
+        adjusted = latest_s - ack_delay_s if latest_s >= self.min + ack_delay_s else latest_s
+        diff = self.smoothed - adjusted
+        self.var = 0.75 * self.var + 0.25 * (diff if diff >= 0 else -diff)
+        self.smoothed = 0.875 * self.smoothed + 0.125 * adjusted
+
+    def loss_delay_s(self) -> float:
+        """§6.1.2: kTimeThreshold · max(smoothed_rtt, latest_rtt), at least kGranularity."""
+        rtt = self.smoothed if self.smoothed > self.latest else self.latest
+        return max(TIME_THRESHOLD * rtt, GRANULARITY_S)
+
+    def pto_s(self, max_ack_delay_s: float) -> float:
+        """§6.2.1: smoothed_rtt + max(4 · rttvar, kGranularity) + max_ack_delay."""
+        return self.smoothed + max(4.0 * self.var, GRANULARITY_S) + max_ack_delay_s

@@ -1,0 +1,236 @@
+"""``DesEngine``: the SimPy engine behind the Engine protocol.
+
+``DesEngine(registry).predict(scenario)`` resolves the scenario, simulates the
+connection (:mod:`quiclab.sim.des.connection`) and turns the counters into a
+:class:`~quiclab.sim.prediction.Prediction`: goodput from the completion time
+as the client sees it (handshake included), counters, CPU utilisation and the
+limiting resource by the rules of TRANSPORT.md "Outputs".
+
+Long transfers are simulated as a prefix (``max_packets`` goodput packets) and
+extrapolated from the second half of that prefix; the Prediction's notes say
+so. At ``granularity="batch"`` a record stands for a unit of packets (see
+``sim/des/README.md`` for what that gives up).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from quiclab.models.registry import Registry
+from quiclab.sim.analytic import bounds
+from quiclab.sim.des.connection import Connection, RunConfig, RunResult
+from quiclab.sim.prediction import Prediction
+from quiclab.sim.resolve import Resolved, resolve
+from quiclab.sim.scenario import Scenario
+
+ENGINE_VERSION = "des-1.0"
+GRANULARITIES = ("packet", "batch")
+#: Default prefix: packet granularity simulates at most this many goodput
+#: packets (~1–2 CPU-seconds) and extrapolates; batch granularity simulates
+#: 8 GiB at 1350 B (6.4 M packets) in full.
+DEFAULT_MAX_PACKETS = {"packet": 300_000, "batch": 20_000_000}
+#: TRANSPORT.md "Outputs": a resource busy ≥ 95 % of the time is the limit.
+BUSY_LIMIT = 0.95
+
+
+class DesEngine:
+    """The SimPy discrete-event engine (see the module docstring).
+
+    Parameters: ``granularity`` "packet" (one record per packet) or "batch"
+    (units of up to ``unit_packets`` packets); ``max_packets`` the prefix
+    length in goodput packets (0 = always the whole transfer); ``timeseries``
+    and ``timeseries_interval_s`` for per-interval series in the Prediction;
+    ``workers`` processes for ``predict_batch`` (1 = in this process).
+    Raises ValueError for an unknown granularity or a bad option.
+    """
+
+    name = "des"
+    version = ENGINE_VERSION
+
+    def __init__(self, registry: Registry, granularity: str = "packet",
+                 max_packets: int | None = None, unit_packets: int = 64,
+                 timeseries: bool = False, timeseries_interval_s: float = 0.01,
+                 workers: int = 1, max_sim_s: float = 36_000.0):
+        if granularity not in GRANULARITIES:
+            raise ValueError(f'granularity={granularity!r}: allowed "packet" | "batch"')
+        if max_packets is not None and max_packets < 0:
+            raise ValueError(f'"max_packets" must be ≥ 0, got {max_packets!r}')
+        if unit_packets < 1:
+            raise ValueError(f'"unit_packets" must be ≥ 1, got {unit_packets!r}')
+        if workers < 1:
+            raise ValueError(f'"workers" must be ≥ 1, got {workers!r}')
+        self.registry = registry
+        self.granularity = granularity
+        self.max_packets = DEFAULT_MAX_PACKETS[granularity] if max_packets is None \
+            else max_packets
+        self.unit_packets = unit_packets if granularity == "batch" else 1
+        self.timeseries = timeseries
+        self.timeseries_interval_s = timeseries_interval_s
+        self.workers = workers
+        self.max_sim_s = max_sim_s
+
+    def options(self) -> dict[str, Any]:
+        """Constructor arguments (to rebuild the engine in a worker process)."""
+        return {"granularity": self.granularity, "max_packets": self.max_packets,
+                "unit_packets": self.unit_packets, "timeseries": self.timeseries,
+                "timeseries_interval_s": self.timeseries_interval_s, "workers": 1,
+                "max_sim_s": self.max_sim_s}
+
+    # ------------------------------------------------------------------ API
+    def predict(self, scenario: Scenario) -> Prediction:
+        resolved = resolve(scenario, self.registry)
+        return self.predict_resolved(resolved)
+
+    def predict_batch(self, scenarios: Sequence[Scenario]) -> list[Prediction]:
+        """Predict many scenarios, in ``workers`` processes when > 1 (order kept)."""
+        if self.workers <= 1 or len(scenarios) <= 1:
+            return [self.predict(s) for s in scenarios]
+        workers = min(self.workers, len(scenarios), os.cpu_count() or 1)
+        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
+                                 initargs=(self.registry, self.options())) as pool:
+            return list(pool.map(_predict_in_worker, scenarios, chunksize=1))
+
+    def run(self, resolved: Resolved) -> RunResult:
+        """Simulate one resolved scenario and return the raw counters."""
+        prefix = self.max_packets * resolved.sender.stream_bytes if self.max_packets else 0
+        # Short transfers are simulated whole: extrapolating buys nothing.
+        if prefix and resolved.scenario.transfer_bytes <= 1.25 * prefix:
+            prefix = 0
+        config = RunConfig(
+            unit_packets=self.unit_packets, prefix_bytes=prefix,
+            timeseries_interval_s=self.timeseries_interval_s if self.timeseries else 0.0,
+            max_sim_s=self.max_sim_s)
+        return Connection(resolved, config).run()
+
+    def predict_resolved(self, resolved: Resolved) -> Prediction:
+        return prediction_from_run(resolved, self.run(resolved), self.name, self.version,
+                                   self.granularity)
+
+
+# ---------------------------------------------------------------- worker pool
+_WORKER: DesEngine | None = None
+
+
+def _init_worker(registry: Registry, options: dict[str, Any]) -> None:
+    global _WORKER
+    _WORKER = DesEngine(registry, **options)
+
+
+def _predict_in_worker(scenario: Scenario) -> Prediction:
+    assert _WORKER is not None
+    return _WORKER.predict(scenario)
+
+
+# ------------------------------------------------------------ counters → Prediction
+def totals(result: RunResult, transfer_bytes: float) -> tuple[float, dict[str, float]]:
+    """Completion time (s) and every counter for the whole transfer.
+
+    A completed run is taken as is; a prefix is extrapolated linearly from the
+    measurement window (the second half of the prefix).
+    """
+    end = result.end
+    if result.completed:
+        return end["t_s"], dict(end)
+    start = result.window_start
+    d_bytes = end["consumed_bytes"] - start["consumed_bytes"]
+    d_t = end["t_s"] - start["t_s"]
+    remaining = transfer_bytes - end["consumed_bytes"]
+    scale = remaining / d_bytes
+    out = {k: end[k] + (end[k] - start[k]) * scale for k in end}
+    out["consumed_bytes"] = transfer_bytes
+    return end["t_s"] + d_t * scale, out
+
+
+def classify(resolved: Resolved, result: RunResult) -> tuple[str, dict[str, float]]:
+    """The limiting resource over the measurement window (TRANSPORT.md "Outputs").
+
+    Returns the limit and the fractions it was decided on.
+    """
+    a, b = result.window_start, result.end
+    span = max(b["t_s"] - a["t_s"], 1e-12)
+
+    def frac(key: str, capacity: float = 1.0) -> float:
+        return (b[key] - a[key]) / (span * capacity)
+
+    f = {
+        "link": frac("link_busy_s"),
+        "sender_cpu": frac("sender_busy_s", resolved.sender.cores),
+        "receiver_cpu": frac("receiver_busy_s", resolved.receiver.cores),
+        "cwnd": frac("cwnd_state_s"),
+        "flow_control": frac("flow_state_s"),
+        "interop": frac("hold_state_s"),
+    }
+    events = b["congestion_events"] - a["congestion_events"]
+    rcvbuf_events = b["congestion_events_rcvbuf"] - a["congestion_events_rcvbuf"]
+    f["rcvbuf"] = rcvbuf_events / events if events > 0 else 0.0
+    for name in ("link", "sender_cpu", "receiver_cpu"):
+        if f[name] >= BUSY_LIMIT:
+            return name, f
+    if events > 0 and f["rcvbuf"] > 0.5:
+        return "rcvbuf", f
+    for name in ("cwnd", "flow_control", "interop"):
+        if f[name] > 0.5:
+            return name, f
+    # No single resource dominates: name the one that was busy or blocking longest.
+    candidates = {k: v for k, v in f.items() if k != "rcvbuf"}
+    return max(candidates, key=lambda k: candidates[k]), f
+
+
+def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, version: str,
+                        granularity: str) -> Prediction:
+    s = resolved.scenario
+    duration, tot = totals(result, float(s.transfer_bytes))
+    goodput = s.transfer_bytes * 8.0 / duration
+    limit, fractions = classify(resolved, result)
+    lo = hi = goodput
+    rates = bounds(resolved)
+    if limit in ("sender_cpu", "receiver_cpu"):
+        ep = resolved.sender if limit == "sender_cpu" else resolved.receiver
+        lo = goodput / ep.cost_hi
+        hi = min(goodput / ep.cost_lo, max(goodput, rates["link"] * 1e6))
+    notes = [f"granularity={granularity}"
+             + (f" (units of ≤ {result.unit_packets} packets)" if result.unit_packets > 1 else "")]
+    if not result.completed:
+        a, b = result.window_start, result.end
+        notes.append(
+            f"simulated a prefix of {b['consumed_bytes'] / 1e6:.1f} MB "
+            f"({b['t_s']:.3f} s); the rest extrapolated from steady state over "
+            f"[{a['t_s']:.3f}, {b['t_s']:.3f}] s")
+    notes.append(f"pair interplay: busy {resolved.interop_busy:.2f} ({resolved.interop_source})")
+    notes.append("handshake: 1 RTT + request, no handshake CPU (not in the cost models)")
+    if s.cc == "bbr":
+        notes.append("bbr: approximated by CUBIC")
+    notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
+    losses = tot["rcvbuf_drops"] + tot["queue_drops"] + tot["path_losses"]
+    return Prediction(
+        scenario=s,
+        engine=engine,
+        engine_version=version,
+        goodput_mbps=goodput / 1e6,
+        goodput_lo_mbps=lo / 1e6,
+        goodput_hi_mbps=hi / 1e6,
+        limit=limit,
+        duration_s=duration,
+        rates_mbps=rates,
+        server_cpu_util=tot["sender_busy_s"] / duration,
+        client_cpu_util=tot["receiver_busy_s"] / duration,
+        server_cpu_s=tot["sender_busy_s"],
+        client_cpu_s=tot["receiver_busy_s"],
+        server_packets_sent=tot["packets_sent"],
+        server_packets_received=tot["acks_received"],
+        client_packets_sent=tot["acks_sent"],
+        client_packets_received=tot["datagrams"],
+        acks=tot["acks_sent"],
+        losses=losses,
+        retransmissions=tot["retransmitted"],
+        rcvbuf_drops=tot["rcvbuf_drops"],
+        server_syscalls=tot["sender_calls"] + tot["acks_received"],
+        client_syscalls=tot["receiver_calls"] + tot["acks_sent"],
+        model_versions=resolved.model_versions,
+        cpu_rule=resolved.describe_cpu(),
+        notes=tuple(notes),
+        timeseries=result.timeseries,
+    )

@@ -1,0 +1,467 @@
+"""The QUIC receiver (the client of a download): socket buffer, receive calls, ACKs, streams.
+
+Like the sender, the receiver is one SimPy callback that runs its host ahead
+of the clock up to one one-way delay (every datagram that arrives before
+``now + rtt/2`` has already left the sender). Datagrams are kept in arrival
+order (a deque, plus a heap for the few reordered ones) and *admitted* to the
+UDP socket buffer lazily: the buffer only shrinks when a receive call takes
+datagrams out, so the drop decision for every arrival between two calls can be
+made when the next call starts, against exactly the occupancy the kernel would
+have seen (TRANSPORT.md "Receive buffer", Kempf et al. 2024 §2.3, Fig. 3).
+
+The loop does, in order: wait out a scheduling stall; admit arrivals; send a
+delayed ACK whose ``max_ack_delay`` expired; else perform one receive call of
+up to ``segments_per_call`` datagrams (GRO) and process them — each may emit an
+ACK (RFC 9000 §13.2: every ``ack_every_packets``, or at once while stream data
+is missing) that goes back over the reverse path; else sleep until the next
+arrival or ACK deadline. A receive call and the processing of its datagrams
+(and the ACKs they trigger) is one CPU work item.
+
+Units: times in seconds, CPU work in ns, sizes in bytes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import simpy
+from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
+from quiclab.sim.des.host import CpuServers, Stalls
+from quiclab.sim.des.link import CAUSE_RCVBUF, ReverseLink
+from quiclab.sim.des.recovery import R_COUNT, R_LEN, R_OFF, R_SID, R_SIZE
+from quiclab.sim.des.sender import Sender
+from quiclab.sim.resolve import Resolved
+from simpy.events import Timeout
+
+#: RFC 9000 §19.3: ACK ranges a frame carries at most (a receiver-side cap; the
+#: stacks in the seeds keep 32–256). Older ranges are dropped.
+MAX_ACK_RANGES = 32
+_NO_STREAMS: tuple[tuple[int, int], ...] = ()
+_NO_PARTIAL: dict[int, int] = {}
+_NO_REQUESTS: tuple[tuple[int, int], ...] = ()
+
+
+class Receiver:
+    """One QUIC receiver on its own CPU; see the module docstring for the loop.
+
+    ``on_progress(t_s, consumed_bytes, done)`` is called each time the
+    application has consumed another ``progress_step_bytes`` of in-order data,
+    and once every chunk is complete (``done``).
+    """
+
+    def __init__(self, env: simpy.Environment, resolved: Resolved, reverse: ReverseLink,
+                 sender: Sender, stalls: Stalls, on_progress: Callable[[float, int, bool], None],
+                 progress_step_bytes: int):
+        ep = resolved.receiver
+        s = resolved.scenario
+        self.env = env
+        self.reverse = reverse
+        self.sender = sender
+        sender.rx = self
+        self.stalls = stalls
+        self.on_progress = on_progress
+        self.lookahead_s = resolved.path.rtt_s / 2.0
+        self.cpu = CpuServers(ep.cores)
+        self.ns_packet = ep.ns_per_data_packet
+        self.ns_call = ep.ns_per_call
+        self.ns_ack = ep.ns_per_ack
+        self.segments = ep.segments_per_call
+        self.stream_bytes = resolved.sender.stream_bytes
+        self.rcvbuf = resolved.path.rcvbuf_bytes
+        self.inv_ack_every = 1.0 / max(ep.ack_every_packets, 1e-9)
+        self.immediate = ep.immediate_ack_on_gap
+        self.max_ack_delay_s = ep.max_ack_delay_s
+        self.fc_window = ep.fc_window_bytes or (1 << 62)
+        self.stream_window = self.fc_window // max(1, s.streams)
+        # --- the transfer: chunks requested as streams, at most `streams` at once
+        self.chunks = s.chunks
+        self.chunk_bytes = s.transfer_bytes // s.chunks
+        self.last_chunk_bytes = s.transfer_bytes - self.chunk_bytes * (s.chunks - 1)
+        self.max_open = s.streams
+        self.next_chunk = 0
+        self.done_chunks = 0
+        self.streams: dict[int, list[Any]] = {}  # sid → [contiguous, heap of (off, end), size]
+        self.gaps = 0  # streams with out-of-order data (a hole)
+        self.consumed = 0
+        self.progress_step = progress_step_bytes
+        self.next_progress = progress_step_bytes
+        # --- socket buffer and arrivals
+        self.arrivals: deque[tuple[Any, ...]] = deque()
+        self.reordered: list[tuple[Any, ...]] = []
+        self.buffer: deque[tuple[Any, ...]] = deque()
+        self.occupancy = 0.0
+        # --- ACK state
+        self.ranges: list[list[int]] = []  # [lo, hi] descending, ACK-of-ACK pruned
+        self.prune_floor = -1
+        self.largest = -1
+        self.largest_time = 0.0
+        self.ack_credit = 0.0
+        self.ack_deadline = math.inf
+        self.dirty: dict[int, int] = {}  # stream → MAX_STREAM_DATA to announce
+        self.partial: dict[int, int] = {}
+        self.requests: list[tuple[int, int]] = []
+        # --- counters
+        self.clock = 0.0
+        self.datagrams = 0
+        self.calls = 0
+        self.acks_sent = 0.0
+        self.ack_frames = 0
+        self.drops = 0
+        self._wake_at = math.inf
+        self._token = 0
+        self._waiting = True
+
+    # ------------------------------------------------------------------ wiring
+    def open_streams(self, t_s: float) -> None:
+        """The handshake is done (client side): request the first chunks."""
+        while self.next_chunk < self.chunks and len(self.streams) < self.max_open:
+            self._request(self.next_chunk)
+        # The request frames go out in one packet on the reverse path (no CPU:
+        # handshake and request costs are not in the cost models).
+        self._emit_ack(t_s, 0.0, with_ranges=False)
+
+    def _request(self, chunk: int) -> None:
+        size = self.last_chunk_bytes if chunk == self.chunks - 1 else self.chunk_bytes
+        sid = 4 * chunk  # RFC 9000 §2.1: client-initiated bidirectional stream ids
+        self.streams[sid] = [0, [], size]
+        self.requests.append((sid, size))
+        self.next_chunk += 1
+
+    def deliver(self, arrival_s: float, pn: int, delivered: int, record: tuple[Any, ...],
+                largest_acked: int) -> None:
+        """A datagram (or unit) that survived the path arrives at ``arrival_s``.
+
+        (The sender inlines this on its hot path; keep the two in step.)
+        """
+        item = (arrival_s, pn, delivered, record, largest_acked)
+        if self.arrivals and arrival_s < self.arrivals[-1][0]:
+            heapq.heappush(self.reordered, item)
+        else:
+            self.arrivals.append(item)
+        if self._waiting and arrival_s < self._wake_at:
+            self._schedule(arrival_s)
+
+    def _schedule(self, at_s: float) -> None:
+        self._wake_at = at_s
+        self._token += 1
+        Timeout(self.env, at_s - self.env.now, self._token).callbacks.append(self._on_wake)
+
+    def _on_wake(self, event: simpy.Event) -> None:
+        if event._value != self._token:
+            return
+        self._wake_at = math.inf
+        self._run(self.env.now)
+
+    def _next_arrival(self) -> float:
+        a = self.arrivals[0][0] if self.arrivals else math.inf
+        if self.reordered and self.reordered[0][0] < a:
+            return self.reordered[0][0]
+        return a
+
+    # ---------------------------------------------------------------- the loop
+    def _run(self, now: float) -> None:
+        horizon = now + self.lookahead_s
+        t = self.clock if self.clock > now else now
+        cpu = self.cpu
+        stalls = self.stalls
+        arrivals = self.arrivals
+        buf = self.buffer
+        while True:
+            ts = cpu.ready_at(t)
+            if ts >= stalls.start_s:
+                ts = stalls.begin(ts)
+            if ts >= horizon:
+                self.clock = ts
+                self._waiting = False
+                self._schedule(ts)
+                return
+            if self.reordered:
+                self._admit(ts)
+            elif arrivals and arrivals[0][0] <= ts:
+                # _admit() inlined for the common case (in-order arrivals).
+                occ = self.occupancy
+                cap = self.rcvbuf
+                while arrivals and arrivals[0][0] <= ts:
+                    item = arrivals.popleft()
+                    rec = item[3]
+                    need = item[2] * (rec[R_SIZE] / rec[R_COUNT] + SKB_OVERHEAD_BYTES)
+                    if occ + need <= cap:
+                        occ += need
+                        buf.append(item)
+                    else:
+                        self.occupancy = occ
+                        arrivals.appendleft(item)
+                        self._admit(ts)
+                        occ = self.occupancy
+                self.occupancy = occ
+            if self.ack_deadline <= ts:
+                # RFC 9000 §13.2.1: max_ack_delay expired with packets unacknowledged.
+                end = cpu.run(ts, self.ns_ack)
+                if end > stalls.start_s:
+                    end = stalls.finish(ts, end)
+                self._ack_sent(1.0, False)
+                self._emit_ack(end, 1.0)
+                t = ts
+                continue
+            if buf:
+                self._receive_call(ts)
+                t = ts
+                continue
+            nxt = self._next_arrival()
+            if self.ack_deadline < nxt:
+                nxt = self.ack_deadline
+            if nxt < horizon:
+                t = nxt
+                continue
+            self.clock = ts
+            self._waiting = True
+            if nxt < math.inf:
+                self._schedule(nxt)
+            return
+
+    def _admit(self, ts: float) -> None:
+        """Datagrams that arrived by ``ts`` enter the socket buffer, or are dropped."""
+        arrivals = self.arrivals
+        reordered = self.reordered
+        buf = self.buffer
+        cap = self.rcvbuf
+        occ = self.occupancy
+        while True:
+            if reordered and (not arrivals or reordered[0][0] < arrivals[0][0]):
+                if reordered[0][0] > ts:
+                    break
+                item = heapq.heappop(reordered)
+            elif arrivals and arrivals[0][0] <= ts:
+                item = arrivals.popleft()
+            else:
+                break
+            rec = item[3]
+            delivered = item[2]
+            # skb truesize: payload + ~256 B of kernel overhead per datagram.
+            each = rec[R_SIZE] / rec[R_COUNT] + SKB_OVERHEAD_BYTES
+            need = delivered * each
+            if occ + need <= cap:
+                occ += need
+                buf.append(item)
+                continue
+            fit = max(0, int((cap - occ) // each))
+            self.drops += delivered - fit
+            self.sender.causes[item[1]] = CAUSE_RCVBUF
+            if fit:
+                occ += fit * each
+                buf.append((item[0], item[1], fit, rec, item[4]))
+        self.occupancy = occ
+
+    # ----------------------------------------------------------- receive call
+    def _receive_call(self, ts: float) -> None:
+        """One recvmsg (GRO) call of up to ``segments_per_call`` datagrams and their processing."""
+        buf = self.buffer
+        segments = self.segments
+        taken: list[tuple[Any, ...]] = []
+        packets = 0
+        occ = self.occupancy
+        while buf and packets < segments:
+            item = buf.popleft()
+            rec = item[3]
+            occ -= item[2] * (rec[R_SIZE] / rec[R_COUNT] + SKB_OVERHEAD_BYTES)
+            taken.append(item)
+            packets += item[2]
+        self.occupancy = occ if buf else 0.0  # (no float drift when empty)
+        calls = -(-packets // segments)
+        self.calls += calls
+        cpu = self.cpu
+        stalls = self.stalls
+        slow = cpu.slowdown * 1e-9
+        ns_packet = self.ns_packet
+        ns_ack = self.ns_ack
+        stream_window = self.stream_window
+        dirty = self.dirty
+        work = calls * self.ns_call
+        t = ts + work * slow
+        if t > stalls.start_s:
+            t = stalls.finish(ts, t)
+        ranges = self.ranges
+        streams = self.streams
+        for item in taken:
+            pn = item[1]
+            delivered = item[2]
+            rec = item[3]
+            w = delivered * ns_packet
+            work += w
+            start = t
+            t += w * slow
+            if t > stalls.start_s:
+                t = stalls.finish(start, t)
+            self.datagrams += delivered
+            # ACK ranges, pruned below what the sender already knows it has
+            # acked (a stand-in for RFC 9000 §13.2.4's ACK-of-ACK tracking).
+            sla = item[4]
+            if sla > self.prune_floor:
+                self.prune_floor = sla
+                while len(ranges) > 1 and ranges[-1][1] < sla:
+                    ranges.pop()
+            if ranges and pn == ranges[0][1] + 1:
+                ranges[0][1] = pn
+            else:
+                self._insert_pn(pn)
+            if pn > self.largest:
+                self.largest = pn
+                self.largest_time = t
+            # Stream data: the application consumes in-order data at once.
+            length = rec[R_LEN]
+            if delivered < rec[R_COUNT]:
+                self.partial[pn] = delivered
+                length = min(length, delivered * self.stream_bytes)
+            sid = rec[R_SID]
+            st = streams.get(sid)
+            if st is not None:
+                off = rec[R_OFF]
+                if off == st[0] and not st[1] and off + length < st[2]:
+                    # In order, no hole, chunk not finished: the common case.
+                    st[0] = off + length
+                    self.consumed += length
+                    dirty[sid] = off + length + stream_window
+                    if self.consumed >= self.next_progress:
+                        self.next_progress = self.consumed + self.progress_step
+                        self.on_progress(t, self.consumed, False)
+                else:
+                    self._stream_data(t, st, sid, off, length)
+            # RFC 9000 §13.2: ACK policy.
+            weight = 0.0
+            if self.immediate and self.gaps:
+                weight = float(delivered)
+                keep = False
+            else:
+                credit = self.ack_credit + delivered * self.inv_ack_every
+                if credit >= 1.0 - 1e-9:
+                    weight = float(int(credit + 1e-9))
+                    self.ack_credit = credit - weight
+                    keep = True
+                else:
+                    self.ack_credit = credit
+                    if self.ack_deadline == math.inf:
+                        self.ack_deadline = t + self.max_ack_delay_s
+            if self.requests and not weight:
+                weight = 1.0  # a new request goes out at once, with an ACK
+                keep = True
+            if weight:
+                w = weight * ns_ack
+                work += w
+                start = t
+                t += w * slow
+                if t > stalls.start_s:
+                    t = stalls.finish(start, t)
+                self._ack_sent(weight, keep)
+                self._emit_ack(t, weight)
+        cpu.commit(ts, t, work * slow)
+
+    def _insert_pn(self, pn: int) -> None:
+        """Add ``pn`` to the ACK ranges (new gap, reordered or duplicate arrival)."""
+        ranges = self.ranges
+        if not ranges or pn > ranges[0][1] + 1:
+            ranges.insert(0, [pn, pn])
+        else:
+            for i, r in enumerate(ranges):
+                lo, hi = r
+                if lo <= pn <= hi:
+                    return  # duplicate
+                if pn == hi + 1:
+                    r[1] = pn
+                    if i > 0 and ranges[i - 1][0] == pn + 1:
+                        r[1] = ranges[i - 1][1]
+                        del ranges[i - 1]
+                    return
+                if pn == lo - 1:
+                    r[0] = pn
+                    if i + 1 < len(ranges) and ranges[i + 1][1] == pn - 1:
+                        r[0] = ranges[i + 1][0]
+                        del ranges[i + 1]
+                    return
+                if pn > hi:
+                    ranges.insert(i, [pn, pn])
+                    break
+            else:
+                ranges.append([pn, pn])
+        if len(ranges) > MAX_ACK_RANGES:
+            ranges.pop()
+
+    def _stream_data(self, t: float, st: list[Any], sid: int, off: int, length: int) -> None:
+        """Stream reassembly beyond the common case: holes, duplicates, chunk ends."""
+        if length <= 0:
+            return
+        cum = st[0]
+        end = off + length
+        heap = st[1]
+        if off > cum:
+            if not heap:
+                self.gaps += 1
+            heapq.heappush(heap, (off, end))
+            return
+        if end <= cum:
+            return  # duplicate (a spurious retransmission)
+        old = cum
+        cum = end
+        if heap:
+            while heap and heap[0][0] <= cum:
+                e = heapq.heappop(heap)[1]
+                if e > cum:
+                    cum = e
+            if not heap:
+                self.gaps -= 1
+        st[0] = cum
+        self.consumed += cum - old
+        self.dirty[sid] = cum + self.stream_window
+        if cum >= st[2]:
+            # Chunk complete: close the stream and request the next chunk.
+            if heap:
+                self.gaps -= 1
+            del self.streams[sid]
+            self.dirty.pop(sid, None)
+            self.done_chunks += 1
+            if self.next_chunk < self.chunks:
+                self._request(self.next_chunk)
+        done = self.done_chunks >= self.chunks
+        if done or self.consumed >= self.next_progress:
+            self.next_progress = self.consumed + self.progress_step
+            self.on_progress(t, self.consumed, done)
+
+    # ------------------------------------------------------------------- ACKs
+    def _ack_sent(self, weight: float, keep_credit: bool) -> None:
+        if not keep_credit:
+            self.ack_credit = 0.0
+        self.ack_deadline = math.inf
+        self.acks_sent += weight
+
+    def _emit_ack(self, t: float, weight: float, with_ranges: bool = True) -> None:
+        """One ACK packet leaves at ``t`` (standing for ``weight`` ACKs at batch granularity)."""
+        if with_ranges:
+            ranges = self.ranges
+            if len(ranges) == 1:
+                snapshot: tuple[tuple[int, int], ...] = ((ranges[0][0], ranges[0][1]),)
+            else:
+                snapshot = tuple((r[0], r[1]) for r in ranges)
+        else:
+            snapshot = ()
+        streams = _NO_STREAMS
+        if self.dirty:
+            streams = tuple(self.dirty.items())
+            self.dirty.clear()
+        partial = _NO_PARTIAL
+        if self.partial:
+            partial = self.partial
+            self.partial = {}
+        requests = _NO_REQUESTS
+        if self.requests:
+            requests = tuple(self.requests)
+            self.requests.clear()
+        arrival = self.reverse.send(t)
+        self.ack_frames += 1
+        sender = self.sender
+        sender.acks.append((arrival, weight, snapshot, t - self.largest_time,
+                            self.consumed + self.fc_window, streams, partial, requests))
+        if sender._waiting and arrival < sender._wake_at:
+            sender._schedule(arrival)

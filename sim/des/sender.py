@@ -1,0 +1,360 @@
+"""The QUIC sender (the server of a download): the send loop.
+
+Event structure (``sim/des/README.md``): the sender is one SimPy callback,
+``_on_wake``, that runs its event loop *ahead* of the simulation clock up to a
+horizon of one one-way delay. Every ACK that can reach the sender before
+``now + rtt/2`` has already been emitted by the receiver (it left the receiver
+before ``now``), so within that horizon the sender's future is fully
+determined and needs no further events. The loop does, in order, whatever its
+CPU would do next (an event loop: read and process every ACK that has
+arrived, then send):
+
+1. process one ACK frame that arrived by the time the CPU is free
+   (``ns_per_ack`` per ACK it stands for; RFC 9002 §5–7, ``recovery.py``);
+2. fire the loss-detection timer (RFC 9002 §6.1.2) or PTO (§6.2) if due;
+3. build and send batches of up to ``segments_per_call`` packets (one GSO
+   send call each) back to back while cwnd, flow-control credit and the
+   pair-interplay hold-off allow it and nothing else is due;
+4. otherwise sleep until the next known ACK arrival, timer, or hold-off end —
+   or until the receiver announces an ACK (``notify``).
+
+Units: times in seconds, CPU work in ns, windows and sizes in bytes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import simpy
+from quiclab.sim.des.cc import RttEstimator, congestion_controller
+from quiclab.sim.des.host import CpuServers
+from quiclab.sim.des.link import ForwardLink
+from quiclab.sim.des.recovery import A_TIME, Record, Recovery
+from quiclab.sim.resolve import ETHERNET_WIRE_OVERHEAD_BYTES, IP_UDP_HEADER_BYTES, Resolved
+from simpy.events import Timeout
+
+if TYPE_CHECKING:
+    from quiclab.sim.des.receiver import Receiver
+
+#: Why the send loop is not sending (TRANSPORT.md "Outputs": the ``limit`` rule).
+BUSY, CWND, FLOW, HOLD, NODATA = range(5)
+STATE_NAMES = ("busy", "cwnd", "flow_control", "interop", "no_data")
+#: RFC 9002 §7.7: pacing rate = N · cwnd / smoothed_rtt with N = 1.25.
+PACING_GAIN = 1.25
+
+
+class Sender(Recovery):
+    """One QUIC sender on its own CPU; see the module docstring for the loop.
+
+    ``unit_packets_max`` > 1 is batch granularity: one record stands for a
+    unit of up to that many packets, at most cwnd / ``unit_cwnd_divisor``.
+    """
+
+    def __init__(self, env: simpy.Environment, resolved: Resolved, link: ForwardLink,
+                 unit_packets_max: int = 1, unit_cwnd_divisor: int = 1):
+        ep = resolved.sender
+        self.env = env
+        self.link = link
+        self.rx: Receiver | None = None
+        self.lookahead_s = resolved.path.rtt_s / 2.0
+        self.cpu = CpuServers(ep.cores)
+        self.ns_packet = ep.ns_per_data_packet
+        self.ns_call = ep.ns_per_call
+        self.ns_ack = ep.ns_per_ack
+        self.segments = ep.segments_per_call
+        self.payload = ep.udp_payload_bytes
+        self.stream_bytes = ep.stream_bytes
+        self.overhead = ep.udp_payload_bytes - ep.stream_bytes
+        self.wire_extra = IP_UDP_HEADER_BYTES + ETHERNET_WIRE_OVERHEAD_BYTES
+        self.pacing = ep.pacing
+        self.peer_max_ack_delay_s = resolved.receiver.max_ack_delay_s
+        busy = resolved.interop_busy
+        # TRANSPORT.md "Pair interplay": after a send call costing c, hold off c·(1/busy − 1).
+        self.hold_factor = (1.0 / busy - 1.0) if 0 < busy < 1 else 0.0
+        self.unit_max = unit_packets_max
+        self.unit_div = unit_cwnd_divisor
+        self.cc = congestion_controller(resolved.cc, ep.udp_payload_bytes)
+        # RFC 9002 §5.2: the handshake gives the first RTT sample.
+        self.rtt = RttEstimator(resolved.path.rtt_s)
+        # --- transport state (see recovery.py) -------------------------------
+        self.next_pn = 0
+        self.sent: dict[int, Record] = {}
+        self.pending: set[int] = set()
+        self.causes: dict[int, int] = {}
+        self.largest_acked = -1
+        self.inflight = 0
+        self.max_inflight = 0
+        self.cwnd_blocked = False
+        self.recovery_start_s = -1.0
+        self.retx: deque[tuple[int, int, int]] = deque()
+        self.streams: dict[int, list[int]] = {}  # sid → [next offset, size, MAX_STREAM_DATA]
+        self.rr: deque[int] = deque()  # streams with unsent data, round-robin
+        self.conn_sent = 0
+        self.max_data = resolved.receiver.fc_window_bytes or (1 << 62)
+        self.stream_window = self.max_data // max(1, resolved.scenario.streams)
+        self.acks: deque[tuple[Any, ...]] = deque()
+        self.last_sent_s = 0.0
+        self.pto_count = 0
+        self.probes = 0
+        self.timer_at = math.inf
+        self.pto_backoff_s = self.rtt.pto_s(self.peer_max_ack_delay_s)
+        self.hold_until = 0.0
+        self.pacer_next = 0.0
+        # --- bookkeeping ------------------------------------------------------
+        self.clock = 0.0
+        self.state = NODATA
+        self.state_since = 0.0
+        self.state_s = [0.0] * len(STATE_NAMES)
+        self.packets_sent = 0
+        self.retransmitted = 0
+        self.calls = 0
+        self.acks_received = 0.0
+        self.declared_lost = 0
+        self.pto_fired = 0
+        self.events_by_cause = [0, 0, 0, 0]  # congestion events by first drop cause
+        self._wake_at = math.inf
+        self._token = 0
+        self._waiting = True
+
+    # ------------------------------------------------------------------ wiring
+    def open_stream(self, sid: int, size: int) -> None:
+        """A request for ``size`` bytes on stream ``sid`` reached the server."""
+        self.streams[sid] = [0, size, self.stream_window]
+        self.rr.append(sid)
+
+    def notify(self, arrival_s: float) -> None:
+        """The receiver emitted an ACK frame that arrives at ``arrival_s``."""
+        if self._waiting and arrival_s < self._wake_at:
+            self._schedule(arrival_s)
+
+    def _schedule(self, at_s: float) -> None:
+        self._wake_at = at_s
+        self._token += 1
+        Timeout(self.env, at_s - self.env.now, self._token).callbacks.append(self._on_wake)
+
+    def _on_wake(self, event: simpy.Event) -> None:
+        if event._value != self._token:
+            return  # superseded by an earlier wake-up
+        self._wake_at = math.inf
+        self._run(self.env.now)
+
+    def _set_state(self, state: int, t_s: float) -> None:
+        if state != self.state:
+            if t_s > self.state_since:
+                self.state_s[self.state] += t_s - self.state_since
+                self.state_since = t_s
+            self.state = state
+
+    def flush_states(self, t_s: float) -> list[float]:
+        """Time (s) spent in each state up to ``t_s`` (BUSY, CWND, FLOW, HOLD, NODATA)."""
+        out = list(self.state_s)
+        if t_s > self.state_since:
+            out[self.state] += t_s - self.state_since
+        return out
+
+    # ---------------------------------------------------------------- the loop
+    def _run(self, now: float) -> None:
+        horizon = now + self.lookahead_s
+        t = self.clock if self.clock > now else now
+        cpu = self.cpu
+        acks = self.acks
+        while True:
+            ts = cpu.ready_at(t)
+            if ts >= horizon:
+                # ACKs that arrive after the horizon are not known yet.
+                self.clock = ts
+                self._waiting = False
+                self._schedule(ts)
+                return
+            if acks and acks[0][A_TIME] <= ts:
+                self._set_state(BUSY, ts)
+                ack = acks.popleft()
+                self.process_ack(cpu.run(ts, ack[1] * self.ns_ack), ack)
+                t = ts
+                continue
+            if ts >= self.timer_at:
+                self.on_timer(ts)
+            reason, t = self._send(ts, horizon)
+            if reason == BUSY:
+                continue
+            # Nothing to do now: the next thing that can change that.
+            nxt = self.timer_at
+            if acks and acks[0][A_TIME] < nxt:
+                nxt = acks[0][A_TIME]
+            if reason == HOLD and self.hold_until < nxt:
+                nxt = self.hold_until
+            self._set_state(reason, ts)
+            if nxt < horizon:
+                t = nxt
+                continue
+            self.clock = ts
+            self._waiting = True
+            if nxt < math.inf:
+                self._schedule(nxt)
+            return
+
+    # ---------------------------------------------------------------- sending
+    def _send(self, ts: float, horizon: float) -> tuple[int, float]:
+        """Send calls back to back from ``ts`` while nothing else is due.
+
+        Returns ``(BUSY, t)`` with the time the CPU can take the next item, or
+        the reason nothing could be sent (CWND, FLOW, HOLD, NODATA) and ``ts``.
+        """
+        cc = self.cc
+        cpu = self.cpu
+        acks = self.acks
+        sent = self.sent
+        causes = self.causes
+        link = self.link
+        rx = self.rx
+        assert rx is not None
+        arrivals = rx.arrivals
+        payload = self.payload
+        sb = self.stream_bytes
+        overhead = self.overhead
+        segments = self.segments
+        unit_max = self.unit_max
+        wire_extra = self.wire_extra
+        any_sent = False
+        while True:
+            if ts < self.hold_until:
+                return HOLD, ts
+            room = cc.cwnd - self.inflight
+            if self.probes:
+                room = max(room, self.probes * payload)
+            batch: list[tuple[int, int, int, int, int]] = []
+            packets = 0
+            reason = BUSY
+            while packets < segments:
+                if room < payload:
+                    reason = CWND
+                    self.cwnd_blocked = True
+                    break
+                count = 1
+                if unit_max > 1:
+                    count = min(int(room // payload), unit_max,
+                                max(1, int(cc.cwnd // (payload * self.unit_div))))
+                rr = self.rr
+                if len(rr) == 1 and not self.retx:
+                    # Fast path of _next_data: one open stream, nothing to retransmit.
+                    sid = rr[0]
+                    st = self.streams[sid]
+                    off = st[0]
+                    remaining = st[1] - off
+                    length = min(count * sb, remaining, st[2] - off,
+                                 self.max_data - self.conn_sent)
+                    if length < remaining:
+                        length -= length % sb
+                    if length <= 0:
+                        reason = FLOW
+                        break
+                    st[0] = off + length
+                    self.conn_sent += length
+                    if length >= remaining:
+                        rr.popleft()
+                else:
+                    data = self._next_data(count * sb)
+                    if data is None:
+                        reason = FLOW if (self.rr and not self.retx) else NODATA
+                        break
+                    sid, off, length = data
+                if length > sb:
+                    count = -(-length // sb)
+                size = length + count * overhead
+                room -= size
+                packets += count
+                batch.append((sid, off, length, count, size))
+            if not batch:
+                return reason, ts
+            if not any_sent:
+                self._set_state(BUSY, ts)
+                any_sent = True
+            if self.probes:
+                self.probes = max(0, self.probes - len(batch))
+            calls = -(-packets // segments)
+            work = packets * self.ns_packet + calls * self.ns_call
+            end = cpu.run(ts, work)
+            self.calls += calls
+            self.packets_sent += packets
+            if self.hold_factor:
+                self.hold_until = end + work * 1e-9 * self.hold_factor
+            # Release: back to back when the call returns, or paced (RFC 9002 §7.7).
+            release = end
+            rate = PACING_GAIN * cc.cwnd / self.rtt.smoothed if self.pacing else 0.0
+            la = self.largest_acked
+            pn = self.next_pn
+            inflight = self.inflight
+            for sid, off, length, count, size in batch:
+                if rate:
+                    if self.pacer_next > release:
+                        release = self.pacer_next
+                    self.pacer_next = release + size / rate
+                rec = (release, size, count, sid, off, length)
+                sent[pn] = rec
+                inflight += size
+                arrival, delivered, cause = link.transmit(release, count,
+                                                          size / count + wire_extra)
+                if delivered:
+                    # Hand over to the receiver (its deliver(), inlined: hot path).
+                    item = (arrival, pn, delivered, rec, la)
+                    if arrivals and arrival < arrivals[-1][0]:
+                        heapq.heappush(rx.reordered, item)
+                    else:
+                        arrivals.append(item)
+                    if rx._waiting and arrival < rx._wake_at:
+                        rx._schedule(arrival)
+                if cause:
+                    causes[pn] = cause
+                pn += 1
+            self.next_pn = pn
+            self.inflight = inflight
+            if inflight > self.max_inflight:
+                self.max_inflight = inflight
+            self.last_sent_s = release
+            if not self.pending:
+                # RFC 9002 §6.2.1: the PTO runs from the last ack-eliciting packet.
+                self.timer_at = release + self.pto_backoff_s
+            # Go on only if nothing else is due before the CPU is free again.
+            ts = cpu.ready_at(ts)
+            if ts >= horizon or ts >= self.timer_at or (acks and acks[0][A_TIME] <= ts):
+                return BUSY, ts
+
+    def _next_data(self, max_len: int) -> tuple[int, int, int] | None:
+        """Stream data for one packet/unit: lost data first, then new data round-robin."""
+        retx = self.retx
+        if retx:
+            sid, off, length = retx[0]
+            if length <= max_len:
+                retx.popleft()
+            else:
+                retx[0] = (sid, off + max_len, length - max_len)
+                length = max_len
+            self.retransmitted += -(-length // self.stream_bytes)
+            return sid, off, length
+        rr = self.rr
+        if not rr:
+            return None
+        credit = self.max_data - self.conn_sent
+        sb = self.stream_bytes
+        for _ in range(len(rr)):
+            sid = rr[0]
+            st = self.streams[sid]
+            nxt, size, smax = st
+            remaining = size - nxt
+            length = min(max_len, remaining, smax - nxt, credit)
+            # Send only whole packets unless this is the stream's tail.
+            if length < remaining:
+                length -= length % sb
+            if length > 0:
+                st[0] = nxt + length
+                self.conn_sent += length
+                if nxt + length >= size:
+                    rr.popleft()
+                elif len(rr) > 1:
+                    rr.rotate(-1)
+                return sid, nxt, length
+            rr.rotate(-1)
+        return None
