@@ -94,8 +94,12 @@ def _common_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _paths(args: argparse.Namespace) -> Paths:
-    return Paths.default(runs_dir=getattr(args, "runs_dir", None),
-                         build_dir=getattr(args, "build_dir", None))
+    """Builds beside the package; run logs under the main CLI's data dir when it gives one."""
+    runs_dir = getattr(args, "runs_dir", None)
+    main_paths = getattr(args, "paths", None)
+    if runs_dir is None and main_paths is not None:
+        runs_dir = Path(main_paths.data_dir) / "testbed-runs"
+    return Paths.default(runs_dir=runs_dir, build_dir=getattr(args, "build_dir", None))
 
 
 def _catalog(args: argparse.Namespace) -> Path | None:
