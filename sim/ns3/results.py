@@ -114,7 +114,10 @@ def limit_of(fractions: dict[str, float]) -> str:
 
     A link or CPU busy ≥ 95 % of the window; else ``rcvbuf`` if receive-buffer
     drops started most congestion events; else the state that blocked the
-    sender more than half of the time; else whatever was busiest.
+    sender more than half of the time; else ``interop`` if the sender was
+    either working or held off by the pair interplay (TRANSPORT.md "Pair
+    interplay": it would be CPU-bound without the hold); else whatever was
+    busiest.
     """
     for name in ("link", "sender_cpu", "receiver_cpu"):
         if fractions[name] >= BUSY_LIMIT:
@@ -124,5 +127,7 @@ def limit_of(fractions: dict[str, float]) -> str:
     for name in ("cwnd", "flow_control", "interop"):
         if fractions[name] > 0.5:
             return name
+    if fractions["interop"] > 0 and fractions["sender_cpu"] + fractions["interop"] >= BUSY_LIMIT:
+        return "interop"
     candidates = {k: v for k, v in fractions.items() if k != "rcvbuf"}
     return max(candidates, key=lambda k: candidates[k])

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from quiclab.models.registry import Registry
+from quiclab.models.registry import Interop, Registry
 from quiclab.models.testing import synthetic_model, synthetic_registry
 from quiclab.sim.analytic import AnalyticEngine
 from quiclab.sim.engine import Engine, get_engine
@@ -45,6 +45,9 @@ def registry() -> Registry:
                         rx_stall_min_us=200.0, rx_stall_alpha=1.5),
         synthetic_model("gso", sender_ns=1000, receiver_ns=1000, syscall_ns=4000,
                         supports_gso=True, supports_gro=True, gso_max_segments=16),
+        # A server whose pairs interlock at exp(−0.3) = 74 % busy (seed 002 §4.3).
+        synthetic_model("pair", sender_ns=3000, receiver_ns=3000),
+        interop=Interop(server_effect={"pair": -0.3}),
     )
 
 
@@ -102,6 +105,7 @@ def test_python_ns_module_is_never_imported() -> None:
         ("slow", "fast", {}, "sender_cpu"),
         ("fast", "slow", {}, "receiver_cpu"),
         ("gso", "gso", {"link_gbps": 40.0}, "sender_cpu"),
+        ("pair", "fast", {}, "interop"),
     ],
 )
 def test_exact_regimes_match_the_analytic_engine(engine: Ns3Engine, registry: Registry,
