@@ -181,7 +181,7 @@ class Builder:
         try:
             if stack.apt:
                 self.ensure_apt(stack.apt)
-            method = getattr(self, f"_build_{stack.build}", None)
+            method = getattr(self, f"_build_{stack.build.replace('-', '_')}", None)
             if method is None:
                 raise TestbedError(f"build={stack.build!r} unknown for {stack.name}")
             method(stack, log_path)

@@ -211,8 +211,9 @@ class Testbed:
         argv += stack.argv(self.paths.build_dir, self.paths.peers_dir)
         cert, key = self.builder.certs()
         if role == "server":
+            # --bytes: wrapped HTTP/3 servers prepare a response of that size.
             argv += ["--role=server", f"--addr={topo.server_listen}", f"--cert={cert}",
-                     f"--key={key}", "--once=true"]
+                     f"--key={key}", "--once=true", f"--bytes={config.scenario.transfer_bytes}"]
         else:
             argv += ["--role=client", f"--addr={topo.client_target}", f"--ca={cert}",
                      "--server-name=quiclab", f"--bytes={config.scenario.transfer_bytes}"]

@@ -188,6 +188,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         default_udp_payload_bytes=1452, gso="on", gro="off",
         ccs=("cubic", "reno", "bbr"), ciphers=("aes-ni",), qlog=True,
         apt=("ngtcp2-server", "ngtcp2-client"), server_exits=False, min_goodput_mbps=50.0,
+        client_args=("--verify=true",),
         notes="wrapped example gtlsserver/gtlsclient, HTTP/3 (GET /<N>); goodput from the "
               "client's wall time"),
     Stack(
@@ -197,6 +198,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         version="tquic_tools 1.6.0", app="h3", max_udp_payload_bytes=1200,
         default_udp_payload_bytes=1200, gso="off", gro="off", ccs=("cubic", "bbr"),
         ciphers=("aes-ni",), flow_control=False, server_exits=False, min_goodput_mbps=50.0,
+        client_args=("--verify=true",),
         extra={"crate": "tquic_tools@1.6.0", "outputs": ("tquic/bin/tquic_client",)},
         notes="wrapped tquic_server/tquic_client, HTTP/3 (file of N bytes); ~1200 B packets"),
 )}

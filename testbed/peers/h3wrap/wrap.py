@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -96,6 +97,8 @@ def tquic(o: argparse.Namespace, host: str, port: str) -> list[str]:
             f.truncate(o.bytes)
         return [str(bindir / "tquic_server"), "--listen", f"{host}:{port}", "--cert", o.cert,
                 "--key", o.key, "--root", str(root), "--log-level", "OFF", *common]
+    if o.max_udp_payload:
+        common += ["--send-udp-payload-size", str(o.max_udp_payload)]
     return [str(bindir / "tquic_client"), "--log-level", "OFF", *common,
             f"https://{host}:{port}/{o.bytes}"]
 
@@ -112,7 +115,8 @@ def main() -> None:
     download = None
     if o.verify.lower() == "true":
         download = tempfile.mkdtemp(prefix="quiclab-dl-", dir="/dev/shm")
-        argv.insert(1, f"--download={download}")
+        flag = f"--download={download}" if o.tool == "ngtcp2" else f"--dump-dir={download}"
+        argv.insert(1, flag)
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
@@ -124,8 +128,15 @@ def main() -> None:
     else:
         got = o.bytes
         if download:
-            got = sum(p.stat().st_size for p in Path(download).iterdir())
+            files = [p for p in Path(download).rglob("*") if p.is_file()]
+            got = sum(p.stat().st_size for p in files)
+            for p in files:
+                p.unlink()
+            if got != o.bytes:
+                out["error"] = f"received {got} of {o.bytes} bytes"
         out.update(bytes=got, goodput_mbps=got * 8 / wall / 1e6, verified=bool(download))
+    if download:
+        shutil.rmtree(download, ignore_errors=True)
     print(json.dumps(out), flush=True)
 
 
