@@ -44,7 +44,9 @@ class RunConfig:
     unit of up to that many back-to-back packets, capped at cwnd /
     ``unit_cwnd_divisor`` and so that a unit's socket-buffer footprint stays
     below rcvbuf / ``unit_rcvbuf_divisor``. ``prefix_bytes`` > 0 stops after
-    that much goodput and extrapolates from the second half of the prefix.
+    that much goodput, ``prefix_records`` > 0 after that many sent records
+    (packets, or units at batch granularity), whichever comes first; the rest
+    is extrapolated from the second half of the prefix.
     ``timeseries_interval_s`` > 0 records per-interval series.
     """
 
@@ -52,6 +54,7 @@ class RunConfig:
     unit_cwnd_divisor: int = 8
     unit_rcvbuf_divisor: int = 8
     prefix_bytes: int = 0
+    prefix_records: int = 0
     timeseries_interval_s: float = 0.0
     max_sim_s: float = 36_000.0
 
@@ -98,7 +101,12 @@ class Connection:
         transfer = s.transfer_bytes
         prefix = config.prefix_bytes if 0 < config.prefix_bytes < transfer else 0
         self.prefix = prefix
+        self.prefix_records = config.prefix_records
         step = prefix // 2 if prefix else transfer
+        if self.prefix_records:
+            # Check the record budget every ~1/16 of it (at most 16 MB apart).
+            step = min(step, max(1, self.prefix_records * unit * resolved.sender.stream_bytes
+                                 // 16), 1 << 24)
         self.receiver = Receiver(self.env, resolved, self.reverse, self.sender, self.stalls,
                                  self._on_progress, max(1, step))
         self.done = self.env.event()
@@ -150,7 +158,9 @@ class Connection:
         self.receiver.open_streams(self.env.now)
 
     def _on_progress(self, t_s: float, consumed: int, done: bool) -> None:
-        if done or (self.prefix and consumed >= self.prefix):
+        records = self.sender.next_pn
+        if done or (self.prefix and consumed >= self.prefix) or (
+                self.prefix_records and records >= self.prefix_records):
             self.completed = done
             self.end = self.snapshot(t_s)
             # The receiver runs ahead of the clock; finish at its time.
@@ -158,7 +168,9 @@ class Connection:
             ev.callbacks.append(self._finish)
             self.receiver.on_progress = lambda *a: None
             return
-        if self.prefix and self.window_start is None:
+        if self.window_start is None and (
+                (self.prefix and consumed >= self.prefix // 2)
+                or (self.prefix_records and records >= self.prefix_records // 2)):
             self.window_start = self.snapshot(t_s)
 
     def _finish(self, _event: simpy.Event) -> None:

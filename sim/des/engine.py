@@ -29,9 +29,11 @@ from quiclab.sim.scenario import Scenario
 ENGINE_VERSION = "des-1.0"
 GRANULARITIES = ("packet", "batch")
 #: Default prefix: packet granularity simulates at most this many goodput
-#: packets (~1–2 CPU-seconds) and extrapolates; batch granularity simulates
-#: 8 GiB at 1350 B (6.4 M packets) in full.
-DEFAULT_MAX_PACKETS = {"packet": 300_000, "batch": 20_000_000}
+#: packets (a few CPU-seconds) and extrapolates; batch granularity at most
+#: this many packets or DEFAULT_MAX_UNITS records, whichever comes first, so
+#: that 8 GiB (6.4 M packets of 1350 B) takes seconds whatever the unit size.
+DEFAULT_MAX_PACKETS = {"packet": 200_000, "batch": 20_000_000}
+DEFAULT_MAX_UNITS = 100_000
 #: TRANSPORT.md "Outputs": a resource busy ≥ 95 % of the time is the limit.
 BUSY_LIMIT = 0.95
 
@@ -40,8 +42,10 @@ class DesEngine:
     """The SimPy discrete-event engine (see the module docstring).
 
     Parameters: ``granularity`` "packet" (one record per packet) or "batch"
-    (units of up to ``unit_packets`` packets); ``max_packets`` the prefix
-    length in goodput packets (0 = always the whole transfer); ``timeseries``
+    (units of up to ``unit_packets`` packets, at most cwnd /
+    ``unit_cwnd_divisor``); ``max_packets`` the prefix length in goodput
+    packets (0 = always the whole transfer), and at batch granularity
+    ``max_units`` the prefix length in records (0 = no limit); ``timeseries``
     and ``timeseries_interval_s`` for per-interval series in the Prediction;
     ``workers`` processes for ``predict_batch`` (1 = in this process).
     Raises ValueError for an unknown granularity or a bad option.
@@ -51,7 +55,8 @@ class DesEngine:
     version = ENGINE_VERSION
 
     def __init__(self, registry: Registry, granularity: str = "packet",
-                 max_packets: int | None = None, unit_packets: int = 64,
+                 max_packets: int | None = None, unit_packets: int = 256,
+                 max_units: int = DEFAULT_MAX_UNITS, unit_cwnd_divisor: int = 8,
                  timeseries: bool = False, timeseries_interval_s: float = 0.01,
                  workers: int = 1, max_sim_s: float = 36_000.0):
         if granularity not in GRANULARITIES:
@@ -67,6 +72,8 @@ class DesEngine:
         self.max_packets = DEFAULT_MAX_PACKETS[granularity] if max_packets is None \
             else max_packets
         self.unit_packets = unit_packets if granularity == "batch" else 1
+        self.max_units = max_units if granularity == "batch" else 0
+        self.unit_cwnd_divisor = unit_cwnd_divisor
         self.timeseries = timeseries
         self.timeseries_interval_s = timeseries_interval_s
         self.workers = workers
@@ -75,7 +82,8 @@ class DesEngine:
     def options(self) -> dict[str, Any]:
         """Constructor arguments (to rebuild the engine in a worker process)."""
         return {"granularity": self.granularity, "max_packets": self.max_packets,
-                "unit_packets": self.unit_packets, "timeseries": self.timeseries,
+                "unit_packets": self.unit_packets, "max_units": self.max_units,
+                "unit_cwnd_divisor": self.unit_cwnd_divisor, "timeseries": self.timeseries,
                 "timeseries_interval_s": self.timeseries_interval_s, "workers": 1,
                 "max_sim_s": self.max_sim_s}
 
@@ -100,7 +108,8 @@ class DesEngine:
         if prefix and resolved.scenario.transfer_bytes <= 1.25 * prefix:
             prefix = 0
         config = RunConfig(
-            unit_packets=self.unit_packets, prefix_bytes=prefix,
+            unit_packets=self.unit_packets, unit_cwnd_divisor=self.unit_cwnd_divisor,
+            prefix_bytes=prefix, prefix_records=self.max_units,
             timeseries_interval_s=self.timeseries_interval_s if self.timeseries else 0.0,
             max_sim_s=self.max_sim_s)
         return Connection(resolved, config).run()
