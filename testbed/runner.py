@@ -125,11 +125,12 @@ def _tail(path: Path, lines: int = 1) -> str:
 
 
 def _udp_port_bound(pid: int, port: int) -> bool:
-    """Whether the network namespace of ``pid`` has a UDP socket on ``port``."""
-    try:
-        lines = Path(f"/proc/{pid}/net/udp").read_text().splitlines()[1:]
-    except OSError:
-        return False
+    """Whether the network namespace of ``pid`` has a UDP socket on ``port`` (IPv4 or a
+    dual-stack IPv6 socket, as MsQuic opens)."""
+    lines: list[str] = []
+    for table in ("udp", "udp6"):
+        with contextlib.suppress(OSError):
+            lines += Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
     hex_port = f":{port:04X}"
     return any(line.split()[1].endswith(hex_port) for line in lines if len(line.split()) > 1)
 

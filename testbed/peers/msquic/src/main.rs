@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use msquic::config::{Credential, CredentialFlags};
+use msquic::{Credential, CredentialFlags};
 use msquic::{
     Addr, BufferRef, CertificateFile, Configuration, Connection, ConnectionEvent, ConnectionRef,
     ConnectionShutdownFlags, CredentialConfig, Listener, ListenerEvent, Registration,

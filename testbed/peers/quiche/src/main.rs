@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-const MAX_DATAGRAM: usize = 65535;
+// RFC 9000 §18.2: max_udp_payload_size is at most 65527 (s2n-quic refuses more).
+const MAX_DATAGRAM: usize = 65527;
 const GSO_MAX_SEGMENTS: usize = 64;
 
 struct Opts(HashMap<String, String>);
@@ -427,7 +428,12 @@ fn main() {
         report.insert("transfer_s".into(), json!(transfer));
         report.insert("goodput_mbps".into(), json!(got as f64 * 8.0 / transfer / 1e6));
         if got != want || done_at.is_none() {
-            report.insert("error".into(), json!(format!("received {got} of {want} bytes")));
+            let why = match (c.peer_error(), c.local_error()) {
+                (Some(e), _) => format!(" (peer closed: code {:#x} {})", e.error_code, String::from_utf8_lossy(&e.reason)),
+                (_, Some(e)) => format!(" (closed here: code {:#x} {})", e.error_code, String::from_utf8_lossy(&e.reason)),
+                _ => String::new(),
+            };
+            report.insert("error".into(), json!(format!("received {got} of {want} bytes{why}")));
         }
     }
     emit(report);
