@@ -130,7 +130,8 @@ class Cubic:
         self.epoch_s = now_s
         self.w_est = self.cwnd
         # RFC 9438 §4.2 eq. 2: K = ∛((W_max − cwnd_epoch) / C), windows in segments.
-        self.k_s = ((self.w_max - self.cwnd) / self.mss / CUBIC_C) ** (1.0 / 3.0)
+        # (Zero when fast convergence left W_max below the minimum window.)
+        self.k_s = (max(0.0, self.w_max - self.cwnd) / self.mss / CUBIC_C) ** (1.0 / 3.0)
 
     def on_persistent_congestion(self) -> None:
         # RFC 9002 §7.6.2 and RFC 9438 §4.8: collapse and start a new epoch later.

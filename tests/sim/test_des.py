@@ -1,0 +1,366 @@
+"""The SimPy DES engine: protocol, determinism, memory, and each mechanism on a small scenario.
+
+Expected values come from the synthetic models (``quiclab.models.testing``),
+whose rates can be computed by hand: a 1400-byte packet carries 1360 stream
+bytes (h3 framing takes 0–1 more), so a host at ``c`` ns per packet moves
+1359 · 8 / c Gbit/s.
+"""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+from typing import Any
+
+import pytest
+from quiclab.models.registry import Interop, Registry
+from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.sim.des import DesEngine
+from quiclab.sim.des.connection import Connection, RunConfig, RunResult
+from quiclab.sim.engine import Engine, get_engine
+from quiclab.sim.resolve import resolve
+from quiclab.sim.scenario import Scenario
+
+MB = 1_000_000
+#: Goodput bits per packet of the synthetic models (1400-byte packets, h3).
+BITS = 1359 * 8
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return synthetic_registry(
+        synthetic_model("fast", sender_ns=1000, receiver_ns=800),
+        synthetic_model("s8000", sender_ns=8000, receiver_ns=800),
+        synthetic_model("r6000", sender_ns=1000, receiver_ns=6000),
+        synthetic_model("gso", sender_ns=2000, receiver_ns=800, syscall_ns=20000,
+                        supports_gso=True, supports_gro=True),
+        synthetic_model("nogso", sender_ns=2000, receiver_ns=800, syscall_ns=20000),
+        synthetic_model("ack2", sender_ns=2000, receiver_ns=800),
+        synthetic_model("ack10", sender_ns=2000, receiver_ns=800, ack_every_packets=10.0),
+        synthetic_model("ack2.5", sender_ns=2000, receiver_ns=800, ack_every_packets=2.5),
+        synthetic_model("bbr", sender_ns=2000, receiver_ns=800, ccs=("cubic", "reno", "bbr")),
+        synthetic_model("noimm", sender_ns=1000, receiver_ns=800, immediate_ack_on_gap=False),
+        synthetic_model("tinywin", sender_ns=1000, receiver_ns=800, fc_window_bytes=3 * 1360,
+                        ack_every_packets=10.0, max_ack_delay_ms=25.0),
+        synthetic_model("win", sender_ns=1000, receiver_ns=800, fc_window_bytes=1 << 20),
+        synthetic_model("stall", sender_ns=3000, receiver_ns=800, rx_stall_rate_hz=500.0,
+                        rx_stall_min_us=300.0, rx_stall_alpha=2.0),
+        synthetic_model("twocore", sender_ns=8000, receiver_ns=800, cores=2.0),
+        synthetic_model("pair", sender_ns=4000, receiver_ns=800),
+        synthetic_model("acks", sender_ns=2000, receiver_ns=800, ack_ns=2000),
+        interop=Interop(server_effect={"pair": math.log(0.7)}),
+    )
+
+
+def des(registry: Registry, **options: Any) -> DesEngine:
+    return DesEngine(registry, **options)
+
+
+def run(registry: Registry, scenario: Scenario, **config: Any) -> tuple[Connection, RunResult]:
+    """A Connection after its run, and the run's counters (for internals)."""
+    conn = Connection(resolve(scenario, registry), RunConfig(**config))
+    return conn, conn.run()
+
+
+# ------------------------------------------------------------------- protocol
+def test_engine_protocol(registry: Registry) -> None:
+    engine = get_engine("des", registry)
+    assert isinstance(engine, Engine)
+    assert engine.name == "des" and engine.version.startswith("des-")
+    pred = engine.predict(Scenario(server="fast", client="fast", transfer_bytes=2 * MB))
+    assert pred.engine == "des"
+    assert pred.goodput_mbps > 0
+    assert set(pred.rates_mbps) >= {"sender_cpu", "receiver_cpu", "link", "cwnd"}
+    assert any(n.startswith("granularity=packet") for n in pred.notes)
+
+
+def test_bad_options(registry: Registry) -> None:
+    with pytest.raises(ValueError, match="granularity"):
+        DesEngine(registry, granularity="fluid")
+    with pytest.raises(ValueError, match="unit_packets"):
+        DesEngine(registry, unit_packets=0)
+    with pytest.raises(ValueError, match="workers"):
+        DesEngine(registry, workers=0)
+
+
+def test_determinism_bit_for_bit(registry: Registry) -> None:
+    s = Scenario(server="fast", client="fast", link_gbps=1.0, rtt_ms=1.0, loss_pct=0.5,
+                 reorder_pct=0.5, transfer_bytes=10 * MB)
+    engine = des(registry, timeseries=True, timeseries_interval_s=0.005)
+    first, second = engine.predict(s), engine.predict(s)
+    assert first.to_dict(timeseries=True) == second.to_dict(timeseries=True)
+    other = engine.predict(s.with_(run=1))
+    assert other.goodput_mbps != first.goodput_mbps  # another run, other losses
+
+
+def test_predict_batch_in_processes_equals_serial(registry: Registry) -> None:
+    scenarios = [Scenario(server="fast", client="fast", link_gbps=1.0, loss_pct=0.2,
+                          transfer_bytes=3 * MB, seed=k) for k in range(3)]
+    serial = des(registry).predict_batch(scenarios)
+    parallel = des(registry, workers=2).predict_batch(scenarios)
+    assert [p.to_dict() for p in serial] == [p.to_dict() for p in parallel]
+
+
+# ------------------------------------------------------------------------ CPUs
+def test_sender_cpu_bound_by_hand(registry: Registry) -> None:
+    pred = des(registry).predict(Scenario(server="s8000", client="fast", transfer_bytes=20 * MB))
+    assert pred.limit == "sender_cpu"
+    assert pred.goodput_mbps == pytest.approx(BITS / 8000 * 1e3, rel=0.01)
+    assert pred.server_cpu_util == pytest.approx(1.0, abs=0.02)
+    assert pred.goodput_lo_mbps < pred.goodput_mbps < pred.goodput_hi_mbps
+
+
+def test_receiver_cpu_bound_by_hand(registry: Registry) -> None:
+    pred = des(registry).predict(Scenario(server="fast", client="r6000", transfer_bytes=20 * MB))
+    assert pred.limit == "receiver_cpu"
+    assert pred.goodput_mbps == pytest.approx(BITS / 6000 * 1e3, rel=0.02)
+    assert pred.rcvbuf_drops > 0  # the faster sender overflows the socket buffer
+
+
+def test_two_cores_double_the_cpu_rate(registry: Registry) -> None:
+    pred = des(registry).predict(Scenario(server="twocore", client="fast",
+                                          transfer_bytes=20 * MB))
+    assert pred.limit == "sender_cpu"
+    assert pred.goodput_mbps == pytest.approx(2 * BITS / 8000 * 1e3, rel=0.02)
+    assert pred.server_cpu_util == pytest.approx(2.0, abs=0.05)
+
+
+def test_gso_amortises_the_system_call(registry: Registry) -> None:
+    s = Scenario(server="gso", client="fast", transfer_bytes=10 * MB)
+    with_gso = des(registry).predict(s)
+    without = des(registry).predict(s.with_(server="nogso"))
+    # 46 segments per call: 2 µs + 20 µs / 46 per packet vs 22 µs per packet.
+    assert with_gso.goodput_mbps == pytest.approx(BITS / (2000 + 20000 / 46) * 1e3, rel=0.02)
+    assert without.goodput_mbps == pytest.approx(BITS / 22000 * 1e3, rel=0.02)
+    # Send calls (server_syscalls also counts one receive per ACK).
+    calls = [p.server_syscalls - p.server_packets_received for p in (with_gso, without)]
+    assert calls[0] == pytest.approx(calls[1] / 46, rel=0.05)
+
+
+def test_ack_cost_on_the_sender(registry: Registry) -> None:
+    pred = des(registry).predict(Scenario(server="acks", client="acks", transfer_bytes=10 * MB))
+    # 2 µs per packet + 2 µs per ACK at one ACK per two packets.
+    assert pred.goodput_mbps == pytest.approx(BITS / 3000 * 1e3, rel=0.02)
+    assert pred.acks == pytest.approx(pred.client_packets_received / 2, rel=0.02)
+
+
+def test_pair_interplay_idles_the_sender(registry: Registry) -> None:
+    pred = des(registry).predict(Scenario(server="pair", client="fast", transfer_bytes=10 * MB))
+    assert pred.limit == "interop"
+    assert pred.goodput_mbps == pytest.approx(0.7 * BITS / 4000 * 1e3, rel=0.02)
+    assert pred.server_cpu_util == pytest.approx(0.7, abs=0.03)
+
+
+# ------------------------------------------------------------------------ path
+def test_link_bound_queue_drops(registry: Registry) -> None:
+    pred = des(registry).predict(Scenario(server="fast", client="fast", link_gbps=1.0,
+                                          transfer_bytes=20 * MB))
+    assert pred.limit == "link"
+    assert pred.goodput_mbps == pytest.approx(1000 * 1359 / 1466, rel=0.02)
+    assert pred.losses > 0 and pred.rcvbuf_drops == 0  # drop-tail at the bottleneck
+    assert pred.retransmissions >= pred.losses
+
+
+def test_random_loss_rate(registry: Registry) -> None:
+    _conn, result = run(registry, Scenario(server="fast", client="fast", rtt_ms=1.0,
+                                           loss_pct=2.0, transfer_bytes=20 * MB))
+    end = result.end
+    sent = end["packets_sent"]
+    expected = 0.02 * sent
+    assert abs(end["path_losses"] - expected) < 4 * math.sqrt(expected)
+    assert end["queue_drops"] == 0
+    assert end["consumed_bytes"] == 20 * MB  # every byte delivered despite loss
+
+
+def test_reordering_causes_spurious_retransmissions(registry: Registry) -> None:
+    s = Scenario(server="fast", client="fast", rtt_ms=1.0, reorder_pct=1.0,
+                 transfer_bytes=10 * MB)
+    conn, result = run(registry, s)
+    end = result.end
+    assert conn.link.reordered > 0
+    assert end["path_losses"] == 0 and end["queue_drops"] == 0
+    assert end["declared_lost"] > 0  # packet threshold fires on late packets
+    assert end["consumed_bytes"] == 10 * MB
+
+
+def test_pto_recovers_a_lost_tail(registry: Registry) -> None:
+    # Heavy loss on a short transfer: tails are lost and only the PTO finds them.
+    _conn, result = run(registry, Scenario(server="fast", client="fast", rtt_ms=1.0,
+                                           loss_pct=30.0, transfer_bytes=200_000, seed=1))
+    end = result.end
+    assert end["consumed_bytes"] == 200_000
+    assert end["pto_fired"] > 0
+
+
+def test_handshake_and_one_packet(registry: Registry) -> None:
+    s = Scenario(server="fast", client="fast", rtt_ms=10.0, transfer_bytes=1000)
+    pred = des(registry).predict(s)
+    # 1 RTT handshake + ½ RTT request + ½ RTT data (+ µs of CPU and serialisation).
+    rtt = 10.05e-3
+    assert pred.duration_s == pytest.approx(2 * rtt, rel=0.01)
+
+
+# ---------------------------------------------------------------- receive side
+def test_rcvbuf_shape(registry: Registry) -> None:
+    """Stalls overflow small socket buffers (Kempf et al. 2024 Fig. 3): goodput rises
+    with the buffer until the sender's CPU limits and the drops vanish."""
+    preds = [des(registry).predict(Scenario(server="stall", client="stall", rcvbuf_bytes=rcvbuf,
+                                            transfer_bytes=40 * MB))
+             for rcvbuf in (65536, 262144, 2**21)]
+    goodputs = [p.goodput_mbps for p in preds]
+    assert goodputs[0] < goodputs[1] < goodputs[2]
+    assert [p.limit for p in preds] == ["rcvbuf", "rcvbuf", "sender_cpu"]
+    assert preds[1].rcvbuf_drops > 0 and preds[2].rcvbuf_drops == 0
+
+
+@pytest.mark.parametrize(("model", "every"), [("ack2", 2.0), ("ack10", 10.0), ("ack2.5", 2.5)])
+def test_ack_frequency(registry: Registry, model: str, every: float) -> None:
+    pred = des(registry).predict(Scenario(server=model, client=model, transfer_bytes=10 * MB))
+    assert pred.losses == 0
+    assert pred.acks == pytest.approx(pred.client_packets_received / every, rel=0.03)
+
+
+def test_max_ack_delay_paces_a_tiny_window(registry: Registry) -> None:
+    """3 packets of credit, ACK every 10: only the 25 ms ACK timer returns credit."""
+    pred = des(registry).predict(Scenario(server="tinywin", client="tinywin", rtt_ms=1.0,
+                                          transfer_bytes=300_000))
+    per_round = 3 * 1360 * 8 / (1.05e-3 + 25e-3) / 1e6  # Mbit/s
+    assert pred.limit == "flow_control"
+    assert pred.goodput_mbps == pytest.approx(per_round, rel=0.1)
+
+
+def test_immediate_ack_on_gap(registry: Registry) -> None:
+    s = Scenario(server="fast", client="fast", rtt_ms=1.0, loss_pct=1.0, transfer_bytes=10 * MB)
+    on = des(registry).predict(s)
+    off = des(registry).predict(s.with_(server="noimm", client="noimm"))
+    assert on.acks > 1.1 * off.acks
+    assert off.acks == pytest.approx(off.client_packets_received / 2, rel=0.05)
+
+
+def test_flow_control_window_over_rtt(registry: Registry) -> None:
+    pred = des(registry, max_packets=40_000).predict(Scenario(
+        server="win", client="win", rtt_ms=20.0, transfer_bytes=400 * MB))
+    assert pred.limit == "flow_control"
+    assert pred.goodput_mbps == pytest.approx((1 << 20) * 8 / 20.05e-3 / 1e6, rel=0.1)
+
+
+@pytest.mark.parametrize(("streams", "chunks"), [(1, 4), (2, 4), (4, 4)])
+def test_streams_and_chunks(registry: Registry, streams: int, chunks: int) -> None:
+    s = Scenario(server="fast", client="fast", rtt_ms=5.0, streams=streams, chunks=chunks,
+                 transfer_bytes=8 * MB)
+    conn, result = run(registry, s)
+    assert result.completed
+    assert conn.receiver.done_chunks == chunks
+    assert conn.receiver.consumed == 8 * MB
+    single = des(registry).predict(s.with_(chunks=1, streams=1))
+    chunked = des(registry).predict(s)
+    # Sequential chunks wait one request round trip each; parallel ones do not.
+    if streams == 1:
+        assert chunked.duration_s > single.duration_s
+    assert chunked.duration_s < single.duration_s + chunks * 2 * 5.05e-3
+
+
+# --------------------------------------------------------- congestion control
+def test_loss_bound_reno_follows_mathis(registry: Registry) -> None:
+    s = Scenario(server="fast", client="fast", link_gbps=1.0, rtt_ms=2.0, loss_pct=1.0,
+                 cc="reno", transfer_bytes=10**10)
+    pred = des(registry, max_packets=80_000).predict(s)
+    assert pred.limit == "cwnd"
+    assert pred.goodput_mbps == pytest.approx(pred.rates_mbps["cwnd"], rel=0.15)
+    assert any(n.startswith("simulated a prefix") for n in pred.notes)
+
+
+def test_cubic_beats_reno_under_loss(registry: Registry) -> None:
+    """RFC 9438 grows faster than NewReno (β = 0.7, α = 1 beyond the last maximum)."""
+    s = Scenario(server="fast", client="fast", link_gbps=1.0, rtt_ms=2.0, loss_pct=1.0,
+                 transfer_bytes=10**10)
+    cubic = des(registry, max_packets=30_000).predict(s)
+    reno = des(registry, max_packets=30_000).predict(s.with_(cc="reno"))
+    assert cubic.goodput_mbps > reno.goodput_mbps
+
+
+def test_bbr_is_noted(registry: Registry) -> None:
+    pred = des(registry).predict(Scenario(server="bbr", client="bbr", cc="bbr",
+                                          transfer_bytes=2 * MB))
+    assert any("bbr" in n for n in pred.notes)
+
+
+# ------------------------------------------------- prefix, batch, time series
+def test_prefix_extrapolation_matches_the_whole_run(registry: Registry) -> None:
+    s = Scenario(server="s8000", client="fast", transfer_bytes=60 * MB)
+    whole = des(registry, max_packets=0).predict(s)
+    prefix = des(registry, max_packets=10_000).predict(s)
+    assert not any(n.startswith("simulated a prefix") for n in whole.notes)
+    assert any(n.startswith("simulated a prefix") for n in prefix.notes)
+    assert prefix.goodput_mbps == pytest.approx(whole.goodput_mbps, rel=0.01)
+    assert prefix.server_packets_sent == pytest.approx(whole.server_packets_sent, rel=0.01)
+    assert prefix.acks == pytest.approx(whole.acks, rel=0.02)
+
+
+@pytest.mark.parametrize("scenario", [
+    Scenario(server="s8000", client="fast", transfer_bytes=40 * MB),
+    Scenario(server="fast", client="r6000", transfer_bytes=40 * MB),
+    Scenario(server="fast", client="fast", link_gbps=1.0, transfer_bytes=40 * MB),
+    Scenario(server="win", client="win", rtt_ms=20.0, transfer_bytes=40 * MB),
+], ids=["sender", "receiver", "link", "window"])
+def test_batch_agrees_with_packet(registry: Registry, scenario: Scenario) -> None:
+    packet = des(registry).predict(scenario)
+    batch = des(registry, granularity="batch").predict(scenario)
+    assert batch.limit == packet.limit
+    assert batch.goodput_mbps == pytest.approx(packet.goodput_mbps, rel=0.03)
+    assert any("units of" in n for n in batch.notes)
+
+
+def test_timeseries(registry: Registry) -> None:
+    s = Scenario(server="fast", client="fast", link_gbps=1.0, transfer_bytes=20 * MB)
+    pred = des(registry, timeseries=True, timeseries_interval_s=0.01).predict(s)
+    ts = pred.timeseries
+    assert ts is not None
+    n = len(ts["t_s"])
+    assert n == pytest.approx(pred.duration_s / 0.01, abs=1)
+    assert all(len(v) == n for v in ts.values())
+    delivered = sum(ts["goodput_mbps"]) * 0.01 * 1e6 / 8
+    assert delivered == pytest.approx(20 * MB, rel=0.05)
+    assert max(ts["link_busy"]) <= 1.0 and max(ts["link_busy"]) > 0.9
+    assert des(registry).predict(s).timeseries is None
+
+
+# ------------------------------------------------------------------- memory
+def test_state_stays_bounded(registry: Registry) -> None:
+    """No per-packet history: live structures are bounded by the window, not the transfer."""
+    s = Scenario(server="fast", client="fast", link_gbps=1.0, loss_pct=0.5, rtt_ms=1.0,
+                 transfer_bytes=10**10)
+    sizes = []
+    for prefix in (20_000, 80_000):
+        conn, _result = run(registry, s, prefix_bytes=prefix * 1359)
+        snd, rcv = conn.sender, conn.receiver
+        window = int(snd.cc.cwnd // 1400) + 64
+        assert len(snd.sent) <= window
+        assert len(snd.pending) <= window and len(snd.causes) <= window
+        assert len(rcv.ranges) <= 32 and len(rcv.arrivals) + len(rcv.buffer) <= window
+        sizes.append(len(snd.sent) + len(rcv.arrivals) + len(snd.causes))
+    assert sizes[1] < 4 * max(sizes[0], 50)
+
+
+@pytest.mark.slow
+def test_memory_flat_with_tracemalloc(registry: Registry) -> None:
+    s = Scenario(server="fast", client="fast", link_gbps=1.0, loss_pct=0.5, rtt_ms=1.0,
+                 transfer_bytes=10**10)
+    peaks = []
+    for prefix in (20_000, 160_000):
+        tracemalloc.start()
+        run(registry, s, prefix_bytes=prefix * 1359)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < 1.5 * peaks[0]
+
+
+@pytest.mark.slow
+def test_8gib_batch_in_seconds(registry: Registry) -> None:
+    import time
+
+    s = Scenario(server="gso", client="gso", rcvbuf_bytes=32 * 212992)
+    t0 = time.process_time()
+    pred = des(registry, granularity="batch").predict(s)
+    assert time.process_time() - t0 < 20.0
+    assert pred.limit == "sender_cpu"
