@@ -312,7 +312,9 @@ def _verdict(result: RunResult, cli_exit: collect.Exit, client: Stack,
                           f"{config.scenario.transfer_bytes} B)")
     report = result.client.report
     if report.get("error"):
-        return "failed", f"client: {report['error']}"
+        server_said = result.server.report.get("close_reason") or result.server.report.get("error")
+        return "failed", f"client: {report['error']}" + (f" (server: {server_said})"
+                                                          if server_said else "")
     if cli_exit.returncode != 0:
         return "failed", (f"client exited {cli_exit.returncode}: "
                           f"{result.client.stderr_tail or 'no output'}")

@@ -174,7 +174,9 @@ def make_protocol(stack: Stack, o: argparse.Namespace, done: asyncio.Future[dict
                 if not self._quic.configuration.is_client and not done.done():
                     out = stats(self._quic)
                     out.update(role="server", bytes=self.sent,
-                               transfer_s=time.perf_counter() - self.started)
+                               transfer_s=time.perf_counter() - self.started,
+                               close_code=getattr(event, "error_code", None),
+                               close_reason=getattr(event, "reason_phrase", None))
                     done.set_result(out)
                 if self._quic.configuration.is_client and not self.finished.done():
                     self.finished.set_exception(ConnectionError(

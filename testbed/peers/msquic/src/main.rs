@@ -243,7 +243,8 @@ fn client(o: &Opts, reg: Registration, addr: SocketAddr, alpn: [BufferRef; 1]) {
                 let _ = Box::into_raw(ctx);
                 unsafe { s.into_raw() };
             }
-            ConnectionEvent::ShutdownInitiatedByTransport { .. } => {
+            ConnectionEvent::ShutdownInitiatedByTransport { .. }
+            | ConnectionEvent::ShutdownInitiatedByPeer { .. } => {
                 let _ = tx.send(("closed", Instant::now()));
             }
             _ => {}
