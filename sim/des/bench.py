@@ -61,7 +61,8 @@ def _run(engine: DesEngine, scenario: Scenario) -> tuple[float, dict[str, float]
 
 
 def bench(packets: int = 100_000, transfer_bytes: int = QIR_TRANSFER_BYTES,
-          ns3: bool = False, out: Callable[[str], None] | None = print) -> dict[str, Any]:
+          ns3: bool = False, ns3_cache_dir: str | None = None,
+          out: Callable[[str], None] | None = print) -> dict[str, Any]:
     """Measure the DES (and, with ``ns3=True``, the ns-3 engine); returns the figures.
 
     Keys: ``packet`` (a list, one dict per case of :data:`PACKET_CASES`, with
@@ -69,7 +70,8 @@ def bench(packets: int = 100_000, transfer_bytes: int = QIR_TRANSFER_BYTES,
     ``data_packets_per_cpu_s``), ``packets_per_cpu_s`` (the headline: the
     first case), ``batch_pps`` (effective data packets per CPU-second),
     ``batch_qir_cpu_s``, ``ns3`` (its bench's dict, or None), ``packet_vs_ns3``
-    and ``targets_met``.
+    and ``targets_met``. ``ns3_cache_dir`` is passed to the ns-3 bench (where
+    its simulator binary is built and cached).
     """
     say = out or (lambda _line: None)
     result: dict[str, Any] = {"engine": "des", "packet": []}
@@ -120,7 +122,7 @@ def bench(packets: int = 100_000, transfer_bytes: int = QIR_TRANSFER_BYTES,
         except ImportError:
             say("des bench: ns-3 engine not available")
         else:
-            result["ns3"] = ns3_bench(packets=packets, out=out)
+            result["ns3"] = ns3_bench(cache_dir=ns3_cache_dir, packets=packets, out=out)
             result["packet_vs_ns3"] = result["packets_per_cpu_s"] / result["ns3"][
                 "packets_per_cpu_s"]
             say(f"des bench: packet granularity = {result['packet_vs_ns3']:.1f} × ns-3")

@@ -26,6 +26,8 @@ from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
 
+from quiclab.errors import ScenarioError
+
 ENGINE_VERSION = "des-1.0"
 GRANULARITIES = ("packet", "batch")
 #: Default prefix: packet granularity simulates at most this many goodput
@@ -89,6 +91,15 @@ class DesEngine:
 
     # ------------------------------------------------------------------ API
     def predict(self, scenario: Scenario) -> Prediction:
+        """Simulate one scenario. Raises ScenarioError for what the DES does not
+        model (request and handshake workloads, several connections) and
+        EngineError if the simulation does not finish."""
+        if scenario.workload != "bulk":
+            raise ScenarioError("workload", scenario.workload,
+                                "bulk (the DES simulates one bulk transfer)")
+        if scenario.connections != 1:
+            raise ScenarioError("connections", scenario.connections,
+                                "1 (the DES simulates one connection)")
         resolved = resolve(scenario, self.registry)
         return self.predict_resolved(resolved)
 
@@ -178,6 +189,10 @@ def classify(resolved: Resolved, result: RunResult) -> tuple[str, dict[str, floa
     for name in ("link", "sender_cpu", "receiver_cpu"):
         if f[name] >= BUSY_LIMIT:
             return name, f
+    if f["interop"] > 0.02 and f["sender_cpu"] + f["interop"] >= BUSY_LIMIT:
+        # The sender would be CPU-bound but the pair's interplay holds it off
+        # (TRANSPORT.md "Pair interplay"; seed 002 §4.3).
+        return "interop", f
     if events > 0 and f["rcvbuf"] > 0.5:
         return "rcvbuf", f
     for name in ("cwnd", "flow_control", "interop"):

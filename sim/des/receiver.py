@@ -77,6 +77,8 @@ class Receiver:
         self.max_ack_delay_s = ep.max_ack_delay_s
         self.fc_window = ep.fc_window_bytes or (1 << 62)
         self.stream_window = self.fc_window // max(1, s.streams)
+        #: MAX_STREAM_DATA only matters with several streams (see Sender.stream_window).
+        self.stream_fc = s.streams > 1
         # --- the transfer: chunks requested as streams, at most `streams` at once
         self.chunks = s.chunks
         self.chunk_bytes = s.transfer_bytes // s.chunks
@@ -279,6 +281,7 @@ class Receiver:
         ns_packet = self.ns_packet
         ns_ack = self.ns_ack
         stream_window = self.stream_window
+        stream_fc = self.stream_fc
         dirty = self.dirty
         work = calls * self.ns_call
         t = ts + work * slow
@@ -324,7 +327,8 @@ class Receiver:
                     # In order, no hole, chunk not finished: the common case.
                     st[0] = off + length
                     self.consumed += length
-                    dirty[sid] = off + length + stream_window
+                    if stream_fc:
+                        dirty[sid] = off + length + stream_window
                     if self.consumed >= self.next_progress:
                         self.next_progress = self.consumed + self.progress_step
                         self.on_progress(t, self.consumed, False)
@@ -414,7 +418,8 @@ class Receiver:
                 self.gaps -= 1
         st[0] = cum
         self.consumed += cum - old
-        self.dirty[sid] = cum + self.stream_window
+        if self.stream_fc:
+            self.dirty[sid] = cum + self.stream_window
         if cum >= st[2]:
             # Chunk complete: close the stream and request the next chunk.
             if heap:

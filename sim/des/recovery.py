@@ -91,10 +91,32 @@ class Recovery:
         ranges = ack[A_RANGES]
         if not ranges:
             return
+        largest = ranges[0][1]
+        la = self.largest_acked
+        if largest > la and ranges[0][0] <= la + 1 and not self.pending and not ack[A_PARTIAL]:
+            # The common case, in order and nothing outstanding below: everything
+            # up to `largest` is acknowledged (the general path below does the same).
+            sent = self.sent
+            acked = 0
+            newest_s = -1.0
+            rec = None
+            for pn in range(la + 1, largest + 1):
+                rec = sent.pop(pn, None)
+                if rec is not None:
+                    acked += rec[R_SIZE]
+                    newest_s = rec[R_TIME]
+            self.inflight -= acked
+            self.largest_acked = largest
+            if rec is not None:  # `rec` is the largest's record (RFC 9002 §5.1 sample)
+                self.rtt.update(t - rec[R_TIME], ack[A_DELAY], self.peer_max_ack_delay_s)
+            if acked:
+                self.pto_count = 0
+                self._grow(acked, newest_s, t)
+            self.arm_timer()
+            return
         partial = ack[A_PARTIAL]
         sent = self.sent
         pending = self.pending
-        largest = ranges[0][1]
         acked_bytes = 0.0
         newest_s = -1.0  # send time of the last-sent newly acknowledged packet
         # RFC 9002 §5.1: an RTT sample only if the largest acknowledged is newly acked.

@@ -94,7 +94,11 @@ class Sender(Recovery):
         self.rr: deque[int] = deque()  # streams with unsent data, round-robin
         self.conn_sent = 0
         self.max_data = resolved.receiver.fc_window_bytes or (1 << 62)
-        self.stream_window = self.max_data // max(1, resolved.scenario.streams)
+        # Stream windows: the connection window divided among `streams`. With one
+        # stream at a time the connection window always binds first (a stream
+        # never has more unconsumed data than the connection), so none is kept.
+        streams = resolved.scenario.streams
+        self.stream_window = self.max_data // streams if streams > 1 else 1 << 62
         self.acks: deque[tuple[Any, ...]] = deque()
         self.last_sent_s = 0.0
         self.pto_count = 0
@@ -157,12 +161,30 @@ class Sender(Recovery):
 
     # ---------------------------------------------------------------- the loop
     def _run(self, now: float) -> None:
+        """The host's event loop from ``now`` up to the horizon (see the module docstring).
+
+        The send path is inlined (it runs once per packet); state that does
+        not change within one wake-up is held in locals.
+        """
         horizon = now + self.lookahead_s
         t = self.clock if self.clock > now else now
         cpu = self.cpu
+        free_at = cpu.free_at
         acks = self.acks
+        cc = self.cc
+        payload = self.payload
+        sb = self.stream_bytes
+        overhead = self.overhead
+        segments = self.segments
+        unit_max = self.unit_max
+        ns_ack = self.ns_ack
+        streams = self.streams
+        rr = self.rr
+        retx = self.retx
         while True:
-            ts = cpu.ready_at(t)
+            ts = free_at[cpu.next]
+            if ts < t:
+                ts = t
             if ts >= horizon:
                 # ACKs that arrive after the horizon are not known yet.
                 self.clock = ts
@@ -170,17 +192,67 @@ class Sender(Recovery):
                 self._schedule(ts)
                 return
             if acks and acks[0][A_TIME] <= ts:
-                self._set_state(BUSY, ts)
+                if self.state != BUSY:
+                    self._set_state(BUSY, ts)
                 ack = acks.popleft()
-                self.process_ack(cpu.run(ts, ack[1] * self.ns_ack), ack)
+                self.process_ack(cpu.run(ts, ack[1] * ns_ack), ack)
                 t = ts
                 continue
             if ts >= self.timer_at:
                 self.on_timer(ts)
-            reason, t = self._send(ts, horizon)
-            if reason == BUSY:
-                continue
-            # Nothing to do now: the next thing that can change that.
+            # ---- one send call: up to `segments` packets allowed now --------
+            if ts < self.hold_until:
+                reason = HOLD
+            else:
+                room = cc.cwnd - self.inflight
+                if self.probes:
+                    room = max(room, self.probes * payload)
+                batch: list[tuple[int, int, int, int, int]] = []
+                packets = 0
+                reason = BUSY
+                while packets < segments:
+                    if room < payload:
+                        reason = CWND
+                        self.cwnd_blocked = True
+                        break
+                    count = 1
+                    if unit_max > 1:
+                        count = min(int(room // payload), unit_max,
+                                    max(1, int(cc.cwnd // (payload * self.unit_div))))
+                    if len(rr) == 1 and not retx:
+                        # _next_data() inlined: one open stream, nothing to retransmit.
+                        sid = rr[0]
+                        st = streams[sid]
+                        off = st[0]
+                        remaining = st[1] - off
+                        length = min(count * sb, remaining, st[2] - off,
+                                     self.max_data - self.conn_sent)
+                        if length < remaining:
+                            length -= length % sb
+                        if length <= 0:
+                            reason = FLOW
+                            break
+                        st[0] = off + length
+                        self.conn_sent += length
+                        if length >= remaining:
+                            rr.popleft()
+                    else:
+                        data = self._next_data(count * sb)
+                        if data is None:
+                            reason = FLOW if (rr and not retx) else NODATA
+                            break
+                        sid, off, length = data
+                    if length > sb:
+                        count = -(-length // sb)
+                    size = length + count * overhead
+                    room -= size
+                    packets += count
+                    batch.append((sid, off, length, count, size))
+                if batch:
+                    self._release(ts, batch, packets)
+                    t = ts
+                    continue
+            # ---- nothing to do now: sleep until what can change that --------
             nxt = self.timer_at
             if acks and acks[0][A_TIME] < nxt:
                 nxt = acks[0][A_TIME]
@@ -196,131 +268,61 @@ class Sender(Recovery):
                 self._schedule(nxt)
             return
 
-    # ---------------------------------------------------------------- sending
-    def _send(self, ts: float, horizon: float) -> tuple[int, float]:
-        """Send calls back to back from ``ts`` while nothing else is due.
-
-        Returns ``(BUSY, t)`` with the time the CPU can take the next item, or
-        the reason nothing could be sent (CWND, FLOW, HOLD, NODATA) and ``ts``.
-        """
-        cc = self.cc
-        cpu = self.cpu
-        acks = self.acks
+    def _release(self, ts: float, batch: list[tuple[int, int, int, int, int]],
+                 packets: int) -> None:
+        """Run one send call from ``ts`` and put its packets on the link."""
+        if self.state != BUSY:
+            self._set_state(BUSY, ts)
+        if self.probes:
+            self.probes = max(0, self.probes - len(batch))
+        calls = -(-packets // self.segments)
+        work = packets * self.ns_packet + calls * self.ns_call
+        end = self.cpu.run(ts, work)
+        self.calls += calls
+        self.packets_sent += packets
+        if self.hold_factor:
+            self.hold_until = end + work * 1e-9 * self.hold_factor
+        # Release: back to back when the call returns, or paced (RFC 9002 §7.7).
+        release = end
+        rate = PACING_GAIN * self.cc.cwnd / self.rtt.smoothed if self.pacing else 0.0
+        la = self.largest_acked
+        pn = self.next_pn
+        inflight = self.inflight
         sent = self.sent
-        causes = self.causes
         link = self.link
         rx = self.rx
         assert rx is not None
         arrivals = rx.arrivals
-        payload = self.payload
-        sb = self.stream_bytes
-        overhead = self.overhead
-        segments = self.segments
-        unit_max = self.unit_max
         wire_extra = self.wire_extra
-        any_sent = False
-        while True:
-            if ts < self.hold_until:
-                return HOLD, ts
-            room = cc.cwnd - self.inflight
-            if self.probes:
-                room = max(room, self.probes * payload)
-            batch: list[tuple[int, int, int, int, int]] = []
-            packets = 0
-            reason = BUSY
-            while packets < segments:
-                if room < payload:
-                    reason = CWND
-                    self.cwnd_blocked = True
-                    break
-                count = 1
-                if unit_max > 1:
-                    count = min(int(room // payload), unit_max,
-                                max(1, int(cc.cwnd // (payload * self.unit_div))))
-                rr = self.rr
-                if len(rr) == 1 and not self.retx:
-                    # Fast path of _next_data: one open stream, nothing to retransmit.
-                    sid = rr[0]
-                    st = self.streams[sid]
-                    off = st[0]
-                    remaining = st[1] - off
-                    length = min(count * sb, remaining, st[2] - off,
-                                 self.max_data - self.conn_sent)
-                    if length < remaining:
-                        length -= length % sb
-                    if length <= 0:
-                        reason = FLOW
-                        break
-                    st[0] = off + length
-                    self.conn_sent += length
-                    if length >= remaining:
-                        rr.popleft()
+        for sid, off, length, count, size in batch:
+            if rate:
+                if self.pacer_next > release:
+                    release = self.pacer_next
+                self.pacer_next = release + size / rate
+            rec = (release, size, count, sid, off, length)
+            sent[pn] = rec
+            inflight += size
+            arrival, delivered, cause = link.transmit(release, count, size / count + wire_extra)
+            if delivered:
+                # Hand over to the receiver (its deliver(), inlined: hot path).
+                item = (arrival, pn, delivered, rec, la)
+                if arrivals and arrival < arrivals[-1][0]:
+                    heapq.heappush(rx.reordered, item)
                 else:
-                    data = self._next_data(count * sb)
-                    if data is None:
-                        reason = FLOW if (self.rr and not self.retx) else NODATA
-                        break
-                    sid, off, length = data
-                if length > sb:
-                    count = -(-length // sb)
-                size = length + count * overhead
-                room -= size
-                packets += count
-                batch.append((sid, off, length, count, size))
-            if not batch:
-                return reason, ts
-            if not any_sent:
-                self._set_state(BUSY, ts)
-                any_sent = True
-            if self.probes:
-                self.probes = max(0, self.probes - len(batch))
-            calls = -(-packets // segments)
-            work = packets * self.ns_packet + calls * self.ns_call
-            end = cpu.run(ts, work)
-            self.calls += calls
-            self.packets_sent += packets
-            if self.hold_factor:
-                self.hold_until = end + work * 1e-9 * self.hold_factor
-            # Release: back to back when the call returns, or paced (RFC 9002 §7.7).
-            release = end
-            rate = PACING_GAIN * cc.cwnd / self.rtt.smoothed if self.pacing else 0.0
-            la = self.largest_acked
-            pn = self.next_pn
-            inflight = self.inflight
-            for sid, off, length, count, size in batch:
-                if rate:
-                    if self.pacer_next > release:
-                        release = self.pacer_next
-                    self.pacer_next = release + size / rate
-                rec = (release, size, count, sid, off, length)
-                sent[pn] = rec
-                inflight += size
-                arrival, delivered, cause = link.transmit(release, count,
-                                                          size / count + wire_extra)
-                if delivered:
-                    # Hand over to the receiver (its deliver(), inlined: hot path).
-                    item = (arrival, pn, delivered, rec, la)
-                    if arrivals and arrival < arrivals[-1][0]:
-                        heapq.heappush(rx.reordered, item)
-                    else:
-                        arrivals.append(item)
-                    if rx._waiting and arrival < rx._wake_at:
-                        rx._schedule(arrival)
-                if cause:
-                    causes[pn] = cause
-                pn += 1
-            self.next_pn = pn
-            self.inflight = inflight
-            if inflight > self.max_inflight:
-                self.max_inflight = inflight
-            self.last_sent_s = release
-            if not self.pending:
-                # RFC 9002 §6.2.1: the PTO runs from the last ack-eliciting packet.
-                self.timer_at = release + self.pto_backoff_s
-            # Go on only if nothing else is due before the CPU is free again.
-            ts = cpu.ready_at(ts)
-            if ts >= horizon or ts >= self.timer_at or (acks and acks[0][A_TIME] <= ts):
-                return BUSY, ts
+                    arrivals.append(item)
+                if rx._waiting and arrival < rx._wake_at:
+                    rx._schedule(arrival)
+            if cause:
+                self.causes[pn] = cause
+            pn += 1
+        self.next_pn = pn
+        self.inflight = inflight
+        if inflight > self.max_inflight:
+            self.max_inflight = inflight
+        self.last_sent_s = release
+        if not self.pending:
+            # RFC 9002 §6.2.1: the PTO runs from the last ack-eliciting packet.
+            self.timer_at = release + self.pto_backoff_s
 
     def _next_data(self, max_len: int) -> tuple[int, int, int] | None:
         """Stream data for one packet/unit: lost data first, then new data round-robin."""

@@ -21,6 +21,8 @@ from quiclab.sim.engine import Engine, get_engine
 from quiclab.sim.resolve import resolve
 from quiclab.sim.scenario import Scenario
 
+from quiclab.errors import ScenarioError
+
 MB = 1_000_000
 #: Goodput bits per packet of the synthetic models (1400-byte packets, h3).
 BITS = 1359 * 8
@@ -81,6 +83,9 @@ def test_bad_options(registry: Registry) -> None:
         DesEngine(registry, unit_packets=0)
     with pytest.raises(ValueError, match="workers"):
         DesEngine(registry, workers=0)
+    with pytest.raises(ScenarioError, match="workload"):
+        DesEngine(registry).predict(Scenario(server="fast", client="fast", workload="requests",
+                                             request_bytes=1000, requests=10))
 
 
 def test_determinism_bit_for_bit(registry: Registry) -> None:
