@@ -163,13 +163,18 @@ def resolve(config: RunConfig, server: Stack, client: Stack) -> Resolved:
                 raise TestbedError(
                     f"udp_payload_bytes={s.udp_payload_bytes} cannot be honoured by "
                     f"{stack.name}: its packets are capped at {stack.max_udp_payload_bytes} B")
+            if not stack.payload_flag and s.udp_payload_bytes != stack.max_udp_payload_bytes:
+                raise TestbedError(
+                    f"udp_payload_bytes={s.udp_payload_bytes} cannot be honoured by "
+                    f"{stack.name}: its packet size is fixed at {stack.max_udp_payload_bytes} B")
         payload = {r: s.udp_payload_bytes for r in stacks}
     elif s.mtu_bytes != 1500:
         payload = {r: min(link_payload, st.max_udp_payload_bytes) for r, st in stacks.items()}
     else:
         payload = {}
     for role, value in payload.items():
-        args[role].append(f"--max-udp-payload={value}")
+        if stacks[role].payload_flag:
+            args[role].append(f"--max-udp-payload={value}")
     eff["udp_payload_bytes"] = payload.get(
         "server", min(server.default_udp_payload_bytes, link_payload))
     if (server.gso_max_payload_bytes and eff["gso"]

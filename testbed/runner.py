@@ -124,6 +124,14 @@ def _tail(path: Path, lines: int = 1) -> str:
     return " | ".join(text[-lines:])[:300]
 
 
+def _head(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[0][:300] if lines else ""
+
+
 def _udp_port_bound(pid: int, port: int) -> bool:
     """Whether the network namespace of ``pid`` has a UDP socket on ``port`` (IPv4 or a
     dual-stack IPv6 socket, as MsQuic opens)."""
@@ -248,7 +256,7 @@ class Testbed:
             while not _udp_port_bound(srv.pid, PORT):
                 if srv.poll() is not None or time.monotonic() - started > 10:
                     report = last_json((logdir / "server.out").read_text(errors="replace"))
-                    why = report.get("error") or _tail(logdir / "server.err") or "no output"
+                    why = report.get("error") or _head(logdir / "server.err") or "no output"
                     raise TestbedError(f"server {server.name} did not start: {why}")
                 time.sleep(0.02)
             result.start_ns = time.time_ns()

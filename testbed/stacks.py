@@ -81,6 +81,8 @@ class Stack:
     default_udp_payload_bytes: int = 1452
     gso: str = "switch"
     gro: str = "switch"
+    #: Whether the peer takes ``--max-udp-payload`` (x/net/quic has no such setting).
+    payload_flag: bool = True
     #: GSO is refused above this UDP payload (0 = no limit).
     gso_max_payload_bytes: int = 0
     ccs: tuple[str, ...] = ("cubic",)
@@ -162,7 +164,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         build="go", source="xnet-quic", command=("{build}/bin/xnet-quic-peer",),
         version="golang.org/x/net/quic v0.56.0", max_udp_payload_bytes=1200,
         default_udp_payload_bytes=1200, gso="off", gro="off", ccs=("reno",),
-        default_cc="reno", ciphers=("aes-ni",), min_goodput_mbps=50.0,
+        default_cc="reno", ciphers=("aes-ni",), min_goodput_mbps=50.0, payload_flag=False,
         notes="1200 B packets, NewReno, no statistics API, no GSO/GRO"),
     Stack(
         name="quiche", origin="crates.io: quiche 0.30.0 (BoringSSL; needs libclang-dev)",

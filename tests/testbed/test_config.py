@@ -113,3 +113,13 @@ def test_coverage_table_lists_every_stack():
     rows = coverage_table()
     assert {r["stack"] for r in rows} == set(STACKS)
     assert next(r for r in rows if r["stack"] == "quic-go")["max_udp_payload"] == 1452
+
+
+def test_a_stack_without_a_payload_setting_gets_no_payload_flag():
+    resolved = resolve(config("xnet-quic", "xnet-quic", "mtu_bytes=9000"), STACKS["xnet-quic"],
+                       STACKS["xnet-quic"])
+    assert not any(a.startswith("--max-udp-payload") for a in resolved.server_args)
+    assert resolved.effective["udp_payload_bytes"] == 1200
+    with pytest.raises(TestbedError, match="capped at 1200 B"):
+        resolve(config("xnet-quic", "xnet-quic", "udp_payload_bytes=1250"), STACKS["xnet-quic"],
+                STACKS["xnet-quic"])
