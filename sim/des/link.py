@@ -23,25 +23,35 @@ CAUSE_RCVBUF = 3
 MIN_REORDER_DELAY_S = 100e-6
 
 
-class _Countdown:
-    """Packets until the next event of a Bernoulli(p) process (geometric gaps)."""
+#: "Never" for a countdown of a process with p = 0 (no draw is ever made).
+NEVER = 1 << 62
+
+
+class Countdown:
+    """Packets until the next event of a Bernoulli(p) process (geometric gaps).
+
+    ``left`` is the position of the next hit counted from the next packet
+    (1 = the next packet is hit); :data:`NEVER` when ``p`` is 0.
+    """
 
     __slots__ = ("left", "p", "rng")
 
     def __init__(self, p: float, rng: np.random.Generator):
         self.p = p
         self.rng = rng
-        self.left = int(rng.geometric(p)) if p > 0 else -1
+        self.left = self.next_gap() if p > 0 else NEVER
+
+    def next_gap(self) -> int:
+        """Packets from one hit to the next (geometric, ≥ 1)."""
+        return int(self.rng.geometric(self.p))
 
     def hits(self, count: int) -> int:
         """How many of the next ``count`` packets are hit (0 … count)."""
-        if self.left < 0:
-            return 0
         left = self.left - count
         hits = 0
         while left <= 0:
             hits += 1
-            left += int(self.rng.geometric(self.p))
+            left += self.next_gap()
         self.left = left
         return hits
 
@@ -64,8 +74,10 @@ class ForwardLink:
         self.queue_drops = 0
         self.path_losses = 0
         self.reordered = 0
-        self._loss = _Countdown(path.loss_prob, loss_rng)
-        self._reorder = _Countdown(path.reorder_prob, reorder_rng)
+        self.loss = Countdown(path.loss_prob, loss_rng)
+        self.reorder = Countdown(path.reorder_prob, reorder_rng)
+        #: False lets the sender inline single packets (no reordering draws to make).
+        self.reorder_on = path.reorder_prob > 0
 
     def transmit(self, t_s: float, count: int, wire_bytes_each: float) -> tuple[float, int, int]:
         """Offer ``count`` back-to-back packets at ``t_s``.
@@ -91,14 +103,14 @@ class ForwardLink:
         start = free if free > t_s else t_s
         self.free_at_s = start + ser
         self.busy_s += ser
-        lost = self._loss.hits(admitted)
+        lost = self.loss.hits(admitted)
         if lost:
             self.path_losses += lost
             if cause == CAUSE_NONE:
                 cause = CAUSE_PATH
         delivered = admitted - lost
         arrival = self.free_at_s + self.prop_s
-        if delivered and self._reorder.left >= 0 and self._reorder.hits(delivered):
+        if delivered and self.reorder_on and self.reorder.hits(delivered):
             # TRANSPORT.md: a reordered packet arrives rtt/2 (≥ 100 µs) late.
             # Batch granularity delays the whole unit.
             self.reordered += 1

@@ -139,7 +139,9 @@ class Receiver:
 
         (The sender inlines this on its hot path; keep the two in step.)
         """
-        item = (arrival_s, pn, delivered, record, largest_acked)
+        # skb truesize: payload + ~256 B of kernel overhead per datagram.
+        truesize = record[R_SIZE] / record[R_COUNT] + SKB_OVERHEAD_BYTES
+        item = (arrival_s, pn, delivered, record, largest_acked, truesize)
         if self.arrivals and arrival_s < self.arrivals[-1][0]:
             heapq.heappush(self.reordered, item)
         else:
@@ -189,8 +191,7 @@ class Receiver:
                 cap = self.rcvbuf
                 while arrivals and arrivals[0][0] <= ts:
                     item = arrivals.popleft()
-                    rec = item[3]
-                    need = item[2] * (rec[R_SIZE] / rec[R_COUNT] + SKB_OVERHEAD_BYTES)
+                    need = item[2] * item[5]
                     if occ + need <= cap:
                         occ += need
                         buf.append(item)
@@ -241,10 +242,8 @@ class Receiver:
                 item = arrivals.popleft()
             else:
                 break
-            rec = item[3]
             delivered = item[2]
-            # skb truesize: payload + ~256 B of kernel overhead per datagram.
-            each = rec[R_SIZE] / rec[R_COUNT] + SKB_OVERHEAD_BYTES
+            each = item[5]  # skb truesize per datagram
             need = delivered * each
             if occ + need <= cap:
                 occ += need
@@ -255,7 +254,7 @@ class Receiver:
             self.sender.causes[item[1]] = CAUSE_RCVBUF
             if fit:
                 occ += fit * each
-                buf.append((item[0], item[1], fit, rec, item[4]))
+                buf.append((item[0], item[1], fit, item[3], item[4], each))
         self.occupancy = occ
 
     # ----------------------------------------------------------- receive call
@@ -268,8 +267,7 @@ class Receiver:
         occ = self.occupancy
         while buf and packets < segments:
             item = buf.popleft()
-            rec = item[3]
-            occ -= item[2] * (rec[R_SIZE] / rec[R_COUNT] + SKB_OVERHEAD_BYTES)
+            occ -= item[2] * item[5]
             taken.append(item)
             packets += item[2]
         self.occupancy = occ if buf else 0.0  # (no float drift when empty)

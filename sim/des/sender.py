@@ -29,9 +29,10 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import simpy
+from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
 from quiclab.sim.des.cc import RttEstimator, congestion_controller
 from quiclab.sim.des.host import CpuServers
-from quiclab.sim.des.link import ForwardLink
+from quiclab.sim.des.link import CAUSE_PATH, CAUSE_QUEUE, ForwardLink
 from quiclab.sim.des.recovery import A_TIME, Record, Recovery
 from quiclab.sim.resolve import ETHERNET_WIRE_OVERHEAD_BYTES, IP_UDP_HEADER_BYTES, Resolved
 from simpy.events import Timeout
@@ -300,12 +301,46 @@ class Sender(Recovery):
                     release = self.pacer_next
                 self.pacer_next = release + size / rate
             rec = (release, size, count, sid, off, length)
+            each = size / count if count > 1 else size
             sent[pn] = rec
             inflight += size
-            arrival, delivered, cause = link.transmit(release, count, size / count + wire_extra)
+            if count == 1 and not link.reorder_on:
+                # link.transmit() inlined for one packet (the hot path at packet
+                # granularity; the same arithmetic and the same random draws).
+                wire = each + wire_extra
+                free = link.free_at_s
+                if free > release:
+                    backlog = (free - release) * link.rate_Bps
+                    start = free
+                else:
+                    backlog = 0.0
+                    start = release
+                if backlog + wire > link.queue_bytes:
+                    link.queue_drops += 1
+                    self.causes[pn] = CAUSE_QUEUE
+                    pn += 1
+                    continue
+                ser = wire / link.rate_Bps
+                free = start + ser
+                link.free_at_s = free
+                link.busy_s += ser
+                loss = link.loss
+                left = loss.left - 1
+                if left == 0:
+                    loss.left = loss.next_gap()
+                    link.path_losses += 1
+                    self.causes[pn] = CAUSE_PATH
+                    pn += 1
+                    continue
+                loss.left = left
+                arrival = free + link.prop_s
+                delivered = 1
+                cause = 0
+            else:
+                arrival, delivered, cause = link.transmit(release, count, each + wire_extra)
             if delivered:
                 # Hand over to the receiver (its deliver(), inlined: hot path).
-                item = (arrival, pn, delivered, rec, la)
+                item = (arrival, pn, delivered, rec, la, each + SKB_OVERHEAD_BYTES)
                 if arrivals and arrival < arrivals[-1][0]:
                     heapq.heappush(rx.reordered, item)
                 else:
