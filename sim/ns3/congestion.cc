@@ -103,6 +103,7 @@ CpuServer::Configure(double cores)
     auto n = static_cast<size_t>(std::max(1.0, std::ceil(cores - 1e-9)));
     m_slowdown = static_cast<double>(n) / std::max(cores, 1e-9);
     m_freeAt.assign(n, Time(0));
+    m_serial.assign(n, 0);
     stalledUntil = Time(0);
 }
 
@@ -132,10 +133,36 @@ CpuServer::Start(Time now, double ns)
         }
     }
     m_next = (core + 1) % n;
+    m_last = Item{static_cast<uint32_t>(core), m_last.serial + 1};
+    m_serial[core] = m_last.serial;
     Time finish = now + Time::FromDouble(ns * m_slowdown, Time::NS);
     m_freeAt[core] = finish;
     busyS += ns * 1e-9; // core-seconds of useful work
     return finish;
+}
+
+Time
+CpuServer::RunningUntil(Item item, Time now) const
+{
+    // A core runs one item at a time: if it still holds `item` and is busy
+    // past now, the item was pre-empted.
+    if (m_serial[item.core] == item.serial && m_freeAt[item.core] > now)
+    {
+        return m_freeAt[item.core];
+    }
+    return Time(-1);
+}
+
+void
+CpuServer::Preempt(Time now, Time by)
+{
+    for (Time& t : m_freeAt)
+    {
+        if (t > now)
+        {
+            t += by;
+        }
+    }
 }
 
 // --- RTT (RFC 9002 §5.3) ------------------------------------------------------------

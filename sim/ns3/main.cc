@@ -131,7 +131,9 @@ PrintStats(const char* name, const quiclab::Stats& s)
                 "\"path_drops\":%llu,\"queue_drops\":%llu,\"rcvbuf_drops\":%llu,"
                 "\"declared_lost\":%llu,\"spurious\":%llu,\"ptos\":%llu,"
                 "\"congestion_events\":%llu,\"congestion_events_rcvbuf\":%llu,"
-                "\"lost_rcvbuf\":%llu,\"cwnd_bytes_sum\":%.17g,\"cwnd_samples\":%llu,"
+                "\"lost_rcvbuf\":%llu,\"stalls\":%llu,\"stall_s\":%.17g,"
+                "\"cwnd_bytes_sum\":%.17g,\"srtt_s_sum\":%.17g,"
+                "\"cwnd_samples\":%llu,"
                 "\"state_s\":{\"busy\":%.17g,\"cwnd\":%.17g,\"flow_control\":%.17g,"
                 "\"interop\":%.17g,\"no_data\":%.17g}}",
                 name, s.timeS, (unsigned long long)s.consumedBytes, s.senderBusyS,
@@ -144,7 +146,7 @@ PrintStats(const char* name, const quiclab::Stats& s)
                 (unsigned long long)s.spurious, (unsigned long long)s.ptoCount,
                 (unsigned long long)s.congestionEvents,
                 (unsigned long long)s.congestionEventsRcvbuf, (unsigned long long)s.lostRcvbuf,
-                s.cwndBytesSum, (unsigned long long)s.cwndSamples, s.stateS[quiclab::kBusy],
+                (unsigned long long)s.stalls, s.stallS, s.cwndBytesSum, s.srttSum, (unsigned long long)s.cwndSamples, s.stateS[quiclab::kBusy],
                 s.stateS[quiclab::kCwnd], s.stateS[quiclab::kFlowControl],
                 s.stateS[quiclab::kInterop], s.stateS[quiclab::kNoData]);
 }

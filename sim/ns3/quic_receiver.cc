@@ -111,7 +111,8 @@ QuicReceiver::Kick()
             uint64_t seq = m_conn->frames.Push(BuildFrame());
             Time finish = m_cpu.Start(now, m_p.rNsAck);
             st.receiverBusyS = m_cpu.busyS;
-            Simulator::Schedule(finish - now, &QuicReceiver::OnAckBuilt, this, seq);
+            Simulator::Schedule(finish - now, &QuicReceiver::OnAckBuilt, this, m_cpu.LastItem(),
+                                seq);
             continue;
         }
         if (!m_pending.empty() && m_pending.front().second <= now)
@@ -120,7 +121,8 @@ QuicReceiver::Kick()
             m_pending.pop_front();
             Time finish = m_cpu.Start(now, m_p.rNsPacket);
             st.receiverBusyS = m_cpu.busyS;
-            Simulator::Schedule(finish - now, &QuicReceiver::OnPacketProcessed, this, packet);
+            Simulator::Schedule(finish - now, &QuicReceiver::OnPacketProcessed, this,
+                                m_cpu.LastItem(), packet);
             continue;
         }
         if (m_pending.empty() && m_socket->GetRxAvailable() > 0)
@@ -141,12 +143,33 @@ QuicReceiver::Kick()
             }
             if (finish > now)
             {
-                Simulator::Schedule(finish - now, &QuicReceiver::Kick, this);
+                Simulator::Schedule(finish - now, &QuicReceiver::OnCallDone, this,
+                                    m_cpu.LastItem());
             }
             continue;
         }
         break;
     }
+}
+
+bool
+QuicReceiver::Preempted(CpuServer::Item item) const
+{
+    // A stall that began while the item ran pushed its end back (see OnStall).
+    Time until = m_cpu.RunningUntil(item, Simulator::Now());
+    return until >= Time(0);
+}
+
+void
+QuicReceiver::OnCallDone(CpuServer::Item item)
+{
+    if (Preempted(item))
+    {
+        Simulator::Schedule(m_cpu.FreeAt(item.core) - Simulator::Now(),
+                            &QuicReceiver::OnCallDone, this, item);
+        return;
+    }
+    Kick();
 }
 
 bool
@@ -193,9 +216,15 @@ QuicReceiver::Deliver(RxStream& s, uint64_t offset, uint64_t end)
 }
 
 void
-QuicReceiver::OnPacketProcessed(Ptr<ns3::Packet> packet)
+QuicReceiver::OnPacketProcessed(CpuServer::Item item, Ptr<ns3::Packet> packet)
 {
     Time now = Simulator::Now();
+    if (Preempted(item))
+    {
+        Simulator::Schedule(m_cpu.FreeAt(item.core) - now, &QuicReceiver::OnPacketProcessed,
+                            this, item, packet);
+        return;
+    }
     Stats& st = m_conn->stats;
     QuicHeader header;
     packet->PeekHeader(header);
@@ -313,8 +342,14 @@ QuicReceiver::BuildFrame()
 }
 
 void
-QuicReceiver::OnAckBuilt(uint64_t seq)
+QuicReceiver::OnAckBuilt(CpuServer::Item item, uint64_t seq)
 {
+    if (Preempted(item))
+    {
+        Simulator::Schedule(m_cpu.FreeAt(item.core) - Simulator::Now(),
+                            &QuicReceiver::OnAckBuilt, this, item, seq);
+        return;
+    }
     ++m_conn->stats.acksSent;
     SendAck(seq);
     Kick();
@@ -368,6 +403,20 @@ QuicReceiver::OnStall()
     Time until = now + Seconds(m_p.stallMinS * std::pow(u, -1.0 / m_p.stallAlpha));
     if (until > m_cpu.stalledUntil)
     {
+        // The CPU does no work for this endpoint until `until`: items running
+        // now are pre-empted and finish later by the newly stalled time, as are
+        // datagrams a receive call has taken but not yet handed over.
+        Time extra = until - std::max(now, m_cpu.stalledUntil);
+        m_conn->stats.stalls += now >= m_cpu.stalledUntil ? 1 : 0;
+        m_conn->stats.stallS += extra.GetSeconds();
+        m_cpu.Preempt(now, extra);
+        for (auto& [packet, ready] : m_pending)
+        {
+            if (ready > now)
+            {
+                ready += extra;
+            }
+        }
         m_cpu.stalledUntil = until;
         Simulator::Schedule(until - now, &QuicReceiver::Kick, this);
     }

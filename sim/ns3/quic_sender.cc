@@ -369,6 +369,7 @@ QuicSender::ApplyAck(const AckFrame& frame)
         ++m_base;
     }
     m_conn->stats.cwndBytesSum += static_cast<double>(m_cc.Cwnd());
+    m_conn->stats.srttSum += m_rtt.smoothed;
     ++m_conn->stats.cwndSamples;
     ArmTimer();
 }

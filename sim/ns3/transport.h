@@ -145,13 +145,28 @@ class CpuServer
     bool HasIdleCore(ns3::Time now) const;
     // Start an item of `ns` nanoseconds on a free core; returns its finish time.
     ns3::Time Start(ns3::Time now, double ns);
+    // The item the last Start began (core and serial number).
+    struct Item
+    {
+        uint32_t core = 0;
+        uint64_t serial = 0;
+    };
+    Item LastItem() const { return m_last; }
+    ns3::Time FreeAt(uint32_t core) const { return m_freeAt[core]; }
+    // When `item` ends if it is still running at `now` (pushed back by
+    // pre-emption), else a negative time.
+    ns3::Time RunningUntil(Item item, ns3::Time now) const;
+    // Items running at `now` are pre-empted for `by` (a receiver stall).
+    void Preempt(ns3::Time now, ns3::Time by);
     double busyS = 0; // useful work, seconds
     ns3::Time stalledUntil; // receiver scheduling stall (no work before this)
 
   private:
     std::vector<ns3::Time> m_freeAt;
+    std::vector<uint64_t> m_serial; // item running (or last run) on each core
     double m_slowdown = 1.0;
     size_t m_next = 0;
+    Item m_last;
 };
 
 // RFC 9002 §5.3 smoothed RTT.
@@ -215,8 +230,11 @@ struct Stats
     uint64_t declaredLost = 0, spurious = 0, ptoCount = 0;
     uint64_t congestionEvents = 0, congestionEventsRcvbuf = 0;
     uint64_t lostRcvbuf = 0;
+    uint64_t stalls = 0; // receiver stalls (overlapping ones merged) and their time
+    double stallS = 0;
     double stateS[kStates] = {0, 0, 0, 0, 0};
-    double cwndBytesSum = 0; // cwnd sampled per ACK, for the mean
+    double cwndBytesSum = 0; // cwnd and smoothed RTT sampled per ACK, for the means
+    double srttSum = 0;
     uint64_t cwndSamples = 0;
 };
 
@@ -340,8 +358,10 @@ class QuicReceiver : public ns3::Application
     void OnReadable(ns3::Ptr<ns3::Socket> socket);
     void SendRequests();
     void Kick();
-    void OnPacketProcessed(ns3::Ptr<ns3::Packet> packet);
-    void OnAckBuilt(uint64_t seq);
+    bool Preempted(CpuServer::Item item) const;
+    void OnCallDone(CpuServer::Item item);
+    void OnPacketProcessed(CpuServer::Item item, ns3::Ptr<ns3::Packet> packet);
+    void OnAckBuilt(CpuServer::Item item, uint64_t seq);
     void SendAck(uint64_t seq);
     void OnAckTimer();
     void ScheduleStall();
