@@ -142,7 +142,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         command=("{peers}/s2n-quic/target/release/s2n-quic-peer",),
         version="s2n-quic 1.91.0", default_udp_payload_bytes=1472,
         gso="switch", gro="switch", ccs=("cubic", "bbr"), ciphers=("aes-ni",),
-        min_goodput_mbps=200.0, notes="MTU set as IP MTU (payload + 28)"),
+        apt=("cmake",), min_goodput_mbps=200.0, notes="MTU set as IP MTU (payload + 28)"),
     Stack(
         name="aioquic", origin="PyPI: aioquic 1.7.2",
         build="pyvenv", source="pyquic", command=(*_PYQUIC, "--impl=aioquic"),
