@@ -151,6 +151,9 @@ class Behaviour:
     udp_payload_bytes: int = 1350
     #: Largest UDP payload it will use when the path allows (jumbo frames); 0 = no limit.
     max_udp_payload_bytes: int = 0
+    #: Largest UDP payload it accepts as a receiver (its max_udp_payload_size
+    #: transport parameter, RFC 9000 §18.2); the sender's packets are capped by it.
+    max_recv_udp_payload_bytes: int = 65527
     #: Bytes of each UDP payload that are not stream data (QUIC header, AEAD tag, frames).
     overhead_bytes: int = 40
     #: ACK-eliciting packets received per ACK sent, in steady state without loss.

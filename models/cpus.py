@@ -83,6 +83,7 @@ class CpuCatalog:
         self.cpus = list(cpus)
         self.microarchitectures = dict(microarchitectures)
         self.rule = rule
+        self._found: dict[str, Cpu] = {}
         for cpu in self.cpus:
             if cpu.microarchitecture not in self.microarchitectures:
                 raise DataError("cpus.json", f"{cpu.name}: unknown microarchitecture "
@@ -132,12 +133,16 @@ class CpuCatalog:
 
         Raises ScenarioError naming the candidates when none or several match.
         """
+        if query in self._found:
+            return self._found[query]
         norm = _norm(query)
         exact = [c for c in self.cpus if _norm(c.name) == norm]
         if exact:
+            self._found[query] = exact[0]
             return exact[0]
         hits = [c for c in self.cpus if norm and norm in _norm(c.name)]
         if len(hits) == 1:
+            self._found[query] = hits[0]
             return hits[0]
         if not hits:
             raise ScenarioError(field, query, "one of: " + ", ".join(self.names()))

@@ -37,7 +37,14 @@ class Interop:
     client_effect: dict[str, float] = field(default_factory=dict)
     pair_effect: dict[str, float] = field(default_factory=dict)  # key "server|client"
     pair_sd: dict[str, float] = field(default_factory=dict)
+    #: Measured data packets per ACK of a pair ("server|client"), which can differ
+    #: much from the client's usual frequency (QIR-10G: LSQUIC server with quiche
+    #: client, ~770 packets per ACK; quiche with quiche, ~14).
+    pair_ack_every: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+
+    def ack_every(self, server: str, client: str) -> float | None:
+        return self.pair_ack_every.get(f"{server}|{client}")
 
     def busy(self, server: str, client: str) -> tuple[float, float, float, str]:
         """(busy fraction, lo, hi, source) for a pair; 1.0 for unknown implementations."""
@@ -61,7 +68,8 @@ class Interop:
         r = lambda d: {k: float(f"{v:.6g}") for k, v in sorted(d.items())}  # noqa: E731
         return {"schema": INTEROP_SCHEMA, "server_effect": r(self.server_effect),
                 "client_effect": r(self.client_effect), "pair_effect": r(self.pair_effect),
-                "pair_sd": r(self.pair_sd), "provenance": self.provenance}
+                "pair_sd": r(self.pair_sd), "pair_ack_every": r(self.pair_ack_every),
+                "provenance": self.provenance}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str) -> Interop:
@@ -71,6 +79,7 @@ class Interop:
                    {k: float(v) for k, v in data.get("client_effect", {}).items()},
                    {k: float(v) for k, v in data.get("pair_effect", {}).items()},
                    {k: float(v) for k, v in data.get("pair_sd", {}).items()},
+                   {k: float(v) for k, v in data.get("pair_ack_every", {}).items()},
                    dict(data.get("provenance", {})))
 
 
@@ -78,8 +87,12 @@ class Registry:
     """Cost models by implementation name, plus CPUs and pair interplay."""
 
     def __init__(self, models: dict[str, CostModel], cpus: CpuCatalog,
-                 interop: Interop | None = None, source: str = "<memory>"):
+                 interop: Interop | None = None, source: str = "<memory>",
+                 track_versions: bool = True):
         self.models = dict(models)
+        if not track_versions:
+            # Calibration builds thousands of throw-away registries: skip hashing.
+            self._versions: dict[str, str] | None = {"calibration": "in-progress"}
         self.cpus = cpus
         self.interop = interop or Interop()
         self.source = source
@@ -120,14 +133,21 @@ class Registry:
         model = self.models[base]
         if not variant:
             return model
+        cache: dict[str, CostModel] = self.__dict__.setdefault("_variant_cache", {})
+        if name in cache:
+            return cache[name]
         try:
-            return model.with_variant(variant)
+            cache[name] = model.with_variant(variant)
+            return cache[name]
         except KeyError:
             known = ", ".join(f"{base}@{v}" for v in sorted(model.variants)) or "none"
             raise ScenarioError(field, name, f"a known variant: {known}") from None
 
     def versions(self) -> dict[str, str]:
         """Model name → version string plus a short content hash, for provenance."""
+        cached = getattr(self, "_versions", None)
+        if cached is not None:
+            return cached
         out = {}
         for name, m in sorted(self.models.items()):
             digest = hashlib.sha256(m.dumps().encode()).hexdigest()[:10]
@@ -135,4 +155,5 @@ class Registry:
         if self.interop.pair_effect or self.interop.server_effect:
             blob = json.dumps(self.interop.to_json(), sort_keys=True).encode()
             out["interop"] = hashlib.sha256(blob).hexdigest()[:10]
+        self._versions = out
         return out

@@ -10,7 +10,7 @@ in how they model dynamics, never in the inputs.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from quiclab.errors import ScenarioError
@@ -135,17 +135,25 @@ def _interval(role: RoleCosts) -> tuple[float, float]:
     return p.lo / p.value, p.hi / p.value
 
 
-def _payload(model: CostModel, scenario: Scenario) -> int:
+def _payload(sender: CostModel, receiver: CostModel, scenario: Scenario) -> int:
+    """UDP payload of a full data packet: the sender's choice, capped by the path
+    MTU and by the receiver's max_udp_payload_size (RFC 9000 §18.2)."""
     path_max = scenario.mtu_bytes - IP_UDP_HEADER_BYTES
     if scenario.udp_payload_bytes:
         return scenario.udp_payload_bytes
-    beh = model.behaviour
+    beh = sender.behaviour
     if scenario.mtu_bytes <= 1500:
-        return min(beh.udp_payload_bytes, path_max)
-    # Jumbo path: the stack uses the largest payload it is configured for
-    # (König et al. 2025 §VI-D: 9000-byte packets where supported).
-    cap = beh.max_udp_payload_bytes or path_max
-    return max(min(cap, path_max), min(beh.udp_payload_bytes, path_max))
+        chosen = min(beh.udp_payload_bytes, path_max)
+    else:
+        # Jumbo path: the stack uses the largest payload it is configured for
+        # (König et al. 2025 §VI-D: 9000-byte packets where supported).
+        cap = beh.max_udp_payload_bytes or path_max
+        chosen = max(min(cap, path_max), min(beh.udp_payload_bytes, path_max))
+    limit = receiver.behaviour.max_recv_udp_payload_bytes
+    if scenario.mtu_bytes > 1500 and limit < path_max and limit <= 1500:
+        # A receiver configured for jumbo frames lifts its default limit.
+        limit = path_max
+    return max(1200, min(chosen, limit))
 
 
 def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuScaling,
@@ -225,14 +233,18 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
                             f"{' | '.join(server.behaviour.ccs)} for {server.implementation}")
     # Both ends must agree on a packet size: the sender's choice, capped by the
     # path; the receiver accepts what the path carries (max_udp_payload_size).
-    payload = _payload(server, scenario)
+    payload = _payload(server, client, scenario)
     s_scale = registry.cpus.scaling(server.reference_cpu, cpu.name, scenario.cpu_ghz)
     c_scale = registry.cpus.scaling(client.reference_cpu, cpu.name, scenario.cpu_ghz)
     sender = _endpoint(server, "sender", scenario, s_scale, payload, "server")
     receiver = _endpoint(client, "receiver", scenario, c_scale, payload, "client")
     path = path_for(scenario)
-    busy, lo, hi, src = registry.interop.busy(scenario.server.split("@")[0],
-                                              scenario.client.split("@")[0])
+    s_base, c_base = scenario.server.split("@")[0], scenario.client.split("@")[0]
+    busy, lo, hi, src = registry.interop.busy(s_base, c_base)
+    pair_acks = registry.interop.ack_every(s_base, c_base)
+    if pair_acks is not None:
+        # The pair's measured ACK frequency replaces the client's usual one.
+        receiver = replace(receiver, ack_every_packets=pair_acks)
     return Resolved(scenario=scenario, sender=sender, receiver=receiver, path=path,
                     interop_busy=busy, interop_lo=lo, interop_hi=hi, interop_source=src,
                     cpu=s_scale, cc=scenario.cc, model_versions=registry.versions())

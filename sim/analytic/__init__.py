@@ -62,6 +62,7 @@ def inputs_from_resolved(items: Sequence[Resolved]) -> Inputs:
         stall_rate_hz=col(lambda r: r.receiver.rx_stall_rate_hz),
         stall_min_s=col(lambda r: r.receiver.rx_stall_min_s),
         stall_alpha=col(lambda r: r.receiver.rx_stall_alpha),
+        max_ack_delay_s=col(lambda r: r.receiver.max_ack_delay_s),
         fc_window_bytes=col(lambda r: r.receiver.fc_window_bytes),
         busy=col(lambda r: r.interop_busy),
         link_bps=col(lambda r: r.path.link_bps),

@@ -61,6 +61,7 @@ class Inputs:
     stall_rate_hz: np.ndarray
     stall_min_s: np.ndarray
     stall_alpha: np.ndarray
+    max_ack_delay_s: np.ndarray
     fc_window_bytes: np.ndarray
     busy: np.ndarray
     link_bps: np.ndarray
@@ -124,6 +125,21 @@ def rcvbuf_drop_fraction(arrival_Bps: np.ndarray, rcvbuf_bytes: np.ndarray,
     return np.clip(stall_rate_hz * tail, 0.0, 1.0)
 
 
+def stall_event_rate(arrival_Bps: np.ndarray, rcvbuf_bytes: np.ndarray,
+                     stall_rate_hz: np.ndarray, stall_min_s: np.ndarray,
+                     stall_alpha: np.ndarray) -> np.ndarray:
+    """Stalls per second that overflow the buffer: rate × P(τ > B/r) = rate·(τm/x)^α.
+
+    Each overflowing stall drops a burst of consecutive datagrams, which the
+    sender's congestion controller sees as one loss event (RFC 9002 §7.3.2:
+    one reduction per round trip).
+    """
+    x = rcvbuf_bytes / np.maximum(arrival_Bps, 1.0)
+    a = np.maximum(stall_alpha, 1.01)
+    tail = np.where(x >= stall_min_s, (stall_min_s / np.maximum(x, 1e-12)) ** a, 1.0)
+    return stall_rate_hz * tail
+
+
 def cc_window_packets(loss: np.ndarray, rtt_s: np.ndarray, cc: np.ndarray) -> np.ndarray:
     """Average congestion window (packets) for a loss probability per packet.
 
@@ -157,7 +173,6 @@ def evaluate(inp: Inputs, iterations: int = 12) -> Outputs:
     idle = np.where(low < bdp, (bdp - low) ** 2 / np.maximum(2 * bdp * (wmax - low), 1e-9), 0.0)
     util = np.where(x.cc == 2, 1.0, np.clip(1.0 - idle, 0.05, 1.0))
     rate_link = link_goodput * util
-    rate_fc = np.where(x.fc_window_bytes > 0, x.fc_window_bytes * 8.0 / x.rtt_s, np.inf)
 
     goodput = np.minimum(rate_link, 10e12)
     loss = x.loss_prob.copy()
@@ -167,17 +182,24 @@ def evaluate(inp: Inputs, iterations: int = 12) -> Outputs:
     first = True
     for _ in range(iterations):
         pkt_rate = goodput / P8
-        # The receiver's ACK turnaround adds to the RTT the sender sees: it waits
-        # for ack_every packets at the current packet rate (RFC 9000 §13.2.1).
-        rtt_eff = x.rtt_s + x.ack_every / np.maximum(pkt_rate, 1.0)
+        # The sender's window must also cover the receiver's ACK turnaround: it
+        # waits for ack_every packets, at most max_ack_delay (RFC 9000 §13.2.1).
+        rtt_eff = x.rtt_s + np.minimum(x.ack_every / np.maximum(pkt_rate, 1.0),
+                                       x.max_ack_delay_s)
         arrival = pkt_rate * (x.udp_payload_bytes + SKB_OVERHEAD_BYTES)
         p_buf = rcvbuf_drop_fraction(arrival, x.rcvbuf_bytes, x.stall_rate_hz,
                                      x.stall_min_s, x.stall_alpha)
         loss = 1.0 - (1.0 - x.loss_prob) * (1.0 - p_buf)
+        # Loss events seen by congestion control: every random path loss, but a
+        # whole burst of buffer drops per overflowing stall.
+        events = x.loss_prob + stall_event_rate(arrival, x.rcvbuf_bytes, x.stall_rate_hz,
+                                                x.stall_min_s, x.stall_alpha) / \
+            np.maximum(pkt_rate, 1.0)
         # After a loss, a receiver that ACKs out-of-order arrivals immediately
         # sends one ACK per packet until the retransmission fills the gap,
-        # about one RTT's worth of packets (RFC 9000 §13.2.1).
-        gap_acks = x.immediate_ack * loss * pkt_rate * rtt_eff
+        # about one path RTT's worth of packets (RFC 9000 §13.2.1) — these ACKs
+        # are immediate, so the receiver's ACK delay does not stretch the gap.
+        gap_acks = x.immediate_ack * loss * pkt_rate * x.rtt_s
         acks = 1.0 / np.maximum(x.ack_every, 1e-9) + gap_acks
         acks = np.minimum(acks, 1.0)
         retx = loss / np.maximum(1.0 - loss, 1e-9)  # extra sends per goodput packet
@@ -186,8 +208,10 @@ def evaluate(inp: Inputs, iterations: int = 12) -> Outputs:
         rate_s = x.s_cores * P8 / (s_ns * 1e-9)
         rate_r = x.r_cores * P8 / (r_ns * 1e-9)
         rate_pair = x.busy * np.minimum(rate_s, rate_r)
-        w = cc_window_packets(loss, rtt_eff, x.cc)
+        w = cc_window_packets(np.minimum(events, 1.0), rtt_eff, x.cc)
         rate_cc = w * P8 / rtt_eff
+        # Flow control: at most the receiver's window in flight per (effective) RTT.
+        rate_fc = np.where(x.fc_window_bytes > 0, x.fc_window_bytes * 8.0 / rtt_eff, np.inf)
         new = np.minimum.reduce([rate_s, rate_r, rate_pair, rate_link, rate_cc, rate_fc])
         # Damped (geometric) update: the loss ↔ rate feedback converges in a few steps.
         goodput = new if first else np.sqrt(goodput * new)

@@ -1,0 +1,177 @@
+"""Evidence: every measured goodput the calibration fits or validates against.
+
+An :class:`Evidence` item is a Scenario plus the goodput observed for it and
+where it came from: a cell of the QIR-10G dataset (median over the repetitions
+of one experiment setting and pair), a published point of a seed, or a fresh
+testbed cell. Published points become Scenarios through their condition
+columns plus the document's stated testbed (CPU, link, buffers); points that
+state bounds, duplicates, or conditions the engines do not model yet
+(pipelines, chunked requests) are kept out with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from quiclab.calibration.knowledge import IMPLEMENTATIONS
+from quiclab.sim.scenario import QIR_TRANSFER_BYTES, Scenario
+
+#: Testbed each seed describes (applied where a point's row leaves a field empty).
+DOCUMENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    # König et al. 2025, Table I: Xeon W-2145, 10 Gbit/s, buffers increased (§IV);
+    # a software switch with NetEm sits in the path (Fig. 2).
+    "000": {"cpu": "Intel Xeon W-2145", "link_gbps": 10.0, "rcvbuf_bytes": 6815744,
+            "base_rtt_us": 100.0},
+    # Mukherjee et al. 2025 §5: E5-2640 v4 (or EPYC 7302P for quicly), 25 Gbit/s, GSO.
+    "001": {"cpu": "Intel Xeon E5-2640 v4", "link_gbps": 25.0, "rcvbuf_bytes": 6815744},
+    # Kempf et al. 2024 §3.2: EPYC 7543, 10 Gbit/s, default 208 KiB buffers.
+    "002": {"cpu": "AMD EPYC 7543", "link_gbps": 10.0},
+}
+#: Builds a document measured under another name (seed 001 §5: "the baseline
+#: implementation of mvfst supports GSO and GRO").
+DOCUMENT_NAMES: dict[str, dict[str, str]] = {"001": {"mvfst": "mvfst@gso"}}
+#: Condition keywords that put a point outside what the bulk engines model today.
+UNMODELLED = ("pipeline=", "pinned", "NUMA", "kernel bypass", "Shenango")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    scenario: Scenario
+    goodput_mbps: float
+    group: str  # cross-validation group (experiment or document)
+    source: str  # "dataset" | "published" | "fresh"
+    ident: str  # cell key or point id
+    n: int = 1  # repetitions behind the value
+    cv: float = float("nan")  # coefficient of variation over repetitions
+    weight: float = 1.0
+
+
+def dataset_cells(runs: pd.DataFrame, source: str = "dataset") -> list[Evidence]:
+    """Median goodput per (experiment, setting, pair, cipher, buffer) of QIR-like runs."""
+    df = runs[runs["status"] == "ok"].copy()
+    df["g"] = df["goodput_mbps"].fillna(df["goodput_reported_mbps"])
+    df = df[df["g"].notna() & (df["g"] > 0)]
+    keys = ["experiment", "setting_group", "server_impl", "server_build", "client_impl",
+            "client_build", "cipher", "rcvbuf_bytes", "cpu", "app"]
+    # Settings that are repetitions of the same conditions (run1/run2, crypto run2/run3)
+    # form one cell; the buffer experiment's setting is its buffer size.
+    df["setting_group"] = df["experiment"]
+    out = []
+    for key, cell in df.groupby(keys, dropna=False):
+        exp, _, s_impl, s_build, c_impl, c_build, cipher, rcvbuf, cpu, app = key
+        if s_impl not in IMPLEMENTATIONS or c_impl not in IMPLEMENTATIONS:
+            continue
+        server = s_impl + (f"@{s_build}" if isinstance(s_build, str) and s_build else "")
+        client = c_impl + (f"@{c_build}" if isinstance(c_build, str) and c_build else "")
+        filesize = int(cell["filesize_bytes"].median()) if cell["filesize_bytes"].notna().any() \
+            else QIR_TRANSFER_BYTES
+        fields: dict[str, Any] = {
+            "server": server, "client": client,
+            "cipher": cipher if isinstance(cipher, str) else "aes-ni",
+            "rcvbuf_bytes": int(rcvbuf) if not _isnan(rcvbuf) else 212992,
+            "app": "h3" if app in ("h3", "tcp") else app,
+            "transfer_bytes": filesize,
+            "cpu": cpu if isinstance(cpu, str) else "AMD EPYC 7543",
+        }
+        for name in ("mtu_bytes", "link_gbps", "rtt_ms", "loss_pct"):
+            if name in cell and cell[name].notna().any():
+                fields[name] = type(getattr(Scenario(), name))(cell[name].median())
+        if "gso" in cell and cell["gso"].notna().any():
+            fields["gso"] = bool(cell["gso"].mode().iloc[0])
+            fields["gro"] = bool(cell["gro"].mode().iloc[0]) if cell["gro"].notna().any() \
+                else fields["gso"]
+        g = cell["g"].astype(float)
+        ident = f"{exp}|{server}|{client}|{fields['cipher']}|{fields['rcvbuf_bytes']}"
+        out.append(Evidence(Scenario.from_dict(fields), float(g.median()), str(exp), source,
+                            ident, n=len(g), cv=float(g.std() / g.mean()) if len(g) > 1 else 0.0))
+    return out
+
+
+def _isnan(x: Any) -> bool:
+    if x is None or x is pd.NA:
+        return True
+    try:
+        return math.isnan(float(x))
+    except (TypeError, ValueError):
+        return x is None
+
+
+def _variant_known(name: str) -> bool:
+    base, _, variant = name.partition("@")
+    impl = IMPLEMENTATIONS.get(base)
+    return impl is not None and (not variant or variant in impl.variants)
+
+
+def published_points(points: pd.DataFrame) -> tuple[list[Evidence], list[tuple[str, str]]]:
+    """Bulk goodput points of the seeds as Evidence, and (point_id, reason) for the rest."""
+    out: list[Evidence] = []
+    skipped: list[tuple[str, str]] = []
+    points = points.astype(object).where(points.notna(), None)
+    for row in points.itertuples(index=False):
+        pid = row.point_id
+        if row.quantity not in ("goodput", "throughput"):
+            continue
+        cond = row.conditions if isinstance(row.conditions, str) else ""
+        if "bound=" in cond:
+            skipped.append((pid, "states a bound, not a value"))
+            continue
+        if "dup_of=" in cond:
+            skipped.append((pid, "duplicate of another point"))
+            continue
+        if any(k in cond for k in UNMODELLED):
+            skipped.append((pid, "pipelining/pinning/kernel bypass: see issue 11"))
+            continue
+        server, client = row.server, row.client
+        if not isinstance(server, str) or not isinstance(client, str):
+            skipped.append((pid, "implementation not named"))
+            continue
+        doc = str(row.document).zfill(3)
+        if "year=2023" not in cond and doc == "000":
+            # König et al. 2025 measured 2025 versions of every stack.
+            server, client = _version_2025(server), _version_2025(client)
+        names = DOCUMENT_NAMES.get(doc, {})
+        server, client = names.get(server, server), names.get(client, client)
+        if not (_variant_known(server) and _variant_known(client)):
+            skipped.append((pid, f"no model for {server} / {client}"))
+            continue
+        if isinstance(row.chunks, int | float) and not _isnan(row.chunks) and row.chunks > 1:
+            skipped.append((pid, "chunked requests: DES/ns-3 only"))
+            continue
+        fields: dict[str, Any] = dict(DOCUMENT_DEFAULTS.get(doc, {}))
+        if doc == "001" and server.startswith("quicly") and "EPYC" in str(row.cpu):
+            fields["cpu"] = "AMD EPYC 7302P"
+        fields.update({"server": server, "client": client,
+                       "app": row.app if row.app in ("perf", "hq", "h3") else "perf"})
+        for name in ("cpu", "link_gbps", "mtu_bytes", "rtt_ms", "loss_pct", "cipher",
+                     "rcvbuf_bytes", "transfer_bytes"):
+            value = getattr(row, name)
+            if value is not None and not _isnan(value) and value != "":
+                fields[name] = value
+        for name in ("gso", "gro"):
+            value = getattr(row, name)
+            if isinstance(value, bool):
+                fields[name] = value
+            elif value is not None and not _isnan(value) and str(value) in ("True", "False"):
+                fields[name] = str(value) == "True"
+        if "streams" in fields:
+            del fields["streams"]
+        try:
+            scenario = Scenario.from_dict(fields, source=pid)
+        except Exception as err:  # noqa: BLE001 — one line per unusable point
+            skipped.append((pid, str(err)))
+            continue
+        value = float(row.value) * (1000.0 if row.unit == "Gbit/s" else 1.0)
+        out.append(Evidence(scenario, value, f"seed{doc}", "published", pid))
+    return out, skipped
+
+
+def _version_2025(name: str) -> str:
+    base, _, variant = name.partition("@")
+    impl = IMPLEMENTATIONS.get(base)
+    if variant or impl is None or "2025" not in impl.variants:
+        return name
+    return f"{base}@2025"

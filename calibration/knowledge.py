@@ -1,0 +1,198 @@
+"""What is known about each implementation before fitting: facts with their source.
+
+These are the inputs the raw data cannot give (packet sizes a stack picks,
+offload support, threads, application protocols, ACK behaviour) and the
+published anchors that identify cost levels for implementations the
+QIR-10G subset does not profile. Every entry says where it comes from; an
+``assumed:`` source says why the value was chosen. The calibration turns them
+into :class:`~quiclab.models.costmodel.CostModel` files; nothing here is a
+fitted number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Sources used repeatedly.
+QIR = "dataset tumi8-quic-10g-paper (QIR-10G), baseline-optimized wire sizes (ethtool tx bytes/frames)"
+S000 = "seed 000 (König et al. 2025)"
+S001 = "seed 001 (Mukherjee et al. 2025)"
+S002 = "seed 002 (Kempf et al. 2024)"
+S003 = "seed 003 (TQUIC benchmark)"
+S004 = "seed 004 (LiteSpeed benchmark)"
+
+
+@dataclass(frozen=True)
+class Fact:
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """Static knowledge about one QUIC implementation (or the TCP+TLS reference)."""
+
+    name: str
+    language: str
+    tls_library: str
+    udp_payload_bytes: Fact  # default UDP payload on a 1500-byte MTU path
+    max_recv_udp_payload_bytes: Fact
+    overhead_bytes: Fact  # UDP payload bytes that are not goodput (headers, tag, frames)
+    supports_gso: Fact
+    supports_gro: Fact
+    apps: Fact
+    sender_cores: Fact = field(default_factory=lambda: Fact(1.0, "assumed: single-threaded event loop"))
+    receiver_cores: Fact = field(default_factory=lambda: Fact(1.0, "assumed: single-threaded event loop"))
+    max_udp_payload_bytes: Fact = field(default_factory=lambda: Fact(0, "assumed: uses the path MTU when configured for jumbo frames (seed 000 §VI-D)"))
+    immediate_ack_on_gap: Fact = field(default_factory=lambda: Fact(True, "assumed: RFC 9000 §13.2.1 recommends immediate ACKs for out-of-order packets"))
+    ack_every_packets: Fact | None = None  # None: measured from the dataset
+    fc_window_bytes: Fact = field(default_factory=lambda: Fact(16 * 2**20, "assumed: a 16 MiB connection window, large enough not to limit LAN transfers; no seed states it"))
+    pacing: Fact = field(default_factory=lambda: Fact(True, "assumed: RFC 9002 §7.7 recommends pacing"))
+    ccs: tuple[str, ...] = ("cubic", "reno")
+    #: Build/version variants: name → (description, source).
+    variants: dict[str, Fact] = field(default_factory=dict)
+    #: Dataset name in the QIR-10G catalog (runs.server_impl), if profiled there.
+    in_dataset: bool = False
+    notes: tuple[str, ...] = ()
+
+
+GENERATOR_2025 = "2025 version driven by the {} traffic generator (app=perf), König et al. 2025 §VI-B"
+
+IMPLEMENTATIONS: dict[str, Implementation] = {
+    "lsquic": Implementation(
+        name="lsquic", language="C", tls_library="BoringSSL",
+        udp_payload_bytes=Fact(1472, QIR + ": 1517.6-byte frames → 1472-byte UDP payload"),
+        max_recv_udp_payload_bytes=Fact(65527, QIR + ": other senders reach their full size"),
+        overhead_bytes=Fact(37, QIR + ": 1472 − 1434.6 goodput bytes per packet"),
+        supports_gso=Fact(False, S002 + " §4.5: only MsQuic supports offloading (Dec 2023); "
+                          + S000 + " §VI-C: lsquic does not support GSO/GRO"),
+        supports_gro=Fact(False, S002 + " §4.5"),
+        apps=Fact(("perf", "hq", "h3"), S000 + " Table III (integrated generator), QIR h3"),
+        variants={
+            "march": Fact("built with -march for the host (LSQUIC*)", S002 + " §4.6"),
+            "2025": Fact("2025 version", S000 + " §VI-G Fig. 9b"),
+            "quicperf": Fact(GENERATOR_2025.format("quicperf"), S000),
+            "integrated": Fact(GENERATOR_2025.format("integrated lsquic"), S000),
+        },
+        in_dataset=True),
+    "quiche": Implementation(
+        name="quiche", language="Rust", tls_library="BoringSSL",
+        udp_payload_bytes=Fact(1350, QIR + ": 1396-byte frames → 1350-byte UDP payload"),
+        max_recv_udp_payload_bytes=Fact(1350, QIR + ": lsquic and picoquic senders capped at 1348–1350 bytes towards quiche"),
+        overhead_bytes=Fact(54, QIR + ": 1350 − 1296.3 goodput bytes per packet"),
+        supports_gso=Fact(False, S002 + " §4.5 (2023 builds)"),
+        supports_gro=Fact(False, S002 + " §4.5 (2023 builds)"),
+        apps=Fact(("perf", "hq", "h3"), S000 + " Table III (quicperf), QIR h3"),
+        immediate_ack_on_gap=Fact(False, "dataset: quiche clients' ACK count does not rise with receive-buffer drops (buffer experiment, 0.45–0.51 M ACKs at every size)"),
+        variants={
+            "march": Fact("built with -march for the host (quiche*)", S002 + " §4.6"),
+            "2025": Fact("2025 version with GSO/GRO", S000 + " §VI-C"),
+            "quicperf": Fact(GENERATOR_2025.format("quicperf"), S000),
+        },
+        in_dataset=True),
+    "ngtcp2": Implementation(
+        name="ngtcp2", language="C", tls_library="quictls/OpenSSL",
+        udp_payload_bytes=Fact(1452, "assumed: ngtcp2 example clients use 1452-byte UDP payloads on Ethernet"),
+        max_recv_udp_payload_bytes=Fact(65527, "assumed: accepts full-size datagrams"),
+        overhead_bytes=Fact(40, "assumed: short header + AEAD tag + STREAM frame ≈ 40 bytes"),
+        supports_gso=Fact(True, S000 + " §VI-C: ngtcp2 gains 1.2 Gbit/s with GSO/GRO"),
+        supports_gro=Fact(True, S000 + " §VI-C"),
+        apps=Fact(("perf", "hq", "h3"), S000 + " Table III (quicperf), QIR h3"),
+        variants={
+            "2025": Fact("2025 version", S000),
+            "quicperf": Fact(GENERATOR_2025.format("quicperf"), S000),
+        }),
+    "picoquic": Implementation(
+        name="picoquic", language="C", tls_library="picotls (OpenSSL)",
+        udp_payload_bytes=Fact(1440, QIR + ": 1486-byte frames → 1440-byte UDP payload"),
+        max_recv_udp_payload_bytes=Fact(1440, QIR + ": lsquic sends 1440-byte payloads to picoquic"),
+        overhead_bytes=Fact(39, QIR + ": 1440 − 1401 goodput bytes per packet"),
+        supports_gso=Fact(True, QIR + ": 15–19 NIC frames per send call from picoquic servers"),
+        supports_gro=Fact(False, "assumed: GRO not used by the 2023 picoquicdemo client (the QIR clients' NIC frames equal received datagrams)"),
+        apps=Fact(("perf", "hq", "h3"), S000 + " Table III, QIR h3"),
+        variants={
+            "2025": Fact("2025 version", S000 + " §VI-G Fig. 9b"),
+            "quicperf": Fact(GENERATOR_2025.format("quicperf"), S000),
+            "integrated": Fact(GENERATOR_2025.format("integrated picoquic"), S000),
+            "dpdk": Fact("kernel-bypass I/O with DPDK", S001 + " §2.1, Table 1"),
+            "fusion": Fact("Fusion AES-GCM engine", S001 + " Table 1"),
+            "dpdk-fusion": Fact("DPDK and Fusion", S001 + " Table 1"),
+        }),
+    "quic-go": Implementation(
+        name="quic-go", language="Go", tls_library="Go crypto/tls",
+        udp_payload_bytes=Fact(1402, QIR + ": 1448-byte frames → 1402-byte UDP payload"),
+        max_recv_udp_payload_bytes=Fact(1452, QIR + ": lsquic sends 1452-byte payloads to quic-go; testbed fact: quic-go caps packets at 1452 bytes"),
+        overhead_bytes=Fact(37, QIR + ": 1402 − 1365 goodput bytes per packet"),
+        supports_gso=Fact(False, QIR + ": one NIC frame per send call in the 2023 build"),
+        supports_gro=Fact(False, "assumed: as GSO"),
+        apps=Fact(("perf", "hq", "h3"), "QIR h3"),
+        sender_cores=Fact(1.0, "assumed; " + S000 + " Fig. 7: quic-go spreads over ~4 cores without gaining goodput, so its extra cores do not add packet rate"),
+        variants={"2025": Fact("2025 version", S000)}),
+    "mvfst": Implementation(
+        name="mvfst", language="C++", tls_library="fizz",
+        udp_payload_bytes=Fact(1232, QIR + ": 1278-byte frames → 1232-byte UDP payload"),
+        max_recv_udp_payload_bytes=Fact(1444, QIR + ": lsquic sends 1444-byte payloads to mvfst"),
+        overhead_bytes=Fact(35, QIR + ": 1232 − 1197 goodput bytes per packet"),
+        supports_gso=Fact(False, QIR + ": one NIC frame per send call in the QIR build"),
+        supports_gro=Fact(False, "assumed: as GSO in the QIR build"),
+        apps=Fact(("perf", "hq", "h3"), "QIR h3; " + S001 + " tperf"),
+        variants={"gso": Fact("GSO/GRO enabled, tperf", S001 + " §5: baseline mvfst supports GSO and GRO")}),
+    "aioquic": Implementation(
+        name="aioquic", language="Python", tls_library="cryptography (OpenSSL)",
+        udp_payload_bytes=Fact(1060, QIR + ": 1106-byte frames → 1060-byte UDP payload"),
+        max_recv_udp_payload_bytes=Fact(65527, QIR + ": lsquic sends 1471-byte payloads to aioquic"),
+        overhead_bytes=Fact(36, QIR + ": 1060 − 1024 goodput bytes per packet"),
+        supports_gso=Fact(False, "assumed: pure-Python asyncio datagram transport"),
+        supports_gro=Fact(False, "assumed: pure-Python asyncio datagram transport"),
+        apps=Fact(("perf", "hq", "h3"), "QIR h3"),
+        pacing=Fact(True, "assumed")),
+    "msquic": Implementation(
+        name="msquic", language="C", tls_library="OpenSSL (quictls)",
+        udp_payload_bytes=Fact(1472, "testbed fact (issue 7): MsQuic packets stay at a 1500-byte IP MTU"),
+        max_recv_udp_payload_bytes=Fact(1472, "testbed fact (issue 7)"),
+        overhead_bytes=Fact(40, "assumed: short header + AEAD tag + STREAM frame"),
+        supports_gso=Fact(True, S002 + " §4.5: MsQuic supports GSO/GRO and batching"),
+        supports_gro=Fact(True, S002 + " §4.5"),
+        apps=Fact(("perf", "hq"), S002 + " §3.1: MsQuic has no HTTP/3; hq-interop is used"),
+        sender_cores=Fact(2.0, S001 + " §2.1: MsQuic pipelines protocol processing and socket I/O on two threads"),
+        receiver_cores=Fact(2.0, S001 + " §2.1"),
+        variants={}),
+    "quicly": Implementation(
+        name="quicly", language="C", tls_library="picotls (OpenSSL)",
+        udp_payload_bytes=Fact(1472, "assumed: full 1500-byte MTU"),
+        max_recv_udp_payload_bytes=Fact(65527, "assumed"),
+        overhead_bytes=Fact(40, "assumed"),
+        supports_gso=Fact(True, S001 + " §2.2: quicly uses GSO at the server"),
+        supports_gro=Fact(True, S001 + " §2.2: the optimised quicly client uses GRO"),
+        apps=Fact(("perf",), S001 + " §4: qperf"),
+        variants={"noopt": Fact("client without GRO", S001 + " Table 1 'quicly (no opt.)'")}),
+    "tquic": Implementation(
+        name="tquic", language="Rust", tls_library="BoringSSL",
+        udp_payload_bytes=Fact(1350, S003 + ": the tests set max_udp_payload_size 1350"),
+        max_recv_udp_payload_bytes=Fact(1350, S003),
+        overhead_bytes=Fact(40, "assumed"),
+        supports_gso=Fact(False, "assumed: not stated"),
+        supports_gro=Fact(False, "assumed: not stated"),
+        apps=Fact(("perf", "hq", "h3"), S003 + ": HTTP/3 server and client")),
+    "tcp+tls": Implementation(
+        name="tcp+tls", language="kernel TCP + user-space TLS (NGINX / wget)",
+        tls_library="OpenSSL",
+        udp_payload_bytes=Fact(1448, "TCP MSS on a 1500-byte MTU with timestamps"),
+        max_recv_udp_payload_bytes=Fact(65527, "not applicable"),
+        overhead_bytes=Fact(16, "assumed: TLS record header and tag amortised over a 16 KiB record"),
+        supports_gso=Fact(True, "TSO/GSO: the kernel sends 64 KiB super-segments (" + S002 + " §2.4)"),
+        supports_gro=Fact(True, "GRO/LRO (" + S002 + " §2.4)"),
+        apps=Fact(("perf", "hq", "h3"), "HTTP/1.1 over TLS; the app protocol field is ignored"),
+        immediate_ack_on_gap=Fact(False, "kernel ACKs cost no process CPU"),
+        ack_every_packets=Fact(2.0, "TCP delayed ACK: one ACK per two segments (RFC 1122)")),
+}
+
+#: Implementations that only appear as request servers in seeds 003/004.
+REQUEST_SERVERS = {
+    "quiche-g": "Google QUICHE (TQUIC's QUICHE-G), " + S003,
+    "nginx-quic": "NGINX-QUIC, " + S003,
+    "lsws": "LiteSpeed Web Server (lsquic), " + S004,
+    "proto-quic": "Google proto-quic (gQUIC), " + S004,
+    "caddy": "Caddy (quic-go), " + S004,
+}
