@@ -235,7 +235,6 @@ class Catalog:
         if unknown:
             raise DataError(f"catalog table {table}", f"unknown column(s) {', '.join(unknown)}")
         used = [c for c in cols if any(c in r for r in rows)]
-        placeholders = ", ".join("?" for _ in used)
         verb = "INSERT OR REPLACE" if key is None else "INSERT"
         if key is not None:
             # Tables without a primary key: delete matching keys first (idempotent ingest).
@@ -243,10 +242,27 @@ class Catalog:
             where = " AND ".join(f"{k} = ?" for k in key)
             for values in keys:
                 self.con.execute(f"DELETE FROM {table} WHERE {where}", list(values))
-        self.con.executemany(
-            f"{verb} INTO {table} ({', '.join(used)}) VALUES ({placeholders})",
-            [[r.get(c) for c in used] for r in rows])
+        self._insert_arrow(table, used, rows, verb)
         return len(rows)
+
+    def _insert_arrow(self, table: str, columns: Sequence[str], rows: Sequence[dict[str, Any]],
+                      verb: str = "INSERT") -> None:
+        """Insert many rows at once through an Arrow table (executemany is ~100× slower)."""
+        import pyarrow as pa
+
+        types = dict(self.con.execute(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?",
+            [table]).fetchall())
+        arrays = {}
+        for c in columns:
+            values = [r.get(c) for r in rows]
+            kind = types.get(c, "")
+            if kind in ("DOUBLE", "FLOAT"):
+                values = [None if v is None else float(v) for v in values]
+            arrays[c] = values
+        batch = pa.table(arrays)  # noqa: F841 — referenced by name in the SQL below
+        names = ", ".join(f'"{c}"' for c in columns)
+        self.con.execute(f"{verb} INTO {table} ({names}) SELECT {names} FROM batch")
 
     def record_issue(self, source: str, path: str, reason: str, field: str | None = None,
                      severity: str = "skipped") -> None:

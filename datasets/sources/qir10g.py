@@ -437,15 +437,8 @@ def _rate_gbps(text: str) -> float | None:
 
 
 def _bulk_insert(catalog: Catalog, table: str, rows: list[dict[str, Any]]) -> None:
-    """Insert many rows at once through an Arrow table (fast path for 10⁵ rows)."""
-    if not rows:
-        return
-    import pyarrow as pa
-
-    cols = catalog.columns(table)
-    data = {c: [r.get(c) for r in rows] for c in cols}
-    arrow = pa.table(data)  # noqa: F841 — referenced by name in the SQL below
-    catalog.con.execute(f"INSERT INTO {table} SELECT * FROM arrow")
+    if rows:
+        catalog._insert_arrow(table, catalog.columns(table), rows)
 
 
 def _load_perf(catalog: Catalog, run_id: str, side: str, impl: str, blob: bytes, path: str,
