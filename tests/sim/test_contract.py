@@ -22,11 +22,12 @@ from quiclab.sim.contract import (
 from quiclab.sim.engine import Engine, get_engine
 from quiclab.sim.scenario import Scenario
 
-ENGINES = ["analytic", "des"]
-#: Options that keep each engine's run short (the DES: an 80 k-packet prefix).
+ENGINES = ["analytic", "des", "ns3"]
+#: Options that keep each engine's run short (the DES and ns-3: an 80 k-packet prefix).
 ENGINE_OPTIONS: dict[str, dict[str, object]] = {
     "analytic": {},
     "des": {"max_packets": 80_000},
+    "ns3": {"prefix_packets": 80_000},
 }
 
 

@@ -1,8 +1,9 @@
 """The ns-3 engine end to end: build, cache, small transfers, errors.
 
-The simulator is built once per source hash into pytest's cache folder
-(``.pytest_cache/d/ns3``), so only the first run after a C++ change pays the
-~1 min build; every scenario below simulates well under a second.
+The simulator is built once per source hash into the engine's default cache
+(``~/.local/share/quiclab/cache/ns3``, shared with the CLI and the contract
+suite), so only the first run after a C++ change pays the ~1 min build; every
+scenario below simulates in about a second.
 Expected values come from the synthetic models (``quiclab.models.testing``),
 whose rates can be computed by hand, and from the analytic engine where its
 answer is exact (pure CPU- or link-bound).
@@ -19,7 +20,7 @@ from quiclab.models.registry import Interop, Registry
 from quiclab.models.testing import synthetic_model, synthetic_registry
 from quiclab.sim.analytic import AnalyticEngine
 from quiclab.sim.engine import Engine, get_engine
-from quiclab.sim.ns3 import Ns3Engine
+from quiclab.sim.ns3 import DEFAULT_CACHE_DIR, Ns3Engine
 from quiclab.sim.ns3 import build as ns3_build
 from quiclab.sim.scenario import Scenario
 
@@ -29,8 +30,9 @@ MB = 1_000_000
 
 
 @pytest.fixture(scope="module")
-def cache_dir(request: pytest.FixtureRequest) -> Path:
-    return Path(request.config.cache.mkdir("ns3"))
+def cache_dir() -> Path:
+    # Where the CLI and the contract suite cache it too: a fresh clone builds once.
+    return DEFAULT_CACHE_DIR.expanduser()
 
 
 @pytest.fixture(scope="module")
