@@ -112,22 +112,22 @@ def limit_fractions(res: RunResult, r: Resolved) -> dict[str, float]:
 def limit_of(fractions: dict[str, float]) -> str:
     """The limiting resource by TRANSPORT.md "Outputs" (the DES applies the same rule).
 
-    A link or CPU busy ≥ 95 % of the window; else ``rcvbuf`` if receive-buffer
-    drops started most congestion events; else the state that blocked the
-    sender more than half of the time; else ``interop`` if the sender was
-    either working or held off by the pair interplay (TRANSPORT.md "Pair
-    interplay": it would be CPU-bound without the hold); else whatever was
-    busiest.
+    A link or CPU busy ≥ 95 % of the window; else ``interop`` if the sender
+    was either working or held off by the pair interplay (TRANSPORT.md "Pair
+    interplay": it would be CPU-bound without the hold); else ``rcvbuf`` if
+    receive-buffer drops started most congestion events; else the state that
+    blocked the sender more than half of the time; else whatever was busiest.
     """
     for name in ("link", "sender_cpu", "receiver_cpu"):
         if fractions[name] >= BUSY_LIMIT:
             return name
+    if fractions["interop"] > 0.02 and \
+            fractions["sender_cpu"] + fractions["interop"] >= BUSY_LIMIT:
+        return "interop"
     if fractions["rcvbuf"] > 0.5:
         return "rcvbuf"
     for name in ("cwnd", "flow_control", "interop"):
         if fractions[name] > 0.5:
             return name
-    if fractions["interop"] > 0 and fractions["sender_cpu"] + fractions["interop"] >= BUSY_LIMIT:
-        return "interop"
     candidates = {k: v for k, v in fractions.items() if k != "rcvbuf"}
     return max(candidates, key=lambda k: candidates[k])
