@@ -46,7 +46,10 @@ class RunConfig:
     below rcvbuf / ``unit_rcvbuf_divisor``. ``prefix_bytes`` > 0 stops after
     that much goodput, ``prefix_records`` > 0 after that many sent records
     (packets, or units at batch granularity), whichever comes first; the rest
-    is extrapolated from the second half of the prefix.
+    is extrapolated from the second half of the prefix. If congestion events
+    happen but fewer than ``min_window_events`` fall into that half, the
+    prefix grows (up to ``prefix_extend`` times) so that a loss-driven
+    steady state is measured over enough sawtooth cycles.
     ``timeseries_interval_s`` > 0 records per-interval series.
     """
 
@@ -55,6 +58,8 @@ class RunConfig:
     unit_rcvbuf_divisor: int = 8
     prefix_bytes: int = 0
     prefix_records: int = 0
+    min_window_events: int = 20
+    prefix_extend: float = 4.0
     timeseries_interval_s: float = 0.0
     max_sim_s: float = 36_000.0
 
@@ -102,11 +107,13 @@ class Connection:
         prefix = config.prefix_bytes if 0 < config.prefix_bytes < transfer else 0
         self.prefix = prefix
         self.prefix_records = config.prefix_records
-        step = prefix // 2 if prefix else transfer
+        # Snapshots every ~1/16 of the prefix (at most 16 MB apart): the window
+        # start is the last one at or below half the goodput at the end.
+        step = prefix // 16 if prefix else transfer
         if self.prefix_records:
-            # Check the record budget every ~1/16 of it (at most 16 MB apart).
             step = min(step, max(1, self.prefix_records * unit * resolved.sender.stream_bytes
                                  // 16), 1 << 24)
+        self.snapshots: list[dict[str, float]] = []
         self.receiver = Receiver(self.env, resolved, self.reverse, self.sender, self.stalls,
                                  self._on_progress, max(1, step))
         self.done = self.env.event()
@@ -158,20 +165,44 @@ class Connection:
         self.receiver.open_streams(self.env.now)
 
     def _on_progress(self, t_s: float, consumed: int, done: bool) -> None:
-        records = self.sender.next_pn
-        if done or (self.prefix and consumed >= self.prefix) or (
-                self.prefix_records and records >= self.prefix_records):
-            self.completed = done
-            self.end = self.snapshot(t_s)
-            # The receiver runs ahead of the clock; finish at its time.
-            ev = Timeout(self.env, max(0.0, t_s - self.env.now))
-            ev.callbacks.append(self._finish)
-            self.receiver.on_progress = lambda *a: None
+        if done:
+            self._stop(t_s)
             return
-        if self.window_start is None and (
-                (self.prefix and consumed >= self.prefix // 2)
-                or (self.prefix_records and records >= self.prefix_records // 2)):
-            self.window_start = self.snapshot(t_s)
+        if not (self.prefix or self.prefix_records):
+            return
+        snap = self.snapshot(t_s)
+        self.snapshots.append(snap)
+        cfg = self.config
+        records = self.sender.next_pn
+        reached = (self.prefix and consumed >= self.prefix) or (
+            self.prefix_records and records >= self.prefix_records)
+        if not reached:
+            return
+        start = self._window_start(consumed)
+        events = snap["congestion_events"] - start["congestion_events"]
+        capped = (self.prefix and consumed >= cfg.prefix_extend * self.prefix) or (
+            self.prefix_records and records >= cfg.prefix_extend * self.prefix_records)
+        if snap["congestion_events"] == 0 or events >= cfg.min_window_events or capped:
+            self.window_start = start
+            self._stop(t_s, snap)
+
+    def _window_start(self, consumed: int) -> dict[str, float]:
+        """The last snapshot at or below half of ``consumed`` (the steady-state window)."""
+        best = self.snapshots[0]
+        for snap in self.snapshots:
+            if snap["consumed_bytes"] > consumed / 2:
+                break
+            best = snap
+        return best
+
+    def _stop(self, t_s: float, snap: dict[str, float] | None = None) -> None:
+        self.completed = self.receiver.done_chunks >= self.receiver.chunks
+        self.end = snap or self.snapshot(t_s)
+        self.snapshots = []
+        # The receiver runs ahead of the clock; finish at its time.
+        ev = Timeout(self.env, max(0.0, t_s - self.env.now))
+        ev.callbacks.append(self._finish)
+        self.receiver.on_progress = lambda *a: None
 
     def _finish(self, _event: simpy.Event) -> None:
         if not self.done.triggered:

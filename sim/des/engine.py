@@ -222,7 +222,8 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
         notes.append(
             f"simulated a prefix of {b['consumed_bytes'] / 1e6:.1f} MB "
             f"({b['t_s']:.3f} s); the rest extrapolated from steady state over "
-            f"[{a['t_s']:.3f}, {b['t_s']:.3f}] s")
+            f"[{a['t_s']:.3f}, {b['t_s']:.3f}] s "
+            f"({b['congestion_events'] - a['congestion_events']:.0f} congestion events)")
     notes.append(f"pair interplay: busy {resolved.interop_busy:.2f} ({resolved.interop_source})")
     notes.append("handshake: 1 RTT + request, no handshake CPU (not in the cost models)")
     if s.cc == "bbr":

