@@ -25,7 +25,7 @@ run: $(STAMP)
 
 ## The default test suite (what CI runs).
 test: $(STAMP)
-	$(BIN)/pytest -m "not slow and not testbed_full" $(PYTEST_FLAGS)
+	$(BIN)/pytest -m "not slow" $(PYTEST_FLAGS)
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -m "slow" $(PYTEST_FLAGS)

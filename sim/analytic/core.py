@@ -184,8 +184,8 @@ def evaluate(inp: Inputs, iterations: int = 12) -> Outputs:
         pkt_rate = goodput / P8
         # The sender's window must also cover the receiver's ACK turnaround: it
         # waits for ack_every packets, at most max_ack_delay (RFC 9000 §13.2.1).
-        rtt_eff = x.rtt_s + np.minimum(x.ack_every / np.maximum(pkt_rate, 1.0),
-                                       x.max_ack_delay_s)
+        rtt_eff = x.rtt_s + np.minimum(np.maximum(x.ack_every - 1.0, 0.0)
+                                       / np.maximum(pkt_rate, 1.0), x.max_ack_delay_s)
         arrival = pkt_rate * (x.udp_payload_bytes + SKB_OVERHEAD_BYTES)
         p_buf = rcvbuf_drop_fraction(arrival, x.rcvbuf_bytes, x.stall_rate_hz,
                                      x.stall_min_s, x.stall_alpha)
@@ -216,6 +216,9 @@ def evaluate(inp: Inputs, iterations: int = 12) -> Outputs:
         # Damped (geometric) update: the loss ↔ rate feedback converges in a few steps.
         goodput = new if first else np.sqrt(goodput * new)
         first = False
+    # Report the bound the final rates imply (the damped value is only the
+    # iteration's state): goodput is exactly the minimum of the rates returned.
+    goodput = new
     rates = np.stack([rate_s, rate_r, rate_pair, rate_link, rate_cc, rate_fc], axis=1)
     limit = np.argmin(rates, axis=1)
     # Ties between CPU and interplay: name the CPU when the pair is fully busy.
@@ -229,7 +232,8 @@ def evaluate(inp: Inputs, iterations: int = 12) -> Outputs:
     ss_rounds = np.log2(np.maximum(w_target / 10.0, 1.0))
     startup = 1.5 * x.rtt_s + ss_rounds * rtt_eff
     sent_in_ss = np.minimum(x.transfer_bytes, 2.0 * w_target * x.payload_bytes)
-    duration = startup + np.maximum(x.transfer_bytes - sent_in_ss, 0.0) * 8.0 / goodput
+    duration = np.maximum(startup + np.maximum(x.transfer_bytes - sent_in_ss, 0.0) * 8.0 / goodput,
+                          1.5 * x.rtt_s + x.transfer_bytes * 8.0 / goodput)
     effective = x.transfer_bytes * 8.0 / duration
     return Outputs(
         goodput_bps=effective,

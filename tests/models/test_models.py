@@ -1,0 +1,75 @@
+"""Contract checks every registered cost model passes (like sklearn's parametrize_with_checks)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from quiclab.models.costmodel import CostModel
+from quiclab.models.cpus import CpuCatalog
+from quiclab.models.registry import Registry
+from quiclab.paths import PROJECT_ROOT
+from quiclab.sim.analytic import AnalyticEngine
+from quiclab.sim.scenario import Scenario
+
+FITTED = PROJECT_ROOT / "models" / "fitted"
+REGISTRY = Registry.load(FITTED) if FITTED.is_dir() and any(FITTED.glob("*.json")) else None
+NAMES = REGISTRY.names() if REGISTRY else []
+pytestmark = pytest.mark.skipif(REGISTRY is None, reason="no fitted models (run quiclab calibrate)")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_costs_are_non_negative_with_consistent_intervals(name):
+    model = REGISTRY.models[name]
+    for pname, p in model.params():
+        assert p.value >= 0, f"{name} {pname} = {p.value}"
+        assert p.lo <= p.value <= p.hi, f"{name} {pname}"
+        assert p.source.split(":")[0] in ("fit", "published", "derived", "assumed", "prior"), \
+            f"{name} {pname}: provenance {p.source!r}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_json_round_trip_is_exact(name, tmp_path):
+    model = REGISTRY.models[name]
+    text = model.dumps()
+    again = CostModel.from_json(json.loads(text), "round trip")
+    assert again.dumps() == text
+    path = FITTED / f"{name.replace('+', '_')}.json"
+    assert path.read_text() == text, "file on disk is not in canonical form"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_variant_resolves(name):
+    model = REGISTRY.models[name]
+    for variant in model.variants:
+        m = REGISTRY.model(f"{name}@{variant}")
+        assert m.implementation == f"{name}@{variant}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cpu_time_is_monotone_in_bytes_and_packets(name):
+    engine = AnalyticEngine(REGISTRY)
+    app = "hq" if "hq" in REGISTRY.models[name].behaviour.apps else "perf"
+    base = Scenario(server=name, client=name, app=app, rcvbuf_bytes=2**24)
+    small = engine.predict(base.with_(transfer_bytes=2**28))
+    large = engine.predict(base.with_(transfer_bytes=2**30))
+    assert large.server_cpu_s > small.server_cpu_s
+    assert large.client_cpu_s > small.client_cpu_s
+    # More packets for the same bytes (smaller packets) never cost less CPU per byte.
+    beh = REGISTRY.models[name].behaviour
+    if beh.udp_payload_bytes > 1250:
+        smaller = engine.predict(base.with_(udp_payload_bytes=1200))
+        assert smaller.server_cpu_s >= small.server_cpu_s * 4 * 0.999 or \
+            smaller.server_packets_sent > small.server_packets_sent
+
+
+def test_cpu_catalog_rule_is_identity_on_the_reference_and_refuses_ambiguity():
+    cpus = CpuCatalog.packaged()
+    assert cpus.scaling("EPYC 7543", "AMD EPYC 7543").factor == 1.0
+    slower = cpus.scaling("EPYC 7543", "D-1518")
+    assert slower.factor > 1.5  # 2.2 GHz Broadwell vs 3.7 GHz Zen 3
+    assert math.isclose(cpus.find("7551P").max_ghz, 3.0)
+    with pytest.raises(Exception, match="matches"):
+        cpus.find("Xeon")

@@ -1,0 +1,128 @@
+"""The analytic engine on synthetic models whose answers can be computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from quiclab.errors import ScenarioError
+from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.sim.analytic import AnalyticEngine, bounds
+from quiclab.sim.analytic.core import cc_window_packets, rcvbuf_drop_fraction
+from quiclab.sim.resolve import resolve
+from quiclab.sim.scenario import Scenario
+
+NO_STALLS = {"rx_stall_rate_hz": 0.0}
+
+
+def engine(*models):
+    return AnalyticEngine(synthetic_registry(*models))
+
+
+def test_sender_cpu_bound_goodput_is_payload_over_cost():
+    # 1400-byte UDP payload − 40 overhead − h3 framing (4 B per 16 KiB → 1 B) = 1359 B.
+    e = engine(synthetic_model("a", sender_ns=4000, receiver_ns=1000,
+                               **NO_STALLS))
+    p = e.predict(Scenario(server="a", client="a"))
+    payload = 1359
+    expected = payload * 8 / 4000e-9 / 1e6
+    assert p.limit == "sender_cpu"
+    assert p.goodput_mbps == pytest.approx(expected, rel=1e-3)
+    assert p.server_cpu_util == pytest.approx(1.0, rel=1e-3)
+    assert p.client_cpu_util == pytest.approx(0.25, rel=1e-3)
+
+
+def test_receiver_cpu_bound_and_cpu_scaling_rule():
+    e = engine(synthetic_model("a", sender_ns=1000, receiver_ns=5000,
+                               **NO_STALLS))
+    ref = e.predict(Scenario(server="a", client="a"))
+    assert ref.limit == "receiver_cpu"
+    # Gold 6312U: 3.6 GHz × IPC 1.22 vs EPYC 7543 3.7 GHz × 1.0 → faster by 1.187.
+    fast = e.predict(Scenario(server="a", client="a", cpu="6312U"))
+    assert fast.goodput_mbps / ref.goodput_mbps == pytest.approx(3.6 * 1.22 / 3.7, rel=1e-3)
+    assert "clock×IPC" in fast.cpu_rule
+
+
+def test_link_bound_counts_wire_overhead():
+    e = engine(synthetic_model("a", sender_ns=100, receiver_ns=100,
+                               **NO_STALLS))
+    p = e.predict(Scenario(server="a", client="a", link_gbps=1.0))
+    wire = 1400 + 28 + 38
+    assert p.limit == "link"
+    assert p.goodput_mbps == pytest.approx(1000 * 1359 / wire, rel=2e-3)
+
+
+def test_loss_bound_follows_the_reno_response_at_long_rtt():
+    e = engine(synthetic_model("a", sender_ns=100, receiver_ns=100, ack_every_packets=1.0,
+                               **NO_STALLS))
+    s = Scenario(server="a", client="a", cc="reno", loss_pct=1.0, rtt_ms=50.0)
+    # (ack_every_packets=1: no delayed-ACK wait is added to the RTT.)
+    p = e.predict(s)
+    rtt = 50e-3 + 50e-6
+    mathis = math.sqrt(1.5 / 0.01) * 1359 * 8 / rtt / 1e6  # Mathis et al. 1997
+    assert p.limit == "cwnd"
+    assert p.goodput_mbps == pytest.approx(mathis, rel=0.05)
+
+
+def test_flow_control_window_bounds_long_rtt():
+    e = engine(synthetic_model("a", sender_ns=100, receiver_ns=100,
+                               fc_window_bytes=1_000_000, **NO_STALLS))
+    p = e.predict(Scenario(server="a", client="a", rtt_ms=100.0))
+    assert p.limit == "flow_control"
+    assert p.goodput_mbps == pytest.approx(1e6 * 8 / 100.05e-3 / 1e6, rel=0.05)
+
+
+def test_gso_amortises_the_system_call():
+    m = synthetic_model("g", sender_ns=2000, receiver_ns=100, syscall_ns=2000,
+                        supports_gso=True, supports_gro=True, **NO_STALLS)
+    e = engine(m)
+    off = e.predict(Scenario(server="g", client="g", gso=False))
+    on = e.predict(Scenario(server="g", client="g", gso=True))
+    segments = 65535 // 1400
+    assert on.goodput_mbps / off.goodput_mbps == pytest.approx(4000 / (2000 + 2000 / segments),
+                                                               rel=1e-3)
+
+
+def test_batch_equals_single_and_never_exceeds_the_link():
+    e = engine()
+    rng = np.random.default_rng(1)
+    scenarios = [Scenario(server=str(rng.choice(["fast", "slow"])), client="fast",
+                          link_gbps=float(rng.uniform(0.1, 40)), rtt_ms=float(rng.uniform(0, 100)),
+                          loss_pct=float(rng.uniform(0, 2)), mtu_bytes=int(rng.choice([1500, 9000])))
+                 for _ in range(50)]
+    batch = e.predict_batch(scenarios)
+    for s, p in zip(scenarios, batch, strict=True):
+        single = e.predict(s)
+        assert single.goodput_mbps == pytest.approx(p.goodput_mbps, rel=1e-9)
+        assert p.goodput_mbps <= p.rates_mbps["link"] * (1 + 1e-9)
+        assert p.goodput_mbps <= min(p.rates_mbps.values()) * (1 + 1e-9)
+        assert p.goodput_lo_mbps <= p.goodput_mbps <= p.goodput_hi_mbps
+
+
+def test_receive_buffer_drops_fall_with_the_buffer():
+    r = np.array([3e8, 3e8, 3e8])
+    b = np.array([1e5, 4e5, 1.6e6])
+    p = rcvbuf_drop_fraction(r, b, np.full(3, 200.0), np.full(3, 50e-6), np.full(3, 2.0))
+    assert p[0] > p[1] > p[2] > 0
+    # α = 2: the drop fraction halves when the buffer doubles twice… i.e. ∝ 1/B.
+    assert p[0] / p[1] == pytest.approx(4.0, rel=1e-6)
+
+
+def test_cubic_is_never_worse_than_its_reno_friendly_estimate():
+    loss = np.array([1e-4, 1e-3, 1e-2])
+    rtt = np.array([1e-3, 50e-3, 300e-3])
+    cubic = cc_window_packets(loss, rtt, np.zeros(3))
+    reno = cc_window_packets(loss, rtt, np.ones(3))
+    assert np.all(cubic >= reno)
+
+
+def test_bounds_names_every_resource_and_unknown_names_are_refused():
+    reg = synthetic_registry()
+    b = bounds(resolve(Scenario(server="fast", client="slow"), reg))
+    assert set(b) == {"sender_cpu", "receiver_cpu", "interop", "link", "cwnd", "flow_control"}
+    with pytest.raises(ScenarioError, match="server='nope'.*one of: fast, slow"):
+        AnalyticEngine(reg).predict(Scenario(server="nope"))
+    with pytest.raises(ScenarioError, match="cpu='EPYC'.*matches"):
+        AnalyticEngine(reg).predict(Scenario(server="fast", client="fast", cpu="EPYC"))

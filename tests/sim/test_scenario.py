@@ -1,0 +1,70 @@
+"""The Scenario value object: validation, coercion, identity."""
+
+from __future__ import annotations
+
+import pytest
+
+from quiclab.errors import ScenarioError
+from quiclab.sim.scenario import Scenario, coerce, parse_assignments
+
+
+def test_defaults_are_the_qir_10g_baseline():
+    s = Scenario()
+    assert (s.link_gbps, s.mtu_bytes, s.rtt_ms, s.cpu, s.app) == (10.0, 1500, 0.0, "EPYC 7543", "h3")
+    assert s.transfer_bytes == 8 * 2**30
+    assert s.rcvbuf_bytes == 212992  # 208 KiB, seed 002 §2.3
+
+
+@pytest.mark.parametrize(("field", "value", "needle"), [
+    ("mtu_bytes", 100, "mtu_bytes=100 is impossible: allowed 1228"),
+    ("loss_pct", -1.0, "loss_pct=-1.0 is impossible"),
+    ("link_gbps", float("nan"), "link_gbps=nan"),
+    ("cipher", "rot13", "aes-ni | aes-sw | chacha20"),
+    ("app", "h2", "perf | hq | h3"),
+    ("streams", 0, "streams=0"),
+    ("gso", "yes", "true or false"),
+])
+def test_impossible_values_are_refused_with_field_value_and_range(field, value, needle):
+    with pytest.raises(ScenarioError) as err:
+        Scenario(**{field: value})
+    assert needle in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_udp_payload_must_fit_the_mtu_and_quic_minimum():
+    with pytest.raises(ScenarioError, match="udp_payload_bytes=1480"):
+        Scenario(udp_payload_bytes=1480)
+    with pytest.raises(ScenarioError, match="≥ 1200"):
+        Scenario(udp_payload_bytes=1000)
+    assert Scenario(mtu_bytes=9000, udp_payload_bytes=8972).udp_payload_bytes == 8972
+
+
+def test_from_dict_coerces_strings_and_names_unknown_keys():
+    s = Scenario.from_dict({"mtu_bytes": "9000", "gso": "false", "rtt_ms": "10"})
+    assert (s.mtu_bytes, s.gso, s.rtt_ms) == (9000, False, 10.0)
+    with pytest.raises(ScenarioError, match="mtu=9000.*a Scenario field"):
+        Scenario.from_dict({"mtu": 9000})
+    with pytest.raises(ScenarioError, match="spec.yaml: mtu_bytes"):
+        Scenario.from_dict({"mtu_bytes": 1}, source="spec.yaml")
+
+
+def test_parse_assignments_accepts_several_per_flag():
+    out = parse_assignments(["mtu_bytes=9000 gso=false", "rtt_ms=10"])
+    assert out == {"mtu_bytes": 9000, "gso": False, "rtt_ms": 10.0}
+    with pytest.raises(ScenarioError, match="field=value"):
+        parse_assignments(["mtu_bytes"])
+    with pytest.raises(ScenarioError, match="a whole number"):
+        coerce("mtu_bytes", "9000.5")
+
+
+def test_key_is_stable_and_distinguishes_scenarios():
+    assert Scenario().key() == Scenario().key()
+    assert Scenario().key() != Scenario(rtt_ms=1).key()
+    assert len(Scenario().key()) == 16
+    assert Scenario(rtt_ms=5).describe() == "lsquic→lsquic [rtt_ms=5]"
+
+
+def test_with_refuses_unknown_fields():
+    assert Scenario().with_(mtu_bytes=9000).mtu_bytes == 9000
+    with pytest.raises(ScenarioError, match="a Scenario field"):
+        Scenario().with_(bogus=1)
