@@ -1,0 +1,156 @@
+"""``quiclab sweep``, ``quiclab reproduce`` and ``quiclab validate``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from quiclab.experiments.executors import EXECUTORS
+from quiclab.sim.engine import ENGINES
+
+
+def _jobs_default() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def _add_execution(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", action="append", choices=ENGINES, metavar="ENGINE",
+                   help="engine(s) to use instead of the spec's (repeatable): "
+                        + ", ".join(ENGINES))
+    p.add_argument("--jobs", type=int, default=_jobs_default(), metavar="N",
+                   help="worker processes (default: the number of CPUs, here "
+                        f"{_jobs_default()})")
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="local process pool (default) or dask.distributed")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="with --executor dask: a running cluster's scheduler "
+                        "(e.g. tcp://host:8786); default a LocalCluster of --jobs workers")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep", help="run a sweep spec (experiments/sweep-*.yaml), resumable",
+        description="Expand a sweep spec into scenarios, predict the ones not done yet "
+                    "(each finished point is an atomic Parquet part, so an interrupted sweep "
+                    "resumes), and upsert the results with provenance into the catalog's "
+                    "predictions table.")
+    p.add_argument("spec", metavar="SPEC",
+                   help="a spec file, or the name of a shipped one (sweep-mtu-offload)")
+    _add_execution(p)
+    p.add_argument("--out", metavar="DIR",
+                   help="output folder (default <data dir>/sweeps/<name>-<content hash>)")
+    p.add_argument("--no-catalog", action="store_true",
+                   help="write the Parquet parts only, not the catalog")
+    p.set_defaults(func=run_sweep)
+
+    p = sub.add_parser(
+        "reproduce", help="reproduce seed findings (experiments/repro-*.yaml)",
+        description="Run reproduction specs: predicted vs published values with absolute and "
+                    "relative errors, a PNG shaped like the paper's figure with the published "
+                    "points overlaid, and pass/fail per finding against its tolerance.")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("name", nargs="?", metavar="NAME",
+                      help="a reproduction (repro-kempf24-fig3-buffers) or a spec file")
+    what.add_argument("--all", action="store_true", help="every shipped reproduction")
+    what.add_argument("--list", action="store_true", help="list the shipped reproductions")
+    _add_execution(p)
+    p.add_argument("--out", metavar="DIR",
+                   help="report folder (default <data dir>/reports/reproductions)")
+    p.add_argument("--no-catalog", action="store_true",
+                   help="do not write the predictions to the catalog")
+    p.set_defaults(func=run_reproduce)
+
+    p = sub.add_parser(
+        "validate", help="validation report: prediction errors per source and engine",
+        description="Predict every measurement of a source with each engine and report the "
+                    "median and 95th-percentile absolute percentage error, the worst cases "
+                    "and which seed findings are reproduced (HTML with plots, and Markdown).")
+    p.add_argument("--source", action="append", choices=("published", "dataset", "fresh"),
+                   help="measurements to validate against (repeatable; default: all that "
+                        "the catalog holds)")
+    _add_execution(p)
+    p.add_argument("--out", metavar="DIR",
+                   help="report folder (default <data dir>/reports/validation)")
+    p.add_argument("--reproductions", metavar="DIR",
+                   help="folder of `quiclab reproduce` results to summarise (default: "
+                        "<data dir>/reports/reproductions)")
+    p.set_defaults(func=run_validate)
+
+
+def _registry(args: argparse.Namespace) -> Any:
+    from quiclab.models.registry import Registry
+
+    return Registry.load(args.paths.models)
+
+
+def _executor(args: argparse.Namespace) -> Any:
+    from quiclab.experiments.executors import make_executor
+
+    if args.jobs < 1:
+        from quiclab.errors import SpecError
+        raise SpecError(f"--jobs {args.jobs}: allowed ≥ 1")
+    return make_executor(args.executor, args.jobs, args.scheduler)
+
+
+def runtime_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Engine options that come from the command line, not the spec (build caches)."""
+    return {"ns3": {"cache_dir": str(args.paths.cache / "ns3")}}
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    from quiclab.experiments import runner
+    from quiclab.experiments.spec import find_spec, load_sweep
+
+    spec = load_sweep(find_spec(args.spec, "sweep-"))
+    if args.engine:
+        spec = spec.with_engines(tuple(dict.fromkeys(args.engine)))
+    registry = _registry(args)
+    resolved = spec.resolved()
+    chash = runner.content_hash(resolved, registry.versions())
+    out = Path(args.out) if args.out else runner.default_out(args.paths.data_dir, "sweep",
+                                                             spec.name, chash)
+    options = {e: {**runtime_options(args).get(e, {}), **spec.engine_options.get(e, {})}
+               for e in spec.engines}
+    started = time.perf_counter()
+    report = runner.run_points(
+        name=spec.name, kind="sweep", spec=resolved, scenarios=spec.scenarios(),
+        engines=spec.engines, engine_options=options, registry=registry, out=out,
+        executor=_executor(args), record=spec.record, chunk=spec.chunk,
+        progress=not args.quiet, chash=chash)
+    wall = time.perf_counter() - started
+    runner.print_failures(report)
+    rows = 0
+    if not args.no_catalog and report.table is not None:
+        rows = runner.to_catalog(args.catalog, report.table, name=spec.name, kind="sweep",
+                                 provenance=report.provenance)
+    rates = ", ".join(f"{e} {report.rate(e):,.1f} pts/s" for e in report.seconds)
+    print(f"{spec.name}: {report.points} point×engine(s): {report.computed} computed, "
+          f"{report.reused} reused, {len(report.failed)} failed in {wall:.1f} s"
+          + (f" ({rates})" if rates else ""))
+    print(f"  results: {out}/parts  ({report.table.num_rows if report.table else 0} rows)")
+    if rows:
+        print(f"  catalog: {rows} rows in predictions — quiclab data sql \"SELECT server, "
+              f"engine, goodput_mbps, limit_resource FROM predictions WHERE sweep = "
+              f"'{spec.name}' LIMIT 10\"")
+    return 1 if report.failed else 0
+
+
+def run_reproduce(args: argparse.Namespace) -> int:
+    from quiclab.experiments.reproduce import main_reproduce
+
+    return main_reproduce(args)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from quiclab.experiments.validate import main_validate
+
+    return main_validate(args)
+
+
+def _print(text: str) -> None:
+    sys.stdout.write(text + "\n")

@@ -1,0 +1,106 @@
+"""Validation helpers for YAML specs: unknown keys, types and ranges as one-line SpecErrors.
+
+Every message starts with the file and the dotted key path that is wrong,
+e.g. ``experiments/sweep-mtu.yaml: axes[1].feild: unknown key; allowed: field,
+values, range, logrange, zip``. The spec modules declare their allowed keys
+as tuples and call these helpers; nothing here knows about sweeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from quiclab.errors import SpecError
+
+
+def where(source: str, path: str) -> str:
+    """``file: key.path`` (or just ``file`` at the top level)."""
+    return f"{source}: {path}" if path else source
+
+
+def fail(source: str, path: str, message: str) -> SpecError:
+    return SpecError(f"{where(source, path)}: {message}")
+
+
+def load_yaml(path: Any) -> dict[str, Any]:
+    """Read one YAML mapping; raises SpecError naming the file on any problem."""
+    from pathlib import Path
+
+    file = Path(path)
+    if not file.is_file():
+        raise SpecError(f"{file}: no such spec file")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise SpecError(f"{file}{line}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{file}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def check_keys(data: Any, allowed: Sequence[str], source: str, path: str,
+               required: Sequence[str] = ()) -> dict[str, Any]:
+    """``data`` must be a mapping whose keys are in ``allowed`` and include ``required``."""
+    if not isinstance(data, dict):
+        raise fail(source, path, f"expected a mapping with keys {', '.join(allowed)}, "
+                                 f"got {_kind(data)}")
+    for key in data:
+        if key not in allowed:
+            sub = f"{path}.{key}" if path else str(key)
+            raise fail(source, sub, f"unknown key; allowed: {', '.join(allowed)}")
+    for key in required:
+        if key not in data:
+            raise fail(source, path or "(top level)",
+                       f"missing required key {key!r}; allowed: {', '.join(allowed)}")
+    return data
+
+
+def need_str(value: Any, source: str, path: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise fail(source, path, f"expected a non-empty string, got {_kind(value)}")
+    return value
+
+
+def need_list(value: Any, source: str, path: str, min_len: int = 1) -> list[Any]:
+    if not isinstance(value, list) or len(value) < min_len:
+        raise fail(source, path, f"expected a list of at least {min_len} item(s), "
+                                 f"got {_kind(value)}")
+    return value
+
+
+def need_number(value: Any, source: str, path: str, lo: float | None = None,
+                hi: float | None = None, integer: bool = False) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok and integer and not float(value).is_integer():
+        ok = False
+    if not ok:
+        raise fail(source, path, f"expected {'a whole number' if integer else 'a number'}, "
+                                 f"got {value!r}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        bounds = f"{'' if lo is None else lo:g} … {'' if hi is None else hi:g}" \
+            if lo is not None and hi is not None else (f"≥ {lo:g}" if lo is not None
+                                                          else f"≤ {hi:g}")
+        raise fail(source, path, f"{value!r} is out of range; allowed {bounds}")
+    return float(value)
+
+
+def need_choice(value: Any, allowed: Sequence[str], source: str, path: str) -> str:
+    if value not in allowed:
+        raise fail(source, path, f"{value!r} is not allowed; allowed: {', '.join(allowed)}")
+    return str(value)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"
