@@ -142,23 +142,31 @@ class Exit:
 def wait(proc: subprocess.Popen[bytes], timeout_s: float, started: float) -> Exit:
     """Wait for ``proc`` up to ``timeout_s``, killing its process group on timeout.
 
-    Uses ``wait4`` so the exit carries the rusage of the peer and its children.
+    Blocks in ``wait4`` (no polling: the harness shares the two cores with the
+    peers) while a timer kills the group at the deadline; the exit carries the
+    rusage of the peer and its children.
     """
-    deadline = time.monotonic() + timeout_s
-    timed_out = False
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() > deadline:
-            timed_out = True
-            kill_group(proc, signal.SIGKILL)
-            pid, status, usage = os.wait4(proc.pid, 0)
-            break
-        time.sleep(0.005)
+    fired = threading.Event()
+
+    def expire() -> None:
+        fired.set()
+        kill_group(proc, signal.SIGKILL)
+
+    timer = threading.Timer(max(timeout_s, 0.0), expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        while True:
+            try:
+                _, status, usage = os.wait4(proc.pid, 0)
+                break
+            except InterruptedError:
+                continue
+    finally:
+        timer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return Exit(proc.returncode, usage.ru_utime, usage.ru_stime, usage.ru_maxrss,
-                usage.ru_nvcsw, usage.ru_nivcsw, timed_out, time.monotonic() - started)
+                usage.ru_nvcsw, usage.ru_nivcsw, fired.is_set(), time.monotonic() - started)
 
 
 def stop_peer(proc: subprocess.Popen[bytes], sig: int) -> None:

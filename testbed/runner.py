@@ -276,6 +276,10 @@ class Testbed:
             if srv_exit.timed_out:
                 srv_exit.extra["killed"] = 1.0
             result.server.samples = srv_sampler.stop()
+            if relay is not None:
+                # SIGTERM makes the relay print its counters; wait4 gives its CPU time.
+                collect.kill_group(relay, signal.SIGTERM)
+                relay_exit = collect.wait(relay, 3.0, t0)
         finally:
             for proc in (cli, srv, relay):
                 if proc is not None and proc.returncode is None:
@@ -297,7 +301,9 @@ class Testbed:
                            "namespaces": list(topo.ns.values()), "applied": topo.applied,
                            "qdisc": topo.qdisc_stats("server")}
         if relay is not None:
-            result.topology["relay"] = last_json((logdir / "relay.out").read_text()).get("relay")
+            counters = last_json((logdir / "relay.out").read_text()).get("relay") or {}
+            counters["cpu_s"] = relay_exit.cpu_s
+            result.topology["relay"] = counters
         result.status, result.failure_reason = _verdict(result, cli_exit, client, config)
 
     def _relay_argv(self, topo: Topology) -> list[str]:
