@@ -66,7 +66,8 @@ class Stalls:
     comparison per work item.
     """
 
-    __slots__ = ("alpha", "count", "end_s", "min_s", "rate_hz", "rng", "start_s", "total_s")
+    __slots__ = ("alpha", "count", "end_s", "min_s", "next_start_s", "rate_hz", "rng",
+                 "start_s", "total_s")
 
     def __init__(self, rate_hz: float, min_s: float, alpha: float, rng: np.random.Generator):
         self.rate_hz = rate_hz
@@ -77,27 +78,33 @@ class Stalls:
         self.total_s = 0.0
         self.start_s = math.inf
         self.end_s = math.inf
+        self.next_start_s = math.inf
         if rate_hz > 0 and min_s > 0:
-            self.start_s = float(rng.exponential(1.0 / rate_hz))
-            self.end_s = self.start_s + self._duration()
+            self._stall_from(self._gap())
+
+    def _gap(self) -> float:
+        return float(self.rng.exponential(1.0 / self.rate_hz))
 
     def _duration(self) -> float:
         # numpy's pareto() is the Lomax form: τm·(1 + X) is Pareto(τm, α).
         return self.min_s * (1.0 + float(self.rng.pareto(self.alpha)))
 
-    def _advance(self) -> None:
-        """Move to the next stall; merge any that start before the current one ends."""
-        self.count += 1
-        self.total_s += self.end_s - self.start_s
-        start = self.start_s + float(self.rng.exponential(1.0 / self.rate_hz))
+    def _stall_from(self, start: float) -> None:
+        """The next stall begins at ``start``; stalls that begin before it ends merge in."""
         end = start + self._duration()
-        while start < self.end_s:
-            # Starts inside the current stall: extend it instead.
-            self.end_s = max(self.end_s, end)
-            start += float(self.rng.exponential(1.0 / self.rate_hz))
-            end = start + self._duration()
+        nxt = start + self._gap()
+        while nxt < end:
+            end = max(end, nxt + self._duration())
+            nxt += self._gap()
         self.start_s = start
         self.end_s = end
+        self.next_start_s = nxt
+
+    def _advance(self) -> None:
+        """The current stall is over (or in the past): move to the next one."""
+        self.count += 1
+        self.total_s += self.end_s - self.start_s
+        self._stall_from(self.next_start_s)
 
     def begin(self, t_s: float) -> float:
         """The earliest time ≥ ``t_s`` at which work can start (after any stall at ``t_s``)."""

@@ -168,3 +168,13 @@ def test_link_random_loss_is_bernoulli() -> None:
         assert cause in (0, CAUSE_PATH)
     assert lost == link.path_losses
     assert lost == pytest.approx(2000, abs=4 * math.sqrt(2000 * 0.9))
+
+
+def test_stall_fraction_is_poisson_union() -> None:
+    """Poisson starts with overlapping stalls merged cover 1 − exp(−rate · E[τ]) of the time."""
+    stalls = Stalls(rate_hz=1000.0, min_s=2e-4, alpha=2.0, rng=np.random.default_rng(0))
+    horizon_s = 50.0
+    while stalls.start_s < horizon_s:
+        stalls._advance()
+    # E[τ] = τm · α / (α − 1) = 0.4 ms.
+    assert stalls.total_s / horizon_s == pytest.approx(1 - math.exp(-0.4), rel=0.03)
