@@ -1,0 +1,104 @@
+"""The app's ``main()``: configuration, page choice, the shared sidebar, the URL.
+
+Each Streamlit run (every widget change) calls :func:`main` once, from top to
+bottom, like ``demo-self-driving``: read where things are, let the sidebar
+choose the page and the scenario, write the scenario into the URL, draw the
+page.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import streamlit as st
+from quiclab.app import explore, reproductions, sweep, whatif
+from quiclab.app.config import AppConfig, parse_config
+from quiclab.app.resources import (
+    catalog_cpus,
+    catalog_stamp,
+    implementation_names,
+    load_registry,
+    models_stamp,
+)
+from quiclab.app.urlstate import PAGES, Selection, decode, encode
+from quiclab.app.widgets import scenario_ui, seed_widgets
+from quiclab.models.registry import Registry
+
+from quiclab.errors import QuiclabError, ScenarioError
+
+SELECTION_KEY = "app.selection"
+
+
+def main(argv: Sequence[str] = ()) -> None:
+    """Draw the app once (called by ``streamlit_app.py`` on every run)."""
+    started = time.perf_counter()
+    st.set_page_config(page_title="quiclab what-if explorer", layout="wide")
+    config = parse_config(argv)
+    registry, registry_problem = _registry(config)
+    impls = implementation_names(registry) if registry else []
+    problems: list[str] = []
+    if SELECTION_KEY not in st.session_state:
+        # A session's first run: the URL says what to show.
+        first, page, problems = decode(st.query_params.to_dict(), impls or None)
+        st.session_state[SELECTION_KEY] = first
+        st.session_state["w.page"] = page
+    page = page_ui()
+    for problem in problems:
+        st.warning(problem)
+    selection: Selection = st.session_state[SELECTION_KEY]
+    scenario_problem = None
+    if page in ("whatif", "sweep") and registry is not None:
+        cpus = catalog_cpus(config.catalog, catalog_stamp(config.catalog), registry)
+        cpu_name = _cpu_name(registry, selection.base.cpu, cpus)
+        seed_widgets(selection, cpu_name, impls, cpus)
+        chosen, scenario_problem = scenario_ui(selection, impls, cpus, cpu_name,
+                                               with_engines=page == "whatif")
+        if chosen is not None:
+            selection = st.session_state[SELECTION_KEY] = chosen
+    _sync_url(selection, page)
+
+    if page in ("whatif", "sweep"):
+        if registry is None:
+            st.error(registry_problem)
+            return
+        if scenario_problem:
+            st.error(scenario_problem)
+            return
+    if page == "whatif":
+        whatif.show(config, selection, started)
+    elif page == "sweep":
+        sweep.show(config, selection)
+    elif page == "reproductions":
+        reproductions.show(config)
+    else:
+        explore.show(config)
+
+
+def page_ui() -> str:
+    """The page chooser at the top of the sidebar; returns the page's URL name."""
+    st.sidebar.title("quiclab")
+    return str(st.sidebar.radio("Page", list(PAGES), format_func=PAGES.__getitem__,
+                                key="w.page", horizontal=True))
+
+
+def _registry(config: AppConfig) -> tuple[Registry | None, str]:
+    try:
+        return load_registry(config.models_dir, models_stamp(config.models_dir)), ""
+    except QuiclabError as err:
+        return None, (f"No cost models: {err}. Run `quiclab calibrate` or start the app "
+                      "with `quiclab --models DIR app`.")
+
+
+def _cpu_name(registry: Registry, cpu: str, cpus: Sequence[str]) -> str:
+    try:
+        return registry.cpus.find(cpu).name
+    except ScenarioError:
+        return cpus[0]
+
+
+def _sync_url(selection: Selection, page: str) -> None:
+    """Write the selection into the URL when it changed (so it can be shared)."""
+    params = encode(selection, page)
+    if st.query_params.to_dict() != params:
+        st.query_params.from_dict(params)

@@ -1,0 +1,262 @@
+"""The Sweep page: goodput along one or two axes, per implementation pair.
+
+The base scenario and the pairs come from the sidebar; this page picks the
+axis (a numeric Scenario field and its range, linear or logarithmic), an
+optional second axis (a list of values of any field, one curve each) and the
+engine. The analytic engine evaluates the whole grid in one vectorised call;
+DES and ns-3 run on a button. Measured points of the catalog that match the
+base conditions on every other field are drawn on the curves; the table
+downloads as CSV or Parquet.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+from quiclab.app import jobs
+from quiclab.app.charts import pair_label, sweep_chart
+from quiclab.app.config import AppConfig
+from quiclab.app.measured import COLUMNS
+from quiclab.app.resources import (
+    analytic_predictions,
+    catalog_measured,
+    catalog_stamp,
+    load_registry,
+    models_stamp,
+    predict_one,
+)
+from quiclab.app.urlstate import Selection
+from quiclab.sim.engine import ENGINES
+from quiclab.sim.prediction import Prediction
+from quiclab.sim.scenario import Scenario, coerce
+
+from quiclab.errors import QuiclabError, ScenarioError
+
+#: Sweepable numeric fields: (default low, default high, logarithmic by default).
+AXES: dict[str, tuple[float, float, bool]] = {
+    "rtt_ms": (0.0, 100.0, False),
+    "mtu_bytes": (1280, 9000, False),
+    "rcvbuf_bytes": (106496, 6815744, True),
+    "sndbuf_bytes": (106496, 6815744, True),
+    "loss_pct": (0.001, 5.0, True),
+    "link_gbps": (0.1, 100.0, True),
+    "streams": (1, 64, True),
+    "udp_payload_bytes": (1200, 8972, False),
+    "cpu_ghz": (1.0, 5.0, False),
+    "reorder_pct": (0.0, 5.0, False),
+    "queue_bdp": (0.1, 10.0, True),
+    "transfer_bytes": (10**6, 2**33, True),
+}
+#: Fields a second axis may take (values typed as a comma-separated list).
+SECOND_AXES = ("none", "gso", "gro", "cipher", "app", "cc", "cpu", "mtu_bytes", "rtt_ms",
+               "loss_pct", "rcvbuf_bytes", "link_gbps", "streams", "pin")
+MAX_POINTS = 200
+#: Packet-level engines are offered for at most this many runs per click.
+MAX_PACKET_RUNS = 60
+
+
+@dataclass(frozen=True)
+class SweepParams:
+    axis: str
+    lo: float
+    hi: float
+    points: int
+    log: bool
+    axis2: str | None
+    values2: tuple[object, ...]
+    engine: str
+
+
+def sweep_ui() -> tuple[SweepParams | None, str | None]:
+    """The sweep's own widgets (main area); returns (params, None) or (None, problem)."""
+    cols = st.columns([2, 1, 1, 1, 1])
+    axis = cols[0].selectbox("Axis", list(AXES), key="w.sweep.axis")
+    lo_default, hi_default, log_default = AXES[axis]
+    lo = cols[1].number_input("from", value=float(lo_default), key=f"w.sweep.lo.{axis}",
+                              format="%g")
+    hi = cols[2].number_input("to", value=float(hi_default), key=f"w.sweep.hi.{axis}",
+                              format="%g")
+    points = int(cols[3].number_input("points", min_value=2, max_value=MAX_POINTS, value=25,
+                                      step=1, key="w.sweep.points"))
+    log = cols[4].checkbox("log spacing", value=log_default, key=f"w.sweep.log.{axis}")
+    cols = st.columns([2, 3, 2])
+    axis2 = cols[0].selectbox("Second axis", SECOND_AXES, key="w.sweep.axis2")
+    raw2 = cols[1].text_input("its values (comma-separated)", key=f"w.sweep.values.{axis2}",
+                              value=_default_values(axis2), disabled=axis2 == "none")
+    engine = cols[2].selectbox("Engine", ENGINES, key="w.sweep.engine",
+                               help="analytic draws at once; des and ns3 run on a button")
+    if hi <= lo:
+        return None, f"the axis range is empty: from {lo:g} to {hi:g}"
+    if log and lo <= 0:
+        return None, f"log spacing needs a positive start, got {lo:g}"
+    values2: tuple[object, ...] = ()
+    if axis2 != "none":
+        try:
+            values2 = tuple(coerce(axis2, v.strip(), source="second axis")
+                            for v in raw2.split(",") if v.strip())
+        except ScenarioError as err:
+            return None, str(err)
+        if not values2:
+            return None, f"give at least one value of {axis2}"
+        if axis2 == axis:
+            return None, "the second axis must differ from the first"
+    return SweepParams(axis, float(lo), float(hi), points, bool(log),
+                       None if axis2 == "none" else axis2, values2, engine), None
+
+
+def _default_values(axis2: str) -> str:
+    return {"gso": "true, false", "gro": "true, false", "pin": "false, true",
+            "cipher": "aes-ni, aes-sw, chacha20", "app": "perf, hq, h3",
+            "cc": "cubic, reno, bbr", "cpu": "AMD EPYC 7543, Intel Xeon W-2145",
+            "mtu_bytes": "1500, 9000", "rtt_ms": "0, 10, 50", "loss_pct": "0, 0.1, 1",
+            "rcvbuf_bytes": "212992, 6815744", "link_gbps": "10, 40",
+            "streams": "1, 8"}.get(axis2, "")
+
+
+def axis_values(params: SweepParams) -> list[float | int]:
+    """The swept values: ``points`` from ``lo`` to ``hi``, whole numbers for integer fields."""
+    if params.log:
+        raw = np.geomspace(params.lo, params.hi, params.points)
+    else:
+        raw = np.linspace(params.lo, params.hi, params.points)
+    if isinstance(getattr(Scenario(), params.axis), int):
+        return sorted({round(float(v)) for v in raw})
+    return [float(v) for v in raw]
+
+
+def grid(selection: Selection, params: SweepParams) -> list[Scenario]:
+    """Every scenario of the sweep: pair × second-axis value × axis value.
+
+    Raises ScenarioError for a value the Scenario refuses (naming it).
+    """
+    out = []
+    for base in selection.scenarios():
+        for v2 in params.values2 or (None,):
+            row = base if params.axis2 is None else base.with_(**{params.axis2: v2})
+            for v in axis_values(params):
+                out.append(row.with_(**{params.axis: v}))
+    return out
+
+
+def sweep_table(predictions: list[Prediction], params: SweepParams) -> pd.DataFrame:
+    """A flat table (scenario fields + outputs) with a ``pair`` column, for plot and download."""
+    table = pd.DataFrame([p.to_row() for p in predictions])
+    table.insert(0, "pair", [pair_label(p.scenario.server, p.scenario.client)
+                             for p in predictions])
+    for side in ("lo", "hi"):
+        column = f"goodput_{side}_mbps"
+        table[column] = table[column].astype(float).fillna(table["goodput_mbps"])
+    return table
+
+
+def show(config: AppConfig, selection: Selection) -> None:
+    st.header("Sweep")
+    params, problem = sweep_ui()
+    if params is None:
+        st.error(problem)
+        return
+    try:
+        scenarios = grid(selection, params)
+    except ScenarioError as err:
+        st.error(str(err))
+        return
+    stamp = models_stamp(config.models_dir)
+    if params.engine == "analytic":
+        try:
+            predictions = analytic_predictions(config.models_dir, stamp, tuple(scenarios))
+        except QuiclabError as err:
+            st.error(str(err))
+            return
+    else:
+        predictions = _packet_predictions(config, stamp, params.engine, scenarios)
+        if not predictions:
+            return
+    table = sweep_table(predictions, params)
+    measured = _measured(config, selection, params)
+    st.altair_chart(sweep_chart(table, measured, params.axis, params.axis2, params.log),
+                    width="stretch")
+    st.caption(f"{len(table)} predictions ({params.engine}) · {len(measured)} measured points "
+               f"with every other condition as in the sidebar")
+    st.dataframe(table[["pair", params.axis, *([params.axis2] if params.axis2 else []),
+                        "engine", "goodput_mbps", "goodput_lo_mbps", "goodput_hi_mbps",
+                        "limit", "server_cpu_util", "client_cpu_util"]],
+                 hide_index=True, width="stretch")
+    name = f"sweep-{params.axis}" + (f"-{params.axis2}" if params.axis2 else "")
+    cols = st.columns(3)
+    cols[0].download_button("Download CSV", table.to_csv(index=False).encode(),
+                            file_name=f"{name}.csv", mime="text/csv", key="dl.csv")
+    cols[1].download_button("Download Parquet", _parquet(table), file_name=f"{name}.parquet",
+                            mime="application/vnd.apache.parquet", key="dl.parquet")
+    if not measured.empty:
+        cols[2].download_button("Download measured points (CSV)",
+                                measured.to_csv(index=False).encode(),
+                                file_name=f"{name}-measured.csv", mime="text/csv",
+                                key="dl.measured")
+
+
+def _parquet(table: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    table.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def _measured(config: AppConfig, selection: Selection, params: SweepParams) -> pd.DataFrame:
+    if params.axis not in COLUMNS:
+        return pd.DataFrame(columns=COLUMNS)  # the catalog records no such condition
+    free = (params.axis, *([params.axis2] if params.axis2 else []))
+    stamp = catalog_stamp(config.catalog)
+    registry = load_registry(config.models_dir, models_stamp(config.models_dir))
+    cpu = registry.cpus.find(selection.base.cpu).name
+    parts = []
+    for scenario in selection.scenarios():
+        try:
+            found = catalog_measured(config.catalog, stamp, scenario, cpu, free)
+        except QuiclabError:
+            break
+        column = found[params.axis].astype(float)
+        parts.append(found[(column >= params.lo) & (column <= params.hi)])
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=COLUMNS)
+    out = pd.concat(parts, ignore_index=True)
+    if params.axis2 and params.axis2 in out.columns:
+        allowed = {str(v).lower() for v in params.values2}
+        values = out[params.axis2].astype(str).str.lower()
+        out = out[out[params.axis2].isna() | values.isin(allowed)]
+    return out
+
+
+def _packet_predictions(config: AppConfig, stamp: float, engine: str,
+                        scenarios: list[Scenario]) -> list[Prediction]:
+    """Finished packet-level runs of the grid; offers the button for the rest."""
+    job_list = [(engine, s) for s in scenarios]
+    results = jobs.store()
+    done, errors = jobs.finished(job_list, results)
+    for line in errors[:5]:
+        st.error(line)
+    missing = len(job_list) - len(done)
+    if missing:
+        if len(job_list) > MAX_PACKET_RUNS:
+            st.warning(f"{len(job_list)} runs of {engine} is too many for the app "
+                       f"(at most {MAX_PACKET_RUNS}); fewer points or pairs, or "
+                       "`quiclab sweep` from the command line.")
+        elif st.button(f"Run {engine} on {missing} point(s)", key="run_sweep", type="primary"):
+            def compute(name: str, scenario: Scenario) -> Prediction:
+                return predict_one(config.models_dir, stamp, name, config.ns3_cache_dir,
+                                   scenario)
+
+            jobs.forget_errors(job_list, results)
+            jobs.submit(job_list, results, compute)
+        running = jobs.pending(job_list, results)
+        if running:
+            jobs.wait_with_progress(running, results, f"{engine} sweep")
+            st.rerun()
+    if not done:
+        st.info(f"No {engine} result yet for this sweep.")
+    elif missing:
+        st.caption(f"Showing {len(done)} of {len(job_list)} points.")
+    return done

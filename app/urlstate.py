@@ -1,0 +1,125 @@
+"""The what-if selection and its URL form, so that a what-if can be shared.
+
+A :class:`Selection` is what the sidebar chooses: a base Scenario, the server
+and client implementations to compare (every server with every client), and
+the engines. In the URL it becomes query parameters: ``page``, ``server`` and
+``client`` (comma-separated names), ``engines``, and every other Scenario
+field that differs from its default (``mtu_bytes=9000&rtt_ms=10``). Reading a
+URL never raises: a bad value is dropped with the one-line ScenarioError
+message, which the app shows.
+
+Pure functions without Streamlit, so they are tested directly.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from quiclab.sim.engine import ENGINES
+from quiclab.sim.scenario import Scenario, coerce, field_names
+
+from quiclab.errors import ScenarioError
+
+#: The app's pages: URL name → title.
+PAGES = {"whatif": "What-if", "sweep": "Sweep", "reproductions": "Reproductions",
+         "data": "Data"}
+DEFAULT_PAGE = "whatif"
+#: At most this many (server, client) pairs are compared at once (a 6 × 6 matrix).
+MAX_PAIRS = 36
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Base scenario, implementations to compare, engines (analytic is always first)."""
+
+    base: Scenario = field(default_factory=Scenario)
+    servers: tuple[str, ...] = ("lsquic",)
+    clients: tuple[str, ...] = ("lsquic",)
+    engines: tuple[str, ...] = ("analytic",)
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (server, client) combination, in selection order, at most MAX_PAIRS."""
+        return list(itertools.product(self.servers, self.clients))[:MAX_PAIRS]
+
+    def scenarios(self) -> list[Scenario]:
+        """One Scenario per pair: the base with that server and client."""
+        return [self.base.with_(server=s, client=c) for s, c in self.pairs()]
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def encode(selection: Selection, page: str = DEFAULT_PAGE) -> dict[str, str]:
+    """Query parameters for a selection (Scenario fields only where not default)."""
+    params = {"page": page, "server": ",".join(selection.servers),
+              "client": ",".join(selection.clients), "engines": ",".join(selection.engines)}
+    default = Scenario()
+    for name in field_names():
+        if name in ("server", "client"):
+            continue
+        value = getattr(selection.base, name)
+        if value != getattr(default, name):
+            params[name] = _text(value)
+    return params
+
+
+def _names(raw: str | None) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(n.strip() for n in (raw or "").split(",") if n.strip()))
+
+
+def decode(params: Mapping[str, str], known_impls: Sequence[str] | None = None
+           ) -> tuple[Selection, str, list[str]]:
+    """(selection, page, problems) from query parameters.
+
+    ``known_impls``, if given, are the implementation names (with variants) that
+    exist; others are dropped with a message. Unknown parameters are ignored
+    silently (Streamlit and browsers add their own, e.g. ``embed``).
+    """
+    problems: list[str] = []
+    page = params.get("page", DEFAULT_PAGE)
+    if page not in PAGES:
+        problems.append(f"page={page!r} is unknown: allowed {' | '.join(PAGES)}")
+        page = DEFAULT_PAGE
+    fields: dict[str, Any] = {}
+    names = set(field_names()) - {"server", "client"}
+    for key, raw in params.items():
+        if key not in names:
+            continue
+        try:
+            fields[key] = coerce(key, raw, source="URL")
+        except ScenarioError as err:
+            problems.append(str(err))
+    base = Scenario()
+    # One field at a time, so that one bad value does not discard the others.
+    for key, value in fields.items():
+        try:
+            base = base.with_(**{key: value})
+        except ScenarioError as err:
+            problems.append(f"URL: {err}")
+
+    def impls(key: str) -> tuple[str, ...]:
+        chosen = _names(params.get(key))
+        if known_impls is not None:
+            for bad in [n for n in chosen if n not in known_impls]:
+                problems.append(f"URL: {key}={bad!r} is impossible: allowed one of "
+                                + ", ".join(known_impls))
+            chosen = tuple(n for n in chosen if n in known_impls)
+        if chosen:
+            return chosen
+        if known_impls is None or "lsquic" in known_impls or not known_impls:
+            return ("lsquic",)
+        return (known_impls[0],)
+
+    servers, clients = impls("server"), impls("client")
+    engines = tuple(e for e in _names(params.get("engines")) if e in ENGINES)
+    for bad in [e for e in _names(params.get("engines")) if e not in ENGINES]:
+        problems.append(f"URL: engines={bad!r} is impossible: allowed {' | '.join(ENGINES)}")
+    engines = ("analytic", *[e for e in engines if e != "analytic"])
+    base = base.with_(server=servers[0], client=clients[0])
+    return Selection(base, servers, clients, engines), page, problems

@@ -1,0 +1,175 @@
+"""The scenario sidebar shared by the What-if and Sweep pages.
+
+Widgets keep their values in ``st.session_state`` under the keys of
+:data:`WIDGETS`. They are created without a ``value=`` and seeded by
+:func:`seed_widgets` from the stored :class:`~quiclab.app.urlstate.Selection`
+(the URL on a session's first run, the last sidebar afterwards), because
+Streamlit forgets a widget's state on a page that does not draw it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import streamlit as st
+from quiclab.app.urlstate import MAX_PAIRS, Selection
+from quiclab.sim.engine import ENGINES
+from quiclab.sim.scenario import APPS, CCS, CIPHERS, Scenario
+
+from quiclab.errors import ScenarioError
+
+KIB = 1024
+#: The browser holds numbers as doubles: whole numbers beyond 2**53 - 1 are not exact.
+JS_MAX_INT = 2**53 - 1
+
+
+@dataclass(frozen=True)
+class NumberField:
+    """A Scenario field in a ``st.number_input`` (``scale``: field units per widget unit)."""
+
+    field: str
+    label: str
+    step: float
+    fmt: str
+    scale: int = 1
+    help: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"w.{self.field}"
+
+    @property
+    def is_int(self) -> bool:
+        return isinstance(getattr(Scenario(), self.field), int)
+
+    def to_widget(self, value: Any) -> Any:
+        if self.is_int:
+            return round(value / self.scale)
+        return float(value)
+
+    def from_widget(self, value: Any) -> Any:
+        return int(value) * self.scale if self.is_int else float(value)
+
+    def bounds(self) -> tuple[Any, Any]:
+        lo, hi = Scenario.RANGES[self.field]
+        if self.is_int:
+            return int(-(-lo // self.scale)), int(min(hi, JS_MAX_INT) // self.scale)
+        return float(lo), float(hi)
+
+
+#: The main conditions, in sidebar order.
+MAIN_NUMBERS = (
+    NumberField("link_gbps", "Link rate (Gbit/s)", 1.0, "%g"),
+    NumberField("mtu_bytes", "MTU (bytes)", 100, "%d",
+                help="IP MTU of the path; QUIC packets fill it unless a packet size is set"),
+    NumberField("rtt_ms", "Added RTT (ms)", 1.0, "%g",
+                help="round-trip delay added to the testbed's own base RTT"),
+    NumberField("loss_pct", "Loss (%)", 0.01, "%g", help="random loss on the path"),
+    NumberField("rcvbuf_bytes", "UDP receive buffer (KiB)", 104, "%d", KIB,
+                help="SO_RCVBUF; 208 KiB is the Linux default, 6656 KiB = 32 × 208 KiB"),
+    NumberField("sndbuf_bytes", "UDP send buffer (KiB)", 104, "%d", KIB),
+    NumberField("streams", "Streams", 1, "%d"),
+)
+#: Less common conditions, in the "More conditions" expander.
+MORE_NUMBERS = (
+    NumberField("transfer_bytes", "Transfer size (bytes)", 2**20, "%d",
+                help="8589934592 = 8 GiB, the QIR-10G download"),
+    NumberField("udp_payload_bytes", "QUIC packet size (UDP payload, 0 = default)", 8, "%d"),
+    NumberField("cpu_ghz", "CPU clock override (GHz, 0 = max)", 0.1, "%g"),
+    NumberField("base_rtt_us", "Base RTT of the testbed (µs)", 10.0, "%g"),
+    NumberField("reorder_pct", "Reordering (%)", 0.1, "%g"),
+    NumberField("queue_bdp", "Bottleneck queue (× BDP)", 0.25, "%g"),
+    NumberField("chunks", "Chunks (files)", 1, "%d"),
+    NumberField("seed", "Seed", 1, "%d"),
+)
+CHOICES: dict[str, Sequence[str]] = {"cipher": CIPHERS, "app": APPS, "cc": CCS}
+CHECKS = ("gso", "gro", "pin")
+CHOICE_LABELS = {"cipher": "Cipher", "app": "Application protocol",
+                 "cc": "Congestion control"}
+CHECK_LABELS = {"gso": "GSO (send offload)", "gro": "GRO (receive offload)",
+                "pin": "Pin to the core near the NIC"}
+
+
+def widget_values(selection: Selection, cpu_name: str) -> dict[str, Any]:
+    """Widget key → value for a selection (the inverse of reading the sidebar)."""
+    base = selection.base
+    values: dict[str, Any] = {"w.servers": list(selection.servers),
+                              "w.clients": list(selection.clients),
+                              "w.engines": list(selection.engines), "w.cpu": cpu_name}
+    for spec in (*MAIN_NUMBERS, *MORE_NUMBERS):
+        values[spec.key] = spec.to_widget(getattr(base, spec.field))
+    for name in (*CHOICES, *CHECKS):
+        values[f"w.{name}"] = getattr(base, name)
+    return values
+
+
+def seed_widgets(selection: Selection, cpu_name: str, impls: Sequence[str],
+                 cpus: Sequence[str]) -> None:
+    """Give every sidebar widget that has no state yet its value from ``selection``."""
+    for key, value in widget_values(selection, cpu_name).items():
+        if key in ("w.servers", "w.clients"):
+            value = [v for v in value if v in impls] or list(impls[:1])
+        if key == "w.cpu" and value not in cpus:
+            value = cpus[0]
+        if key not in st.session_state:
+            st.session_state[key] = value
+
+
+def _number(container: Any, spec: NumberField) -> Any:
+    lo, hi = spec.bounds()
+    step: Any = int(spec.step) if spec.is_int else float(spec.step)
+    value = container.number_input(spec.label, min_value=lo, max_value=hi, step=step,
+                                   format=spec.fmt, key=spec.key, help=spec.help or None)
+    return spec.from_widget(value)
+
+
+def scenario_ui(selection: Selection, impls: Sequence[str], cpus: Sequence[str],
+                cpu_name: str, with_engines: bool = True) -> tuple[Selection | None, str | None]:
+    """Draw the sidebar; return (the chosen selection, None) or (None, the problem).
+
+    ``cpu_name`` is the catalog name of ``selection.base.cpu``; while that CPU
+    stays chosen, the scenario keeps its own spelling of it (``EPYC 7543``).
+
+    The problem is the one-line ScenarioError message of an impossible
+    combination (e.g. a QUIC packet larger than the MTU allows).
+    """
+    bar = st.sidebar
+    bar.subheader("Implementations")
+    servers = bar.multiselect("Server (sends the data)", impls, key="w.servers")
+    clients = bar.multiselect("Client (receives)", impls, key="w.clients")
+    if len(servers) * len(clients) > MAX_PAIRS:
+        bar.caption(f"Comparing the first {MAX_PAIRS} pairs.")
+    engines: list[str] = list(selection.engines)
+    if with_engines:
+        engines = bar.multiselect("Engines", ENGINES, key="w.engines",
+                                  help="analytic answers at once; des and ns3 run on a button")
+    bar.subheader("Hosts and path")
+    fields: dict[str, Any] = {"cpu": bar.selectbox("CPU", cpus, key="w.cpu")}
+    for spec in MAIN_NUMBERS[:4]:
+        fields[spec.field] = _number(bar, spec)
+    cols = bar.columns(2)
+    fields["gso"] = cols[0].checkbox(CHECK_LABELS["gso"], key="w.gso")
+    fields["gro"] = cols[1].checkbox(CHECK_LABELS["gro"], key="w.gro")
+    for spec in MAIN_NUMBERS[4:]:
+        fields[spec.field] = _number(bar, spec)
+    fields["cipher"] = bar.selectbox(CHOICE_LABELS["cipher"], CIPHERS, key="w.cipher")
+    fields["app"] = bar.selectbox(CHOICE_LABELS["app"], APPS, key="w.app")
+    with bar.expander("More conditions"):
+        fields["cc"] = st.selectbox(CHOICE_LABELS["cc"], CCS, key="w.cc")
+        fields["pin"] = st.checkbox(CHECK_LABELS["pin"], key="w.pin")
+        for spec in MORE_NUMBERS:
+            fields[spec.field] = _number(st, spec)
+    if fields["cpu"] == cpu_name:
+        fields["cpu"] = selection.base.cpu
+    if not servers or not clients:
+        return None, "choose at least one server and one client implementation"
+    engines = ["analytic", *[e for e in engines if e != "analytic"]]
+    try:
+        base = selection.base.with_(server=servers[0], client=clients[0], **fields)
+    except ScenarioError as err:
+        return None, str(err)
+    return replace(selection, base=base, servers=tuple(servers), clients=tuple(clients),
+                   engines=tuple(engines)), None
+

@@ -1,0 +1,105 @@
+"""What the app tests run on: synthetic cost models and a small catalog, in a temp folder.
+
+The models are :mod:`quiclab.models.testing` ones with round numbers, named
+like real implementations so that the catalog rows match them; the catalog
+holds a handful of runs and published points whose conditions exercise the
+matching rules of :mod:`quiclab.app.measured`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from quiclab.datasets.catalog import Catalog
+from quiclab.models.cpus import CpuCatalog
+from quiclab.models.testing import synthetic_model
+
+CPU = "AMD EPYC 7543"
+#: Implementations of the synthetic registry (sender ns, receiver ns per packet).
+MODELS = {"lsquic": (3000.0, 2500.0), "quiche": (4500.0, 3800.0)}
+
+
+@dataclass(frozen=True)
+class AppData:
+    """Locations of one test setup (also the environment the app reads)."""
+
+    root: Path
+    models: Path
+    data_dir: Path
+    catalog: Path
+
+    def env(self) -> dict[str, str]:
+        return {"QUICLAB_MODELS": str(self.models), "QUICLAB_DATA_DIR": str(self.data_dir),
+                "QUICLAB_CATALOG": str(self.catalog)}
+
+
+def write_models(directory: Path) -> Path:
+    """Synthetic models as JSON files, loadable by ``Registry.load``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, (sender_ns, receiver_ns) in MODELS.items():
+        model = synthetic_model(name, sender_ns=sender_ns, receiver_ns=receiver_ns,
+                                syscall_ns=500.0, ack_ns=300.0)
+        (directory / f"{name}.json").write_text(model.dumps())
+    return directory
+
+
+def _run(run_id: str, goodput: float, **conditions: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "run_id": run_id, "source": "qir10g", "experiment": "baseline", "setting": "run1",
+        "server_impl": "lsquic", "client_impl": "lsquic", "server_build": "",
+        "client_build": "", "repetition": 1, "status": "ok", "goodput_mbps": goodput,
+        "cpu": CPU, "app": "h3", "cipher": "aes-ni", "aes_ni": True, "rcvbuf_bytes": 212992,
+        "gso": True, "gro": True, "tso": True, "mtu_bytes": 1500, "link_gbps": 10.0,
+        "rtt_ms": 0.0, "loss_pct": 0.0, "reorder_pct": 0.0, "streams": 1, "chunks": 1,
+        "cc": "cubic", "filesize_bytes": 8589934592,
+    }
+    row.update(conditions)
+    return row
+
+
+RUNS = [
+    _run("t-base-1", 3000.0),
+    _run("t-base-2", 3100.0),
+    _run("t-failed", 9999.0, status="failed", failure_reason="runner reported failure"),
+    _run("t-bigbuf", 3300.0, rcvbuf_bytes=6815744, experiment="buffer",
+         setting="run3/udp-buffer-6815744"),
+    _run("t-march", 3900.0, server_build="march", client_build="march",
+         experiment="baseline-optimized"),
+    _run("t-quiche", 2000.0, server_impl="quiche", client_impl="quiche"),
+    _run("t-mixed", 2400.0, client_impl="quiche"),
+    _run("t-fresh", 2500.0, source="fresh", experiment="fresh-mtu", server_build="abc123",
+         client_build="abc123", app="h3", link_gbps=None, mtu_bytes=9000, cpu=CPU),
+]
+PUBLISHED = [
+    # A stated value in Gbit/s, rcvbuf not stated: matches every buffer.
+    {"point_id": "t-pub-001", "document": "002", "section": "4.7", "locator": "Fig. 11a",
+     "quantity": "goodput", "value": 3.2, "unit": "Gbit/s", "server": "lsquic",
+     "client": "lsquic", "app": "h3", "cpu": CPU, "link_gbps": 10.0, "mtu_bytes": 1500,
+     "cipher": "aes-ni", "conditions": "mean of 20 repetitions", "stated": "text"},
+    # An upper limit in Mbit/s with a stated large buffer.
+    {"point_id": "t-pub-002", "document": "002", "section": "4.1", "locator": "Fig. 3",
+     "quantity": "goodput", "value": 3250.0, "unit": "Mbit/s", "server": "lsquic",
+     "client": "lsquic", "app": "h3", "cpu": CPU, "rcvbuf_bytes": 6815744,
+     "conditions": "largest tested buffer; bound=upper_limit", "stated": "text"},
+    # Not a goodput: never shown.
+    {"point_id": "t-pub-003", "document": "002", "quantity": "cpu_util", "value": 100.0,
+     "unit": "%", "server": "lsquic", "client": "lsquic", "stated": "text"},
+]
+
+
+def write_catalog(path: Path) -> Path:
+    """A catalog with :data:`RUNS`, :data:`PUBLISHED` and the packaged CPU catalog."""
+    with Catalog(path) as catalog:
+        catalog.upsert("runs", RUNS)
+        catalog.upsert("published_points", PUBLISHED)
+        catalog.upsert("cpus", [cpu.to_row() for cpu in CpuCatalog.packaged().cpus])
+    return path
+
+
+def build(root: Path) -> AppData:
+    """Models and catalog under ``root`` (the data dir is ``root/data``)."""
+    data_dir = root / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return AppData(root=root, models=write_models(root / "models"), data_dir=data_dir,
+                   catalog=write_catalog(data_dir / "catalog.duckdb"))
