@@ -91,7 +91,8 @@ def goodput_chart(predicted: pd.DataFrame, measured: pd.DataFrame
     domain = [*(f"{e} (predicted)" for e in ENGINE_COLOURS),
               *(f"{s} (measured)" for s in SOURCE_COLOURS)]
     colours = [*ENGINE_COLOURS.values(), *SOURCE_COLOURS.values()]
-    colour = alt.Color("series:N", title=None, scale=alt.Scale(domain=domain, range=colours))
+    colour = alt.Color("series:N", title=None, scale=alt.Scale(domain=domain, range=colours),
+                       legend=alt.Legend(orient="bottom", columns=3))
     x = alt.X("goodput_mbps:Q", title="goodput (Mbit/s)")
     y = alt.Y("pair:N", title=None)
     interval = alt.Chart(pred).mark_rule(strokeWidth=6, opacity=0.35).encode(
@@ -111,20 +112,26 @@ def goodput_chart(predicted: pd.DataFrame, measured: pd.DataFrame
 
 
 def limits_chart(limits: pd.DataFrame) -> alt.FacetChart:
-    """Each resource's goodput bound (log scale), limit in red, headroom as labels."""
-    base = alt.Chart(limits).encode(
-        y=alt.Y("resource:N", title=None, sort=alt.EncodingSortField("rate_mbps")),
-        x=alt.X("rate_mbps:Q", title="goodput this resource alone allows (Mbit/s)",
-                scale=alt.Scale(type="log")))
-    bars = base.mark_bar().encode(
-        color=alt.Color("role:N", title=None,
+    """Each resource's goodput bound (log scale), limit in red, headroom as labels.
+
+    One panel per pair and engine. Bars start at the decade below the smallest
+    rate, since a logarithmic axis has no zero.
+    """
+    floor = 10 ** math.floor(math.log10(max(float(limits["rate_mbps"].min()), 1e-3)))
+    data = limits.assign(base=floor, case=limits["pair"] + " · " + limits["engine"])
+    x = alt.X("rate_mbps:Q", title="goodput this resource alone allows (Mbit/s)",
+              scale=alt.Scale(type="log"))
+    y = alt.Y("resource:N", title=None, sort=alt.EncodingSortField("rate_mbps"))
+    bars = alt.Chart().mark_bar().encode(
+        x=x, x2="base:Q", y=y,
+        color=alt.Color("role:N", title=None, legend=alt.Legend(orient="bottom"),
                         scale=alt.Scale(domain=["limit", "headroom"],
                                         range=["#e45756", "#9ecae9"])),
         tooltip=["pair", "engine", "resource", alt.Tooltip("rate_mbps:Q", format=",.0f"),
                  alt.Tooltip("headroom_pct:Q", format="+.0f")])
-    text = base.mark_text(align="left", dx=4).encode(text="label:N")
-    return alt.layer(bars, text, data=limits).facet(
-        row=alt.Row("pair:N", title=None), column=alt.Column("engine:N", title=None))
+    text = alt.Chart().mark_text(align="left", dx=4).encode(x=x, y=y, text="label:N")
+    return alt.layer(bars, text, data=data).properties(width=560).facet(
+        row=alt.Row("case:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
 
 
 def cpu_chart(predicted: pd.DataFrame) -> alt.Chart:

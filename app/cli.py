@@ -19,10 +19,12 @@ from quiclab.app.config import script_arguments
 
 SCRIPT = Path(__file__).resolve().parent / "streamlit_app.py"
 #: Defaults for Streamlit's settings, each overridden by a flag or the variable itself:
-#: serve on localhost only, and send no usage statistics (the network is closed anyway).
+#: serve on localhost only, send no usage statistics (the network is closed anyway),
+#: and show the viewer's toolbar (no "Deploy" button for a local workbench).
 STREAMLIT_DEFAULTS = {
     "STREAMLIT_SERVER_ADDRESS": "localhost",
     "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
+    "STREAMLIT_CLIENT_TOOLBAR_MODE": "viewer",
 }
 HELP_FLAGS = ("-h", "--help")
 

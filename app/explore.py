@@ -44,7 +44,8 @@ class ChartParams:
 def browse_ui(tables: list[str]) -> tuple[str, int]:
     """Which table to look at and how many of its rows."""
     cols = st.columns([3, 1])
-    table = cols[0].selectbox("Table", tables, key="w.data.table")
+    table = cols[0].selectbox("Table", tables, key="w.data.table",
+                              index=tables.index("runs") if "runs" in tables else 0)
     limit = int(cols[1].number_input("rows", min_value=10, max_value=10_000, value=200,
                                      step=100, key="w.data.limit"))
     return str(table), limit
@@ -96,16 +97,19 @@ def show(config: AppConfig) -> None:
         st.warning(f"{err}")
         return
     st.caption(f"Catalog {config.catalog} — tables and columns: datasets/SCHEMA.md")
-    st.dataframe(tables, hide_index=True)
-
-    st.subheader("Browse a table")
-    table, limit = browse_ui(list(tables["table"]))
-    try:
-        rows = catalog_query(config.catalog, stamp, f'SELECT * FROM "{table}" LIMIT ?',
-                             (limit,))
-        st.dataframe(rows, hide_index=True, width="stretch")
-    except (QuiclabError, duckdb.Error) as err:
-        st.error(f"{err}")
+    left, right = st.columns([1, 3])
+    with left:
+        st.subheader("Tables")
+        st.dataframe(tables, hide_index=True, height=460)
+    with right:
+        st.subheader("Browse a table")
+        table, limit = browse_ui(list(tables["table"]))
+        try:
+            rows = catalog_query(config.catalog, stamp, f'SELECT * FROM "{table}" LIMIT ?',
+                                 (limit,))
+            st.dataframe(rows, hide_index=True, width="stretch", height=360)
+        except (QuiclabError, duckdb.Error) as err:
+            st.error(f"{err}")
 
     st.subheader("Query")
     sql = sql_ui()

@@ -3,162 +3,49 @@
 Three kinds of measurement live in the catalog (``datasets/SCHEMA.md``): runs
 of the QIR-10G dataset (``runs.source = 'qir10g'``), fresh testbed runs
 (``runs.source = 'fresh'``) and the numbers the seeds state
-(``published_points``). :func:`measured_points` returns all of them for one
-(server, client) pair as one table with a ``source`` column, in Mbit/s.
+(``published_points``). :func:`pair_rows` reads all of them for one
+(server, client) pair into one table with a ``source`` column, goodput in
+Mbit/s; :func:`match` keeps the rows whose conditions fit a Scenario. The
+app caches the first per pair and runs the second (a millisecond) on every
+change.
 
 Matching rule: a condition a row states must equal the Scenario's; a condition
 it leaves NULL (not stated, not recorded) does not exclude it — the row's
 conditions are returned so that the app shows them. Fields named in ``free``
-(the axes of a sweep) are not constrained at all.
+(the axes of a sweep) are not constrained at all. The CPU is compared by its
+catalog name.
 
 An implementation ``name@variant`` matches QIR runs of that build
 (``server_build = 'march'`` for ``lsquic@march``), published points of exactly
 that name, and — without a variant — fresh runs of any peer build (their build
 column is a source hash).
-
-Functions take an open DuckDB connection; they only read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from quiclab.sim.scenario import Scenario
 
-#: Scenario field → runs column, for the conditions the dataset records.
+#: Scenario fields a measurement can state, and the runs column of each.
 RUN_CONDITIONS = {
     "link_gbps": "link_gbps", "mtu_bytes": "mtu_bytes", "rtt_ms": "rtt_ms",
     "loss_pct": "loss_pct", "reorder_pct": "reorder_pct", "rcvbuf_bytes": "rcvbuf_bytes",
     "sndbuf_bytes": "sndbuf_bytes", "cipher": "cipher", "app": "app", "streams": "streams",
     "chunks": "chunks", "gso": "gso", "gro": "gro", "cc": "cc",
 }
-#: Scenario field → published_points column.
-PUBLISHED_CONDITIONS = {
-    "link_gbps": "link_gbps", "mtu_bytes": "mtu_bytes", "rtt_ms": "rtt_ms",
-    "loss_pct": "loss_pct", "reorder_pct": "reorder_pct", "rcvbuf_bytes": "rcvbuf_bytes",
-    "cipher": "cipher", "app": "app", "streams": "streams", "chunks": "chunks",
-    "gso": "gso", "gro": "gro",
-}
+#: The same for published_points (it has no send buffer and no congestion control).
+PUBLISHED_CONDITIONS = {f: c for f, c in RUN_CONDITIONS.items() if f not in ("sndbuf_bytes", "cc")}
 #: Columns of the result (conditions named by Scenario field).
 COLUMNS = ["source", "id", "server", "client", "goodput_mbps", "bound", "detail", "cpu",
-           *RUN_CONDITIONS]
+           "workload", *RUN_CONDITIONS]
 _FLOAT_FIELDS = {"link_gbps", "rtt_ms", "loss_pct", "reorder_pct"}
-
-
-def _condition(column: str, field: str, value: Any) -> tuple[str, list[Any]]:
-    if field in _FLOAT_FIELDS:
-        # Stored values are decimal numbers typed by people: compare to 1e-6.
-        return f"({column} IS NULL OR abs({column} - ?) <= 1e-6)", [float(value)]
-    return f"({column} IS NULL OR {column} = ?)", [value]
-
-
-def _where(conditions: dict[str, str], scenario: Scenario, free: set[str],
-           prefix: str = "") -> tuple[list[str], list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    for field, column in conditions.items():
-        if field in free:
-            continue
-        clause, values = _condition(prefix + column, field, getattr(scenario, field))
-        clauses.append(clause)
-        params += values
-    return clauses, params
-
-
-def _columns(con: Any, table: str) -> set[str]:
-    rows = con.execute("SELECT column_name FROM information_schema.columns "
-                       "WHERE table_name = ?", [table]).fetchall()
-    return {r[0] for r in rows}
-
-
-def measured_runs(con: Any, scenario: Scenario, cpu: str, free: Iterable[str] = ()
-                  ) -> pd.DataFrame:
-    """Successful runs (QIR-10G and fresh) of the scenario's pair under its conditions."""
-    if "runs" not in _tables(con):
-        return pd.DataFrame(columns=COLUMNS)
-    free = set(free)
-    available = _columns(con, "runs")
-    conditions = {f: c for f, c in RUN_CONDITIONS.items() if c in available}
-    server, _, server_build = scenario.server.partition("@")
-    client, _, client_build = scenario.client.partition("@")
-    clauses = ["status = 'ok'", "goodput_mbps IS NOT NULL",
-               "server_impl = ?", "client_impl = ?",
-               "(coalesce(server_build, '') = ? OR (source = 'fresh' AND ? = ''))",
-               "(coalesce(client_build, '') = ? OR (source = 'fresh' AND ? = ''))"]
-    params: list[Any] = [server, client, server_build, server_build, client_build,
-                         client_build]
-    if "cpu" not in free:
-        clauses.append("(cpu IS NULL OR cpu = ?)")
-        params.append(cpu)
-    more, values = _where(conditions, scenario, free)
-    clauses += more
-    params += values
-    select = ", ".join(f"{c} AS {f}" for f, c in conditions.items())
-    sql = f"""
-        SELECT source, run_id AS id,
-               server_impl || CASE WHEN coalesce(server_build, '') = '' OR source = 'fresh'
-                                   THEN '' ELSE '@' || server_build END AS server,
-               client_impl || CASE WHEN coalesce(client_build, '') = '' OR source = 'fresh'
-                                   THEN '' ELSE '@' || client_build END AS client,
-               goodput_mbps, NULL AS bound,
-               experiment || ' ' || coalesce(setting, '') || ' #' || repetition AS detail,
-               cpu, {select}
-        FROM runs WHERE {' AND '.join(clauses)}
-        ORDER BY source, goodput_mbps"""
-    return _frame(con.execute(sql, params).df())
-
-
-def measured_published(con: Any, scenario: Scenario, cpu: str, free: Iterable[str] = ()
-                       ) -> pd.DataFrame:
-    """Goodput numbers stated by the seeds for the scenario's pair and conditions.
-
-    Quantities ``goodput`` and ``throughput`` in Mbit/s or Gbit/s (converted to
-    Mbit/s); ``bound`` is the point's ``bound=`` condition (``upper_limit``,
-    ``lower_limit``, ``approx``, …) when it is not an exact value.
-    """
-    if "published_points" not in _tables(con):
-        return pd.DataFrame(columns=COLUMNS)
-    free = set(free)
-    clauses = ["quantity IN ('goodput', 'throughput')", "unit IN ('Mbit/s', 'Gbit/s')",
-               "server = ?", "client = ?"]
-    params: list[Any] = [scenario.server, scenario.client]
-    if scenario.workload == "bulk":
-        clauses.append("workload IS NULL")
-    else:
-        clauses.append("workload = ?")
-        params.append(scenario.workload)
-    if "cpu" not in free:
-        clauses.append("(cpu IS NULL OR cpu = ?)")
-        params.append(cpu)
-    more, values = _where(PUBLISHED_CONDITIONS, scenario, free)
-    clauses += more
-    params += values
-    select = ", ".join(f"{PUBLISHED_CONDITIONS[f]} AS {f}" if f in PUBLISHED_CONDITIONS
-                       else f"NULL AS {f}" for f in RUN_CONDITIONS)
-    sql = f"""
-        SELECT 'published' AS source, point_id AS id, server, client,
-               CASE unit WHEN 'Gbit/s' THEN value * 1000 ELSE value END AS goodput_mbps,
-               nullif(regexp_extract(conditions, 'bound=([a-z_]+)', 1), '') AS bound,
-               'seed ' || document || ' ' || coalesce(locator, '') || ' §' ||
-                   coalesce(section, '') AS detail,
-               cpu, {select}
-        FROM published_points WHERE {' AND '.join(clauses)}
-        ORDER BY goodput_mbps"""
-    return _frame(con.execute(sql, params).df())
-
-
-def measured_points(con: Any, scenario: Scenario, cpu: str, free: Iterable[str] = ()
-                    ) -> pd.DataFrame:
-    """Runs and published points together (columns :data:`COLUMNS`)."""
-    free = tuple(free)
-    parts = [measured_runs(con, scenario, cpu, free),
-             measured_published(con, scenario, cpu, free)]
-    parts = [p for p in parts if not p.empty]
-    if not parts:
-        return pd.DataFrame(columns=COLUMNS)
-    return pd.concat(parts, ignore_index=True)
+#: Stored decimals were typed by people: numbers this close are equal.
+_TOLERANCE = 1e-6
 
 
 def _tables(con: Any) -> set[str]:
@@ -167,8 +54,147 @@ def _tables(con: Any) -> set[str]:
     return {r[0] for r in rows}
 
 
+def _columns(con: Any, table: str) -> set[str]:
+    rows = con.execute("SELECT column_name FROM information_schema.columns "
+                       "WHERE table_name = ?", [table]).fetchall()
+    return {r[0] for r in rows}
+
+
 def _frame(df: pd.DataFrame) -> pd.DataFrame:
     for column in COLUMNS:
         if column not in df.columns:
             df[column] = None
     return df[COLUMNS]
+
+
+def run_rows(con: Any, server: str, client: str) -> pd.DataFrame:
+    """Successful runs (QIR-10G and fresh) of one pair, with their conditions."""
+    if "runs" not in _tables(con):
+        return pd.DataFrame(columns=COLUMNS)
+    available = _columns(con, "runs")
+    select = ", ".join(f"{c} AS {f}" if c in available else f"NULL AS {f}"
+                       for f, c in RUN_CONDITIONS.items())
+    server_impl, _, server_build = server.partition("@")
+    client_impl, _, client_build = client.partition("@")
+    sql = f"""
+        SELECT source, run_id AS id, ? AS server, ? AS client, goodput_mbps,
+               NULL AS bound,
+               experiment || ' ' || coalesce(setting, '') || ' #' || repetition AS detail,
+               cpu, NULL AS workload, {select}
+        FROM runs
+        WHERE status = 'ok' AND goodput_mbps IS NOT NULL
+          AND server_impl = ? AND client_impl = ?
+          AND (coalesce(server_build, '') = ? OR (source = 'fresh' AND ? = ''))
+          AND (coalesce(client_build, '') = ? OR (source = 'fresh' AND ? = ''))
+        ORDER BY source, goodput_mbps"""
+    params = [server, client, server_impl, client_impl, server_build, server_build,
+              client_build, client_build]
+    return _frame(con.execute(sql, params).df())
+
+
+def published_rows(con: Any, server: str, client: str) -> pd.DataFrame:
+    """Goodput numbers the seeds state for one pair, in Mbit/s.
+
+    Quantities ``goodput`` and ``throughput`` in Mbit/s or Gbit/s; ``bound`` is
+    the point's ``bound=`` condition (``upper_limit``, ``lower_limit``,
+    ``approx``, …) when it is not an exact value.
+    """
+    if "published_points" not in _tables(con):
+        return pd.DataFrame(columns=COLUMNS)
+    select = ", ".join(f"{PUBLISHED_CONDITIONS[f]} AS {f}" if f in PUBLISHED_CONDITIONS
+                       else f"NULL AS {f}" for f in RUN_CONDITIONS)
+    sql = f"""
+        SELECT 'published' AS source, point_id AS id, server, client,
+               CASE unit WHEN 'Gbit/s' THEN value * 1000 ELSE value END AS goodput_mbps,
+               nullif(regexp_extract(conditions, 'bound=([a-z_]+)', 1), '') AS bound,
+               'seed ' || document || ' ' || coalesce(locator, '') || ' §' ||
+                   coalesce(section, '') AS detail,
+               cpu, workload, {select}
+        FROM published_points
+        WHERE quantity IN ('goodput', 'throughput') AND unit IN ('Mbit/s', 'Gbit/s')
+          AND server = ? AND client = ?
+        ORDER BY goodput_mbps"""
+    return _frame(con.execute(sql, [server, client]).df())
+
+
+def pair_rows(con: Any, server: str, client: str) -> pd.DataFrame:
+    """Runs and published points of one pair, every condition (columns :data:`COLUMNS`)."""
+    parts = [p for p in (run_rows(con, server, client), published_rows(con, server, client))
+             if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=COLUMNS)
+    return pd.concat(parts, ignore_index=True)
+
+
+@dataclass(frozen=True)
+class PairRows:
+    """The rows of one pair, with each condition column ready for numpy comparison.
+
+    ``stated[field]`` marks rows that state the condition; ``values[field]``
+    holds it (floats for numbers, Python objects otherwise). Built once per pair
+    by :func:`index_rows`, so that :func:`match` does no pandas work per column.
+    """
+
+    frame: pd.DataFrame
+    stated: dict[str, np.ndarray]
+    values: dict[str, np.ndarray]
+
+
+def index_rows(frame: pd.DataFrame) -> PairRows:
+    """Prepare :func:`pair_rows`' table for matching."""
+    stated: dict[str, np.ndarray] = {}
+    values: dict[str, np.ndarray] = {}
+    for field in ("cpu", "workload", *RUN_CONDITIONS):
+        column = frame[field]
+        stated[field] = ~column.isna().to_numpy(dtype=bool)
+        numeric = field in RUN_CONDITIONS and type(getattr(Scenario(), field)) in (int, float)
+        if not numeric:  # names and booleans
+            values[field] = column.astype(object).where(stated[field], None).to_numpy()
+        else:
+            values[field] = pd.to_numeric(column, errors="coerce").to_numpy(
+                dtype=float, na_value=np.nan)
+    return PairRows(frame.reset_index(drop=True), stated, values)
+
+
+def _fits(rows: PairRows, field: str, value: Any) -> np.ndarray:
+    """Rows that leave ``field`` unstated or state ``value``."""
+    stated, values = rows.stated[field], rows.values[field]
+    if values.dtype == object:
+        if isinstance(value, bool):
+            equal = np.array([v is not None and bool(v) == value for v in values], dtype=bool)
+        else:
+            equal = values == value
+        return ~stated | equal
+    tolerance = _TOLERANCE if field in _FLOAT_FIELDS else 0.0
+    with np.errstate(invalid="ignore"):
+        return ~stated | (np.abs(values - float(value)) <= tolerance)
+
+
+def match(rows: PairRows | pd.DataFrame, scenario: Scenario, cpu: str,
+          free: Iterable[str] = ()) -> pd.DataFrame:
+    """The rows of :func:`pair_rows` whose stated conditions equal the scenario's.
+
+    ``cpu`` is the catalog name of the scenario's CPU; ``free`` names fields
+    (sweep axes, or ``cpu``) left unconstrained.
+    """
+    if isinstance(rows, pd.DataFrame):
+        rows = index_rows(rows)
+    free = set(free)
+    keep = np.ones(len(rows.frame), dtype=bool)
+    if "cpu" not in free:
+        keep &= _fits(rows, "cpu", cpu)
+    # A bulk transfer: published request/handshake workloads are other measurements.
+    if scenario.workload == "bulk":
+        keep &= ~rows.stated["workload"]
+    else:
+        keep &= rows.values["workload"] == scenario.workload
+    for field in RUN_CONDITIONS:
+        if field not in free:
+            keep &= _fits(rows, field, getattr(scenario, field))
+    return rows.frame.iloc[np.flatnonzero(keep)].reset_index(drop=True)
+
+
+def measured_points(con: Any, scenario: Scenario, cpu: str, free: Iterable[str] = ()
+                    ) -> pd.DataFrame:
+    """Runs and published points of the scenario's pair that match its conditions."""
+    return match(pair_rows(con, scenario.server, scenario.client), scenario, cpu, free)

@@ -26,7 +26,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 import streamlit as st
-from quiclab.app.measured import measured_points
+from quiclab.app.measured import PairRows, index_rows, match, pair_rows
 from quiclab.models.registry import Registry
 from quiclab.sim.engine import Engine, get_engine
 from quiclab.sim.prediction import Prediction
@@ -121,13 +121,23 @@ def open_catalog(catalog: str, *, external_access: bool = True
         con.close()
 
 
-@st.cache_data(show_spinner=False, max_entries=512)
-def catalog_measured(catalog: str, stamp: float, scenario: Scenario, cpu: str,
-                     free: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Measured points matching a scenario (see :mod:`quiclab.app.measured`)."""
+@st.cache_data(show_spinner=False, max_entries=256)
+def catalog_pair_rows(catalog: str, stamp: float, server: str, client: str) -> PairRows:
+    """Every measurement of one pair with its conditions (:func:`measured.pair_rows`)."""
     del stamp
     with open_catalog(catalog) as con:
-        return measured_points(con, scenario, cpu, free)
+        return index_rows(pair_rows(con, server, client))
+
+
+def catalog_measured(catalog: str, stamp: float, scenario: Scenario, cpu: str,
+                     free: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Measured points matching a scenario (see :mod:`quiclab.app.measured`).
+
+    The pair's rows are read once per catalog version; matching them to the
+    conditions takes about a millisecond, so it is not cached.
+    """
+    rows = catalog_pair_rows(catalog, stamp, scenario.server, scenario.client)
+    return match(rows, scenario, cpu, free)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -1,0 +1,149 @@
+"""Drive the app in a real browser: Debian's Chromium under Playwright.
+
+Used by ``test_browser.py`` and, as a script, to take screenshots of every
+page for the docs::
+
+    python tests/app/browser.py --models DIR --data-dir DIR --out DIR
+
+The app is started the way a user starts it (``quiclab … app --server.port N
+--server.headless true``) in its own process group, which is ended when done.
+Chromium is ``/usr/bin/chromium`` from Debian (``make test`` installs it);
+Playwright only drives it, it downloads no browser of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = Path("/usr/bin/chromium")
+#: As root on a machine with a closed network (see the machine notes): no sandbox,
+#: no GPU, and none of Chromium's own background connections.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+PAGES = ("whatif", "sweep", "reproductions", "data")
+START_TIMEOUT_S = 90.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running_app(paths: Mapping[str, str], port: int, log: Path) -> Iterator[str]:
+    """Start ``quiclab app`` on ``port``; yield its URL; end its process group after.
+
+    ``paths`` are the global options (``--models``, ``--data-dir``, ``--catalog``).
+    Raises RuntimeError (with the log's tail) if it does not answer in time.
+    """
+    argv = [sys.executable, "-m", "quiclab.cli"]
+    for flag, value in paths.items():
+        argv += [flag, value]
+    argv += ["app", "--server.port", str(port), "--server.headless", "true",
+             "--server.fileWatcherType", "none"]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True, env=dict(os.environ))
+    url = f"http://localhost:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"quiclab app exited with {process.returncode}: "
+                                   + log.read_text()[-2000:])
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"quiclab app did not answer in {START_TIMEOUT_S:.0f} s: "
+                                   + log.read_text()[-2000:])
+            time.sleep(0.3)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def launch(playwright: Any) -> Any:
+    """Debian's Chromium, headless, with the flags this machine needs."""
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                      args=CHROMIUM_ARGS)
+
+
+def wait_idle(page: Any, timeout_ms: float = 60_000) -> None:
+    """Wait until the app has finished its current run (no "running" indicator)."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+    page.wait_for_function(
+        """() => {
+            const app = document.querySelector('[data-testid="stApp"]');
+            return app && app.getAttribute('data-test-script-state') !== 'running'
+                && !document.querySelector('[data-testid="stSkeleton"]');
+        }""", timeout=timeout_ms)
+
+
+def goodput_text(page: Any) -> str:
+    """The text of the analytic goodput metric on the What-if page."""
+    metric = page.locator('[data-testid="stMetric"]').filter(
+        has_text="Predicted goodput (analytic)")
+    return str(metric.locator('[data-testid="stMetricValue"]').inner_text())
+
+
+def screenshot_pages(page: Any, url: str, out: Path, query: str = "") -> list[Path]:
+    """Open every page and save a full-page PNG of each as ``out/<page>.png``."""
+    out.mkdir(parents=True, exist_ok=True)
+    shots = []
+    for name in PAGES:
+        page.goto(f"{url}/?page={name}{query}")
+        wait_idle(page)
+        page.wait_for_timeout(1500)  # let charts draw
+        path = out / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        shots.append(path)
+    return shots
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Screenshots of every page of the app.")
+    parser.add_argument("--models", required=True)
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--catalog")
+    parser.add_argument("--out", required=True, help="folder for <page>.png")
+    parser.add_argument("--query", default="", help="extra query string, e.g. &mtu_bytes=9000")
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    paths = {"--models": args.models, "--data-dir": args.data_dir}
+    if args.catalog:
+        paths["--catalog"] = args.catalog
+    out = Path(args.out)
+    with running_app(paths, free_port(), out / "app.log") as url, sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1500, "height": 2200})
+        for path in screenshot_pages(page, url, out, args.query):
+            print(path)
+        browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
