@@ -50,8 +50,4 @@ def test_random_cases_agree_on_average(case_name: str, registry: Registry) -> No
     assert {p.limit for p in ns3} == {p.limit for p in des} == {CONTRACT_CASES[case_name].limit}
     des_mean = statistics.mean(p.goodput_mbps for p in des)
     ns3_mean = statistics.mean(p.goodput_mbps for p in ns3)
-    if case_name == "rcvbuf-bound" and ns3_mean < 0.9 * des_mean:
-        pytest.xfail("DES Stalls._advance drops the extension of overlapping stalls "
-                     "(26 % instead of 33 % of the time stalled); with it merged the "
-                     "engines agree within 2 %")
     assert ns3_mean == pytest.approx(des_mean, rel=0.10)
