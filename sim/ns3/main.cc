@@ -227,9 +227,13 @@ main(int argc, char* argv[])
     {
         conn->warm = quiclab::Stats{};
     }
-    std::printf("{\"completed\":%s,\"completion_s\":%.17g,\"pad_bytes\":%u,"
-                "\"rcvbuf_datagrams\":%llu,\"events\":%llu,\"cpu_s\":%.6g,\"wall_s\":%.6g,",
-                conn->completed ? "true" : "false", conn->completionS, conn->padBytes,
+    const char* stopped = conn->completed ? "completed"
+                          : conn->prefixReached ? "prefix"
+                                                : "time_limit";
+    std::printf("{\"completed\":%s,\"stopped_by\":\"%s\",\"completion_s\":%.17g,"
+                "\"pad_bytes\":%u,\"rcvbuf_datagrams\":%llu,\"events\":%llu,\"cpu_s\":%.6g,"
+                "\"wall_s\":%.6g,",
+                conn->completed ? "true" : "false", stopped, conn->completionS, conn->padBytes,
                 (unsigned long long)datagrams, (unsigned long long)Simulator::GetEventCount(),
                 cpuS, wallS);
     PrintStats("warm", conn->warm);

@@ -61,7 +61,7 @@ QuicReceiver::StartApplication()
     // TRANSPORT.md "Outputs": the handshake takes one RTT; then the client's
     // requests (with its initial credit) go out and data starts half an RTT later.
     Simulator::Schedule(Seconds(m_p.rttS), &QuicReceiver::SendRequests, this);
-    if (m_p.stallRateHz > 0 && m_p.stallMinS > 0)
+    if (m_p.stallRateHz > 0 && m_p.stallMinS > 0 && m_p.stallAlpha > 0)
     {
         ScheduleStall();
     }
@@ -273,6 +273,7 @@ QuicReceiver::OnPacketProcessed(CpuServer::Item item, Ptr<ns3::Packet> packet)
     }
     if (m_p.prefixBytes > 0 && st.consumedBytes >= m_p.prefixBytes)
     {
+        m_conn->prefixReached = true;
         Simulator::Stop();
         return;
     }

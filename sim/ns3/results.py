@@ -85,6 +85,9 @@ class RunResult:
 
     def notes(self) -> list[str]:
         out = []
+        if self.data.get("stopped_by") == "time_limit":
+            out.append(f"stopped at the simulated-time limit ({self.end['time_s']:.4g} s) "
+                       "before the prefix was complete")
         if not self.completed:
             end = self.end
             out.append(

@@ -250,6 +250,7 @@ struct Connection
     Stats warm; // snapshot when the measurement window starts
     bool warmTaken = false;
     bool completed = false;
+    bool prefixReached = false;
     double completionS = -1;
     QuicSender* sender = nullptr;
     QuicReceiver* receiver = nullptr;
