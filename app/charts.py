@@ -1,4 +1,10 @@
-"""Altair figures of the app, built from plain tables (no Streamlit here).
+"""The app's figures as Vega-Lite specifications, built from plain tables.
+
+Plain dicts drawn with ``st.vega_lite_chart`` rather than Altair objects:
+Altair validates every chart against the Vega-Lite schema when it is
+serialised, which cost ~300 ms per rerun of the What-if page, more than the
+whole analytic answer. The tests validate the same specs with Altair instead
+(``alt.Chart.from_dict``).
 
 - :func:`prediction_table` turns Predictions into rows (one per pair and engine);
 - :func:`goodput_chart`: predicted goodput with its interval beside every
@@ -11,17 +17,20 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
 
-import altair as alt
 import pandas as pd
 from quiclab.sim.prediction import Prediction
 
+SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 #: Colours of the measurement sources (predictions use the engine's colour).
 SOURCE_COLOURS = {"qir10g": "#4c78a8", "fresh": "#54a24b", "published": "#e45756"}
 ENGINE_COLOURS = {"analytic": "#222222", "des": "#f58518", "ns3": "#b279a2"}
+
+Spec = dict[str, Any]
 
 
 def pair_label(server: str, client: str) -> str:
@@ -31,6 +40,25 @@ def pair_label(server: str, client: str) -> str:
 
 def _finite(value: float) -> float | None:
     return value if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def records(frame: pd.DataFrame, columns: Sequence[str] | None = None
+            ) -> list[dict[str, Any]]:
+    """JSON-safe records (NaN and NA become null) of some columns of a table."""
+    part = frame if columns is None else frame[[c for c in columns if c in frame.columns]]
+    rows: list[dict[str, Any]] = json.loads(part.to_json(orient="records"))
+    return rows
+
+
+def _tooltip(*fields: str | tuple[str, str]) -> list[dict[str, Any]]:
+    """Tooltip entries; ``(field, format)`` for a number with a d3 format."""
+    out = []
+    for item in fields:
+        if isinstance(item, tuple):
+            out.append({"field": item[0], "type": "quantitative", "format": item[1]})
+        else:
+            out.append({"field": item, "type": "nominal"})
+    return out
 
 
 def prediction_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
@@ -77,41 +105,54 @@ def limits_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def goodput_chart(predicted: pd.DataFrame, measured: pd.DataFrame
-                  ) -> alt.LayerChart | alt.FacetChart:
-    """Predicted goodput (diamond, interval as a bar) and measured points per pair."""
+def goodput_chart(predicted: pd.DataFrame, measured: pd.DataFrame) -> Spec:
+    """Predicted goodput (diamond, interval as a thick rule) and measured points per pair."""
     pred = predicted.assign(series=predicted["engine"] + " (predicted)")
     pred["goodput_lo_mbps"] = pred["goodput_lo_mbps"].fillna(pred["goodput_mbps"])
     pred["goodput_hi_mbps"] = pred["goodput_hi_mbps"].fillna(pred["goodput_mbps"])
-    meas = measured.assign(
-        pair=[pair_label(s, c) for s, c in zip(measured["server"], measured["client"],
-                                               strict=True)],
-        series=measured["source"].astype(str) + " (measured)",
-        bound=measured["bound"].fillna("value"))
     domain = [*(f"{e} (predicted)" for e in ENGINE_COLOURS),
               *(f"{s} (measured)" for s in SOURCE_COLOURS)]
-    colours = [*ENGINE_COLOURS.values(), *SOURCE_COLOURS.values()]
-    colour = alt.Color("series:N", title=None, scale=alt.Scale(domain=domain, range=colours),
-                       legend=alt.Legend(orient="bottom", columns=3))
-    x = alt.X("goodput_mbps:Q", title="goodput (Mbit/s)")
-    y = alt.Y("pair:N", title=None)
-    interval = alt.Chart(pred).mark_rule(strokeWidth=6, opacity=0.35).encode(
-        x="goodput_lo_mbps:Q", x2="goodput_hi_mbps:Q", y=y, yOffset="engine:N", color=colour)
-    centre = alt.Chart(pred).mark_point(shape="diamond", size=160, filled=True).encode(
-        x=x, y=y, yOffset="engine:N", color=colour,
-        tooltip=["pair", "engine", alt.Tooltip("goodput_mbps:Q", format=",.0f"),
-                 alt.Tooltip("goodput_lo_mbps:Q", format=",.0f"),
-                 alt.Tooltip("goodput_hi_mbps:Q", format=",.0f"), "limit"])
-    layers: list[Any] = [interval, centre]
-    if not meas.empty:
-        layers.append(alt.Chart(meas).mark_circle(size=45, opacity=0.6).encode(
-            x=x, y=y, color=colour, shape=alt.Shape("bound:N", title="published bound"),
-            tooltip=["source", "id", "detail", alt.Tooltip("goodput_mbps:Q", format=",.0f"),
-                     "bound"]))
-    return alt.layer(*layers).properties(height=alt.Step(40))
+    colour = {"field": "series", "type": "nominal", "title": None,
+              "scale": {"domain": domain, "range": [*ENGINE_COLOURS.values(),
+                                                    *SOURCE_COLOURS.values()]},
+              "legend": {"orient": "bottom", "columns": 3}}
+    x = {"field": "goodput_mbps", "type": "quantitative", "title": "goodput (Mbit/s)"}
+    y = {"field": "pair", "type": "nominal", "title": None}
+    y_offset = {"field": "engine", "type": "nominal"}
+    pred_values = records(pred, ["pair", "engine", "series", "goodput_mbps",
+                                 "goodput_lo_mbps", "goodput_hi_mbps", "limit"])
+    layers: list[Spec] = [
+        {"data": {"values": pred_values},
+         "mark": {"type": "rule", "strokeWidth": 6, "opacity": 0.35},
+         "encoding": {"x": {"field": "goodput_lo_mbps", "type": "quantitative"},
+                      "x2": {"field": "goodput_hi_mbps"}, "y": y, "yOffset": y_offset,
+                      "color": colour}},
+        {"data": {"values": pred_values},
+         "mark": {"type": "point", "shape": "diamond", "size": 160, "filled": True},
+         "encoding": {"x": x, "y": y, "yOffset": y_offset, "color": colour,
+                      "tooltip": _tooltip("pair", "engine", ("goodput_mbps", ",.0f"),
+                                          ("goodput_lo_mbps", ",.0f"),
+                                          ("goodput_hi_mbps", ",.0f"), "limit")}},
+    ]
+    if not measured.empty:
+        meas = measured.assign(
+            pair=[pair_label(s, c) for s, c in zip(measured["server"], measured["client"],
+                                                   strict=True)],
+            series=measured["source"].astype(str) + " (measured)",
+            bound=measured["bound"].fillna("value"))
+        layers.append({
+            "data": {"values": records(meas, ["pair", "series", "source", "id", "detail",
+                                              "goodput_mbps", "bound"])},
+            "mark": {"type": "point", "filled": True, "size": 45, "opacity": 0.6},
+            "encoding": {"x": x, "y": y, "color": colour,
+                         "shape": {"field": "bound", "type": "nominal",
+                                   "title": "published bound"},
+                         "tooltip": _tooltip("source", "id", "detail",
+                                             ("goodput_mbps", ",.0f"), "bound")}})
+    return {"$schema": SCHEMA, "height": {"step": 40}, "layer": layers}
 
 
-def limits_chart(limits: pd.DataFrame) -> alt.FacetChart:
+def limits_chart(limits: pd.DataFrame) -> Spec:
     """Each resource's goodput bound (log scale), limit in red, headroom as labels.
 
     One panel per pair and engine. Bars start at the decade below the smallest
@@ -119,58 +160,78 @@ def limits_chart(limits: pd.DataFrame) -> alt.FacetChart:
     """
     floor = 10 ** math.floor(math.log10(max(float(limits["rate_mbps"].min()), 1e-3)))
     data = limits.assign(base=floor, case=limits["pair"] + " · " + limits["engine"])
-    x = alt.X("rate_mbps:Q", title="goodput this resource alone allows (Mbit/s)",
-              scale=alt.Scale(type="log"))
-    y = alt.Y("resource:N", title=None, sort=alt.EncodingSortField("rate_mbps"))
-    bars = alt.Chart().mark_bar().encode(
-        x=x, x2="base:Q", y=y,
-        color=alt.Color("role:N", title=None, legend=alt.Legend(orient="bottom"),
-                        scale=alt.Scale(domain=["limit", "headroom"],
-                                        range=["#e45756", "#9ecae9"])),
-        tooltip=["pair", "engine", "resource", alt.Tooltip("rate_mbps:Q", format=",.0f"),
-                 alt.Tooltip("headroom_pct:Q", format="+.0f")])
-    text = alt.Chart().mark_text(align="left", dx=4).encode(x=x, y=y, text="label:N")
-    return alt.layer(bars, text, data=data).properties(width=560).facet(
-        row=alt.Row("case:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
+    x = {"field": "rate_mbps", "type": "quantitative", "scale": {"type": "log"},
+         "title": "goodput this resource alone allows (Mbit/s)"}
+    y = {"field": "resource", "type": "nominal", "title": None,
+         "sort": {"field": "rate_mbps"}}
+    bars = {"mark": "bar", "encoding": {
+        "x": x, "x2": {"field": "base"}, "y": y,
+        "color": {"field": "role", "type": "nominal", "title": None,
+                  "legend": {"orient": "bottom"},
+                  "scale": {"domain": ["limit", "headroom"], "range": ["#e45756", "#9ecae9"]}},
+        "tooltip": _tooltip("pair", "engine", "resource", ("rate_mbps", ",.0f"),
+                            ("headroom_pct", "+.0f"))}}
+    text = {"mark": {"type": "text", "align": "left", "dx": 4},
+            "encoding": {"x": x, "y": y, "text": {"field": "label", "type": "nominal"}}}
+    return {"$schema": SCHEMA, "data": {"values": records(data)},
+            "facet": {"row": {"field": "case", "type": "nominal", "title": None,
+                              "header": {"labelAngle": 0, "labelAlign": "left"}}},
+            "spec": {"width": 560, "layer": [bars, text]}}
 
 
-def cpu_chart(predicted: pd.DataFrame) -> alt.Chart:
+def cpu_chart(predicted: pd.DataFrame) -> Spec:
     """CPU utilisation (% of one core) of each side, per pair and engine."""
     long = predicted.melt(id_vars=["pair", "engine"],
                           value_vars=["server_cpu_pct", "client_cpu_pct"],
                           var_name="side", value_name="cpu_pct")
     long["side"] = long["side"].str.replace("_cpu_pct", "", regex=False)
-    return alt.Chart(long.dropna()).mark_bar().encode(
-        x=alt.X("cpu_pct:Q", title="CPU utilisation (% of one core)"),
-        y=alt.Y("pair:N", title=None), yOffset="side:N",
-        color=alt.Color("side:N", title=None),
-        tooltip=["pair", "engine", "side", alt.Tooltip("cpu_pct:Q", format=".1f")],
-    ).properties(height=alt.Step(18))
+    long["bar"] = long["side"] + " · " + long["engine"]
+    return {"$schema": SCHEMA, "data": {"values": records(long.dropna())},
+            "height": {"step": 18}, "mark": "bar",
+            "encoding": {
+                "x": {"field": "cpu_pct", "type": "quantitative",
+                      "title": "CPU utilisation (% of one core)"},
+                "y": {"field": "pair", "type": "nominal", "title": None},
+                "yOffset": {"field": "bar", "type": "nominal"},
+                "color": {"field": "side", "type": "nominal", "title": None},
+                "opacity": {"field": "engine", "type": "nominal", "title": "engine"},
+                "tooltip": _tooltip("pair", "engine", "side", ("cpu_pct", ".1f"))}}
 
 
 def sweep_chart(table: pd.DataFrame, measured: pd.DataFrame, axis: str,
-                axis2: str | None, log_x: bool = False) -> alt.LayerChart | alt.FacetChart:
+                axis2: str | None, log_x: bool = False) -> Spec:
     """Goodput vs ``axis`` per pair (and ``axis2`` value), interval band, measured points."""
-    scale = alt.Scale(type="log") if log_x else alt.Scale(zero=False)
-    x = alt.X(f"{axis}:Q", title=axis, scale=scale)
-    series = table.assign(curve=table["pair"] if not axis2 else
+    x = {"field": axis, "type": "quantitative", "title": axis,
+         "scale": {"type": "log"} if log_x else {"zero": False}}
+    curves = table.assign(curve=table["pair"] if not axis2 else
                           table["pair"] + " · " + axis2 + "=" + table[axis2].astype(str))
-    colour = alt.Color("curve:N", title=None)
-    band = alt.Chart(series).mark_area(opacity=0.15).encode(
-        x=x, y="goodput_lo_mbps:Q", y2="goodput_hi_mbps:Q", color=colour)
-    line = alt.Chart(series).mark_line(point=True).encode(
-        x=x, y=alt.Y("goodput_mbps:Q", title="goodput (Mbit/s)"), color=colour,
-        strokeDash=alt.StrokeDash("engine:N", title="engine"),
-        tooltip=["pair", "engine", axis, *([axis2] if axis2 else []),
-                 alt.Tooltip("goodput_mbps:Q", format=",.0f"), "limit"])
-    layers: list[Any] = [band, line]
+    colour = {"field": "curve", "type": "nominal", "title": None}
+    points = records(curves, ["curve", "pair", "engine", axis, *([axis2] if axis2 else []),
+                              "goodput_mbps", "goodput_lo_mbps", "goodput_hi_mbps", "limit"])
+    tooltip = _tooltip("pair", "engine", (axis, ",g"), *([axis2] if axis2 else []),
+                       ("goodput_mbps", ",.0f"), "limit")
+    layers: list[Spec] = [
+        {"data": {"values": points}, "mark": {"type": "area", "opacity": 0.15},
+         "encoding": {"x": x, "y": {"field": "goodput_lo_mbps", "type": "quantitative"},
+                      "y2": {"field": "goodput_hi_mbps"}, "color": colour}},
+        {"data": {"values": points}, "mark": {"type": "line", "point": True},
+         "encoding": {"x": x, "y": {"field": "goodput_mbps", "type": "quantitative",
+                                    "title": "goodput (Mbit/s)"},
+                      "color": colour,
+                      "strokeDash": {"field": "engine", "type": "nominal", "title": "engine"},
+                      "tooltip": tooltip}},
+    ]
     if not measured.empty and axis in measured.columns:
-        meas = measured.dropna(subset=[axis]).assign(
-            curve=[pair_label(s, c) for s, c in zip(measured.dropna(subset=[axis])["server"],
-                                                    measured.dropna(subset=[axis])["client"],
-                                                    strict=True)])
-        layers.append(alt.Chart(meas).mark_point(size=40, opacity=0.5).encode(
-            x=x, y="goodput_mbps:Q", color=colour,
-            shape=alt.Shape("source:N", title="measured"),
-            tooltip=["source", "id", "detail", alt.Tooltip("goodput_mbps:Q", format=",.0f")]))
-    return alt.layer(*layers).properties(height=420)
+        placed = measured.dropna(subset=[axis])
+        meas = placed.assign(curve=[pair_label(s, c) for s, c in
+                                    zip(placed["server"], placed["client"], strict=True)])
+        layers.append({
+            "data": {"values": records(meas, ["curve", "source", "id", "detail", axis,
+                                              "goodput_mbps"])},
+            "mark": {"type": "point", "size": 40, "opacity": 0.5},
+            "encoding": {"x": x, "y": {"field": "goodput_mbps", "type": "quantitative"},
+                         "color": colour,
+                         "shape": {"field": "source", "type": "nominal", "title": "measured"},
+                         "tooltip": _tooltip("source", "id", "detail",
+                                             ("goodput_mbps", ",.0f"))}})
+    return {"$schema": SCHEMA, "height": 420, "layer": layers}

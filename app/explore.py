@@ -8,12 +8,11 @@ own message, never a stack trace.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-import altair as alt
 import duckdb
 import pandas as pd
 import streamlit as st
+from quiclab.app.charts import SCHEMA, Spec, records
 from quiclab.app.config import AppConfig
 from quiclab.app.resources import (
     SQL_MAX_ROWS,
@@ -75,17 +74,21 @@ def chart_ui(frame: pd.DataFrame) -> ChartParams | None:
     return ChartParams(str(kind), str(x), str(y), None if colour == "(none)" else str(colour))
 
 
-def quick_chart(frame: pd.DataFrame, params: ChartParams) -> alt.Chart:
+def quick_chart(frame: pd.DataFrame, params: ChartParams) -> Spec:
     """Points, a line or bars of ``y`` against ``x`` (coloured by a column if chosen)."""
-    mark = {"points": "mark_circle", "line": "mark_line", "bar": "mark_bar"}[params.kind]
-    x_type = "Q" if pd.api.types.is_numeric_dtype(frame[params.x]) and params.kind != "bar" \
-        else "N"
-    encoding: dict[str, Any] = {"x": alt.X(f"{params.x}:{x_type}"),
-                                "y": alt.Y(f"{params.y}:Q"), "tooltip": list(frame.columns[:8])}
+    mark = {"points": "circle", "line": "line", "bar": "bar"}[params.kind]
+    numeric_x = pd.api.types.is_numeric_dtype(frame[params.x]) and params.kind != "bar"
+    encoding: Spec = {
+        "x": {"field": params.x, "type": "quantitative" if numeric_x else "nominal"},
+        "y": {"field": params.y, "type": "quantitative"},
+        "tooltip": [{"field": c} for c in frame.columns[:8]],
+    }
     if params.colour:
-        encoding["color"] = alt.Color(f"{params.colour}:N")
-    chart: alt.Chart = getattr(alt.Chart(frame), mark)()
-    return chart.encode(**encoding).properties(height=360)
+        encoding["color"] = {"field": params.colour, "type": "nominal"}
+    columns = list(dict.fromkeys([params.x, params.y, *([params.colour] if params.colour
+                                                        else []), *frame.columns[:8]]))
+    return {"$schema": SCHEMA, "data": {"values": records(frame.head(5000), columns)},
+            "mark": mark, "encoding": encoding, "height": 360}
 
 
 def show(config: AppConfig) -> None:
@@ -131,4 +134,4 @@ def show(config: AppConfig) -> None:
                                            if more else ""))
     params = chart_ui(frame)
     if params is not None:
-        st.altair_chart(quick_chart(frame, params), width="stretch")
+        st.vega_lite_chart(spec=quick_chart(frame, params), width="stretch")

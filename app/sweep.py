@@ -177,8 +177,8 @@ def show(config: AppConfig, selection: Selection) -> None:
             return
     table = sweep_table(predictions, params)
     measured = _measured(config, selection, params)
-    st.altair_chart(sweep_chart(table, measured, params.axis, params.axis2, params.log),
-                    width="stretch")
+    st.vega_lite_chart(spec=sweep_chart(table, measured, params.axis, params.axis2, params.log),
+                       width="stretch")
     st.caption(f"{len(table)} predictions ({params.engine}) · {len(measured)} measured points "
                f"with every other condition as in the sidebar")
     st.dataframe(table[["pair", params.axis, *([params.axis2] if params.axis2 else []),

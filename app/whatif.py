@@ -78,15 +78,15 @@ def show(config: AppConfig, selection: Selection, started: float) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Goodput: predicted and measured")
-        st.altair_chart(goodput_chart(table, measured), width="stretch")
+        st.vega_lite_chart(spec=goodput_chart(table, measured), width="stretch")
         st.caption(_measured_summary(measured))
     with right:
         st.subheader("CPU utilisation per side")
-        st.altair_chart(cpu_chart(table), width="stretch")
+        st.vega_lite_chart(spec=cpu_chart(table), width="stretch")
     st.subheader("Limiting resource and headroom of the others")
     limits = limits_table(predictions)
     if not limits.empty:
-        st.altair_chart(limits_chart(limits))
+        st.vega_lite_chart(spec=limits_chart(limits))
     with st.expander(f"Measured points matching these conditions ({len(measured)})",
                      expanded=False):
         st.dataframe(measured, hide_index=True, width="stretch")

@@ -8,6 +8,8 @@ matching rules of :mod:`quiclab.app.measured`.
 
 from __future__ import annotations
 
+import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,3 +105,16 @@ def build(root: Path) -> AppData:
     data_dir.mkdir(parents=True, exist_ok=True)
     return AppData(root=root, models=write_models(root / "models"), data_dir=data_dir,
                    catalog=write_catalog(data_dir / "catalog.duckdb"))
+
+
+def tiny_png(path: Path, width: int = 4, height: int = 3) -> Path:
+    """A valid grey PNG (what a reproduction's figure file would be)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    rows = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n"
+                     + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return path

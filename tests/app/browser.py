@@ -42,6 +42,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def healthy(url: str) -> bool:
+    """Whether the Streamlit server at ``url`` answers its health check."""
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def running_app(paths: Mapping[str, str], port: int, log: Path) -> Iterator[str]:
     """Start ``quiclab app`` on ``port``; yield its URL; end its process group after.
@@ -65,10 +74,8 @@ def running_app(paths: Mapping[str, str], port: int, log: Path) -> Iterator[str]
             if process.poll() is not None:
                 raise RuntimeError(f"quiclab app exited with {process.returncode}: "
                                    + log.read_text()[-2000:])
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
+            if healthy(url):
+                break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"quiclab app did not answer in {START_TIMEOUT_S:.0f} s: "
                                    + log.read_text()[-2000:])

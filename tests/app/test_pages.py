@@ -1,0 +1,202 @@
+"""The Sweep, Reproductions and Data pages under AppTest."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from .appdata import RUNS, AppData, tiny_png
+from .conftest import SCRIPT
+
+Predict = Callable[..., dict[str, Any]]
+
+
+def frame_with(at: AppTest, column: str) -> pd.DataFrame:
+    for frame in at.dataframe:
+        if column in frame.value.columns:
+            return frame.value
+    raise AssertionError(f"no dataframe with a {column!r} column")
+
+
+def open_page(app: AppTest, page: str, **params: str) -> AppTest:
+    app.query_params.update({"page": page, **params})
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+# -- Sweep -----------------------------------------------------------------------------
+
+
+def test_sweep_default_rtt_axis_equals_the_cli(app: AppTest, predict: Predict) -> None:
+    open_page(app, "sweep")
+    assert not app.error
+    table = frame_with(app, "rtt_ms")
+    assert len(table) == 25
+    assert list(table["rtt_ms"].iloc[[0, -1]]) == [0.0, 100.0]
+    for row in (0, 7, 24):
+        expected = predict(rtt_ms=float(table["rtt_ms"].iloc[row]))
+        assert table["goodput_mbps"].iloc[row] == pytest.approx(expected["goodput_mbps"],
+                                                                rel=1e-12)
+        assert table["limit"].iloc[row] == expected["limit"]
+    assert len(app.get("vega_lite_chart")) == 1
+    assert len(app.get("download_button")) >= 2
+
+
+def test_sweep_two_axes_and_two_pairs(app: AppTest, predict: Predict) -> None:
+    open_page(app, "sweep", server="lsquic,quiche")
+    app.selectbox(key="w.sweep.axis").set_value("mtu_bytes").run()
+    app.number_input(key="w.sweep.points").set_value(3)
+    app.selectbox(key="w.sweep.axis2").set_value("gso").run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    table = frame_with(app, "mtu_bytes")
+    assert len(table) == 2 * 2 * 3  # pairs × gso values × points
+    assert sorted(set(table["mtu_bytes"])) == [1280, 5140, 9000]
+    row = table[(table["pair"] == "quiche → lsquic") & (table["gso"] == False)  # noqa: E712
+                & (table["mtu_bytes"] == 9000)].iloc[0]
+    expected = predict(server="quiche", mtu_bytes=9000, gso=False)
+    assert row["goodput_mbps"] == pytest.approx(expected["goodput_mbps"], rel=1e-12)
+
+
+def test_sweep_overlays_the_measured_points_of_the_axis(app: AppTest) -> None:
+    open_page(app, "sweep")
+    app.selectbox(key="w.sweep.axis").set_value("rcvbuf_bytes").run()
+    assert not app.error
+    caption = " ".join(c.value for c in app.caption)
+    # t-base-1, t-base-2 (212992), t-bigbuf and t-pub-002 (6815744); t-pub-001 states
+    # no buffer, so it has no place on this axis.
+    assert "4 measured points" in caption
+
+
+def test_sweep_refuses_an_empty_range(app: AppTest) -> None:
+    open_page(app, "sweep")
+    app.number_input(key="w.sweep.hi.rtt_ms").set_value(0.0).run()
+    assert not app.exception
+    assert any("range is empty" in e.value for e in app.error)
+
+
+@pytest.mark.timeout(300)
+def test_sweep_with_the_des_on_a_button(app: AppTest, predict: Predict) -> None:
+    open_page(app, "sweep", transfer_bytes="20000000")
+    app.number_input(key="w.sweep.points").set_value(2)
+    app.selectbox(key="w.sweep.engine").set_value("des").run()
+    assert any("No des result yet" in i.value for i in app.info)
+    app.button(key="run_sweep").click().run(timeout=240)
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    table = frame_with(app, "rtt_ms")
+    assert list(table["engine"]) == ["des", "des"]
+    expected = predict(engine="des", transfer_bytes=20_000_000, rtt_ms=100.0)
+    assert table["goodput_mbps"].iloc[1] == pytest.approx(expected["goodput_mbps"], rel=1e-12)
+
+
+# -- Reproductions ---------------------------------------------------------------------
+
+
+def test_reproductions_say_when_there_are_none(app: AppTest, app_env: AppData) -> None:
+    open_page(app, "reproductions")
+    text = " ".join(i.value for i in app.info)
+    assert "No reproduction results" in text
+    assert str(app_env.data_dir / "reports" / "reproductions") in text
+
+
+def test_reproductions_show_results_plots_and_verdicts(
+        app_env: AppData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data_dir = tmp_path / "data"
+    folder = data_dir / "reports" / "reproductions" / "repro-kempf24-fig3-buffers"
+    folder.mkdir(parents=True)
+    pd.DataFrame({"finding": ["32x goodput", "ACKs at 1x"], "predicted": [3300.0, 2.0e5],
+                  "published": [3250.0, 1.8e5], "pass": [True, False]}
+                 ).to_csv(folder / "findings.csv", index=False)
+    tiny_png(folder / "fig3.png")
+    monkeypatch.setenv("QUICLAB_DATA_DIR", str(data_dir))
+    app = AppTest.from_file(str(SCRIPT), default_timeout=60)
+    open_page(app, "reproductions")
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics == {"Reproductions": "1", "Findings passed": "1", "Findings failed": "1"}
+    assert list(frame_with(app, "finding")["published"]) == [3250.0, 1.8e5]
+    assert len(app.get("image")) == 1
+
+
+# -- Data --------------------------------------------------------------------------------
+
+
+def run_sql(app: AppTest, sql: str) -> AppTest:
+    app.text_area(key="w.data.sql").set_value(sql)
+    app.button(key="w.data.run").click().run()
+    assert not app.exception, app.exception
+    return app
+
+
+def test_data_page_lists_and_browses_tables(app: AppTest) -> None:
+    open_page(app, "data")
+    tables = frame_with(app, "table")
+    counts = dict(zip(tables["table"], tables["rows"], strict=True))
+    assert counts["runs"] == len(RUNS) and counts["published_points"] == 3
+    assert len(frame_with(app, "run_id")) == len(RUNS)  # "runs" is browsed first
+    app.selectbox(key="w.data.table").set_value("published_points").run()
+    assert len(frame_with(app, "point_id")) == 3
+
+
+def test_data_page_runs_sql_and_draws_a_chart(app: AppTest) -> None:
+    open_page(app, "data")
+    run_sql(app, "SELECT source, count(*) AS n, avg(goodput_mbps) AS mean_mbps "
+                 "FROM runs GROUP BY source ORDER BY source")
+    result = frame_with(app, "n")
+    assert list(result["source"]) == ["fresh", "qir10g"]
+    assert list(result["n"]) == [1, len(RUNS) - 1]
+    assert len(app.get("vega_lite_chart")) == 1
+    app.selectbox(key="w.data.kind").set_value("bar").run()
+    assert not app.exception and len(app.get("vega_lite_chart")) == 1
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("SELEC 1", "Parser Error"),
+    ("SELECT nosuch FROM runs", "Binder Error"),
+    ("CREATE TABLE evil (a INTEGER)", "read-only"),
+    ("DROP TABLE runs", "read-only"),
+    ("COPY runs TO 'stolen.csv'", "Permission Error"),
+    ("SELECT * FROM read_csv('/etc/passwd')", "Permission Error"),
+])
+def test_a_bad_query_shows_duckdbs_message(app: AppTest, app_env: AppData, sql: str,
+                                           message: str) -> None:
+    open_page(app, "data")
+    run_sql(app, sql)
+    errors = [e.value for e in app.error]
+    assert errors and errors[0].startswith("DuckDB: ") and message in errors[0], errors
+    assert not Path("stolen.csv").exists()
+    run_sql(app, "SELECT count(*) AS n FROM runs")  # the catalog is intact
+    assert frame_with(app, "n")["n"].iloc[0] == len(RUNS)
+
+
+# -- without models or catalog -----------------------------------------------------------
+
+
+def test_without_models_the_data_page_still_works(
+        app_env: AppData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUICLAB_MODELS", str(tmp_path / "no-models"))
+    app = AppTest.from_file(str(SCRIPT), default_timeout=60)
+    app.run()
+    assert not app.exception
+    assert any("No cost models" in e.value for e in app.error)
+    app.radio(key="w.page").set_value("data").run()
+    assert not app.exception and not app.error
+    assert len(frame_with(app, "run_id")) == len(RUNS)
+
+
+def test_without_a_catalog_the_what_if_still_predicts(
+        app_env: AppData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        predict: Predict) -> None:
+    monkeypatch.setenv("QUICLAB_CATALOG", str(tmp_path / "none.duckdb"))
+    app = AppTest.from_file(str(SCRIPT), default_timeout=60)
+    app.run()
+    assert not app.exception and not app.error
+    shown = next(m.value for m in app.metric if m.label == "Predicted goodput (analytic)")
+    assert shown == f"{predict()['goodput_mbps']:,.0f} Mbit/s"
+    assert any("catalog does not exist" in i.value for i in app.info)
+    app.radio(key="w.page").set_value("data").run()
+    assert any("catalog does not exist" in w.value for w in app.warning)

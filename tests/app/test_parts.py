@@ -1,0 +1,244 @@
+"""The app's parts without Streamlit: URL state, matching, charts, result files, the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import altair as alt
+import duckdb
+import pandas as pd
+import pytest
+from quiclab.app import cli as app_cli
+from quiclab.app.charts import (
+    cpu_chart,
+    goodput_chart,
+    limits_chart,
+    limits_table,
+    prediction_table,
+    sweep_chart,
+)
+from quiclab.app.config import parse_config, script_arguments
+from quiclab.app.explore import ChartParams, quick_chart
+from quiclab.app.measured import COLUMNS, index_rows, match, measured_points, pair_rows
+from quiclab.app.reproductions import find_reproductions, read_table, verdicts
+from quiclab.app.urlstate import Selection, decode, encode
+from quiclab.models.registry import Registry
+from quiclab.sim.engine import get_engine
+from quiclab.sim.scenario import Scenario
+
+from quiclab.cli import build_parser
+from quiclab.paths import Paths
+
+from .appdata import CPU, AppData
+
+# -- URL state ------------------------------------------------------------------
+
+
+def test_url_round_trip_keeps_every_changed_field() -> None:
+    base = Scenario(server="quiche", client="lsquic", mtu_bytes=9000, rtt_ms=12.5, gso=False,
+                    cipher="chacha20", cpu="Intel Xeon W-2145", transfer_bytes=10**9)
+    selection = Selection(base, ("quiche", "lsquic"), ("lsquic",), ("analytic", "des"))
+    params = encode(selection, "sweep")
+    assert params["server"] == "quiche,lsquic"
+    assert params["mtu_bytes"] == "9000" and params["gso"] == "false"
+    assert "loss_pct" not in params  # defaults stay out of the URL
+    back, page, problems = decode(params, ["lsquic", "quiche"])
+    assert (back, page, problems) == (selection, "sweep", [])
+
+
+def test_url_problems_are_reported_and_the_rest_kept() -> None:
+    selection, page, problems = decode(
+        {"page": "nowhere", "mtu_bytes": "100", "rtt_ms": "abc", "loss_pct": "1",
+         "server": "lsquic,ghost", "engines": "des,warp", "embed": "true"},
+        ["lsquic", "quiche"])
+    assert page == "whatif"
+    assert selection.base.loss_pct == 1.0 and selection.base.mtu_bytes == 1500
+    assert selection.servers == ("lsquic",)
+    assert selection.engines == ("analytic", "des")
+    text = "\n".join(problems)
+    for expected in ("page='nowhere'", "mtu_bytes=100 is impossible", "rtt_ms='abc'",
+                     "server='ghost'", "engines='warp'"):
+        assert expected in text
+    assert "embed" not in text
+
+
+def test_selection_pairs_every_server_with_every_client() -> None:
+    selection = Selection(Scenario(), ("a", "b"), ("c", "d"))
+    assert selection.pairs() == [("a", "c"), ("a", "d"), ("b", "c"), ("b", "d")]
+    assert [s.server + s.client for s in selection.scenarios()] == ["ac", "ad", "bc", "bd"]
+
+
+# -- configuration and the command ------------------------------------------------
+
+
+def test_config_prefers_script_arguments_then_environment(tmp_path: Path) -> None:
+    env = {"QUICLAB_DATA_DIR": str(tmp_path / "env-data"), "QUICLAB_MODELS": str(tmp_path / "m")}
+    config = parse_config([], env=env)
+    assert config.models_dir == str((tmp_path / "m").resolve())
+    assert config.catalog == str((tmp_path / "env-data" / "catalog.duckdb").resolve())
+    assert config.reports_dir == str((tmp_path / "env-data" / "reports").resolve())
+    config = parse_config(["--catalog", str(tmp_path / "c.duckdb")], env=env)
+    assert config.catalog == str((tmp_path / "c.duckdb").resolve())
+
+
+def test_quiclab_app_passes_streamlit_options_through(tmp_path: Path) -> None:
+    parser = build_parser()
+    args = parser.parse_args(["--models", str(tmp_path), "--data-dir", str(tmp_path / "d"),
+                              "app", "--server.port", "8599", "--server.headless", "true"])
+    assert args.streamlit_args == ["--server.port", "8599", "--server.headless", "true"]
+    args.paths = Paths.resolve(models=str(tmp_path), data_dir=str(tmp_path / "d"))
+    command = app_cli.command(args)
+    assert command[1:5] == ["-m", "streamlit", "run", str(app_cli.SCRIPT)]
+    separator = command.index("--")
+    assert command[5:separator] == ["--server.port", "8599", "--server.headless", "true"]
+    assert command[separator + 1:] == script_arguments(args.paths)
+    # What the script gets back is what the command resolved.
+    config = parse_config(command[separator + 1:], env={})
+    assert config.models_dir == str(tmp_path.resolve())
+
+
+def test_quiclab_app_help(capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args(["app", "--help"])
+    args.paths = Paths.resolve()
+    assert app_cli.run_app(args) == 0
+    assert "streamlit run" in capsys.readouterr().out
+
+
+def test_quiclab_app_starts_streamlit_with_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: dict[str, object] = {}
+
+    class FakeProcess:
+        def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+            started.update(argv=argv, env=env)
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(app_cli.subprocess, "Popen", FakeProcess)
+    monkeypatch.delenv("STREAMLIT_SERVER_ADDRESS", raising=False)
+    args = argparse.Namespace(streamlit_args=["--server.port", "1"], paths=Paths.resolve())
+    assert app_cli.run_app(args) == 0
+    env = started["env"]
+    assert isinstance(env, dict)
+    assert env["STREAMLIT_SERVER_ADDRESS"] == "localhost"
+    assert env["STREAMLIT_BROWSER_GATHER_USAGE_STATS"] == "false"
+
+
+# -- matching measured points ------------------------------------------------------
+
+
+@pytest.fixture
+def con(appdata: AppData) -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect(str(appdata.catalog), read_only=True)
+    yield connection
+    connection.close()
+
+
+def ids(frame: pd.DataFrame) -> list[str]:
+    return sorted(frame["id"])
+
+
+def test_matching_runs_and_published_points(con: duckdb.DuckDBPyConnection) -> None:
+    found = measured_points(con, Scenario(), CPU)
+    assert list(found.columns) == COLUMNS
+    # Failed runs never; other buffers, builds and pairs not; the unstated buffer matches.
+    assert ids(found) == ["t-base-1", "t-base-2", "t-pub-001"]
+    assert found.set_index("id").loc["t-pub-001", "goodput_mbps"] == 3200.0  # Gbit/s → Mbit/s
+    bigger = measured_points(con, Scenario(rcvbuf_bytes=6815744), CPU)
+    assert ids(bigger) == ["t-bigbuf", "t-pub-001", "t-pub-002"]
+    assert bigger.set_index("id").loc["t-pub-002", "bound"] == "upper_limit"
+
+
+def test_matching_builds_fresh_runs_and_free_axes(con: duckdb.DuckDBPyConnection) -> None:
+    march = measured_points(con, Scenario(server="lsquic@march", client="lsquic@march"), CPU)
+    assert ids(march) == ["t-march"]
+    # The fresh run states MTU 9000 and no link rate.
+    assert ids(measured_points(con, Scenario(mtu_bytes=9000), CPU)) == ["t-fresh"]
+    free = measured_points(con, Scenario(), CPU, free=("mtu_bytes", "rcvbuf_bytes"))
+    assert ids(free) == ["t-base-1", "t-base-2", "t-bigbuf", "t-fresh", "t-pub-001",
+                         "t-pub-002"]
+    assert ids(measured_points(con, Scenario(gso=False), CPU)) == ["t-pub-001"]
+    assert ids(measured_points(con, Scenario(), "Intel Xeon W-2145")) == []  # all state the CPU
+    mixed = measured_points(con, Scenario(client="quiche"), CPU)
+    assert ids(mixed) == ["t-mixed"]
+
+
+def test_match_accepts_a_plain_frame(con: duckdb.DuckDBPyConnection) -> None:
+    frame = pair_rows(con, "lsquic", "lsquic")
+    assert ids(match(frame, Scenario(), CPU)) == ids(match(index_rows(frame), Scenario(), CPU))
+
+
+def test_a_catalog_without_tables_has_no_points(tmp_path: Path) -> None:
+    with duckdb.connect(str(tmp_path / "empty.duckdb")) as empty:
+        assert measured_points(empty, Scenario(), CPU).empty
+
+
+# -- charts ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def predictions(appdata: AppData) -> list:
+    engine = get_engine("analytic", Registry.load(appdata.models))
+    return engine.predict_batch([Scenario(), Scenario(server="quiche", mtu_bytes=9000)])
+
+
+def test_limits_table_marks_the_limit_and_the_headroom(predictions: list) -> None:
+    table = limits_table(predictions)
+    for p in predictions:
+        rows = table[table["pair"] == f"{p.scenario.server} → {p.scenario.client}"]
+        limit = rows[rows["role"] == "limit"]
+        assert len(limit) == 1
+        assert limit["rate_mbps"].iloc[0] == pytest.approx(min(
+            v for v in p.rates_mbps.values() if math.isfinite(v)))
+        for _, row in rows[rows["role"] == "headroom"].iterrows():
+            assert row["headroom_pct"] == pytest.approx(
+                (row["rate_mbps"] / p.goodput_mbps - 1) * 100)
+
+
+def vega_lite_valid(spec: dict) -> None:
+    """Validate a spec against the Vega-Lite schema that Altair ships (raises if invalid)."""
+    kind = alt.FacetChart if "facet" in spec else alt.LayerChart if "layer" in spec else alt.Chart
+    kind.from_dict(spec, validate=True)
+
+
+def test_charts_are_valid_vega_lite(predictions: list, con: duckdb.DuckDBPyConnection) -> None:
+    table = prediction_table(predictions)
+    measured = measured_points(con, Scenario(), CPU, free=("rtt_ms",))
+    for spec in (goodput_chart(table, measured), cpu_chart(table),
+                 limits_chart(limits_table(predictions)),
+                 goodput_chart(table, measured.iloc[:0])):
+        vega_lite_valid(spec)
+    sweep = table.assign(rtt_ms=[0.0, 1.0])
+    vega_lite_valid(sweep_chart(sweep, measured, "rtt_ms", None))
+    vega_lite_valid(sweep_chart(sweep.assign(gso=[True, False]), measured, "rtt_ms", "gso",
+                                log_x=True))
+    frame = pd.DataFrame({"a": [1, 2], "b": [3.0, None], "c": ["x", "y"]})
+    for kind in ("points", "line", "bar"):
+        vega_lite_valid(quick_chart(frame, ChartParams(kind, "a", "b", "c")))
+
+
+# -- reproduction results ----------------------------------------------------------
+
+
+def test_reproduction_files_are_found_and_judged(tmp_path: Path) -> None:
+    root = tmp_path / "reproductions"
+    one = root / "repro-one"
+    one.mkdir(parents=True)
+    pd.DataFrame({"finding": ["a", "b", "c"], "predicted": [1.0, 2.0, 3.0],
+                  "published": [1.0, 2.5, 3.0], "pass": [True, False, True]}
+                 ).to_csv(one / "findings.csv", index=False)
+    (one / "figure.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (one / "provenance.json").write_text("{}")
+    two = root / "repro-two"
+    two.mkdir()
+    (two / "result.json").write_text(json.dumps({"findings": [{"name": "x", "ok": "fail"}]}))
+    found = find_reproductions(root)
+    assert [r.name for r in found] == ["repro-one", "repro-two"]
+    assert [p.name for p in found[0].tables] == ["findings.csv"]  # provenance is no table
+    assert [p.name for p in found[0].images] == ["figure.png"]
+    assert verdicts(read_table(found[0].tables[0])) == (2, 1)
+    assert verdicts(read_table(found[1].tables[0])) == (0, 1)
+    assert find_reproductions(tmp_path / "missing") == []
