@@ -61,3 +61,32 @@ test-testbed: testbed
 
 .PHONY: testbed-quic-go
 # <<< testbed
+
+# >>> app (issue 9) — this block belongs to app/; edit only inside it.
+# `make app` starts the what-if explorer; `make browser` gets Debian's Chromium for the
+# browser test (tests/app/test_browser.py), which `make test` runs.
+CHROMIUM := /usr/bin/chromium
+APP_ARGS ?=
+
+## The what-if explorer on localhost; Streamlit options via APP_ARGS='--server.port 8599'.
+app: $(STAMP)
+	$(QUICLAB) app $(APP_ARGS)
+
+## Debian's chromium, installed with apt-get when it is missing and we are root. If it
+## cannot be installed the suite still runs and the browser test says why it is skipped.
+browser:
+	@if [ -x $(CHROMIUM) ]; then \
+	  echo "browser: $(CHROMIUM) present"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "browser: installing Debian's chromium for the browser test"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	     apt-get install -y -qq --no-install-recommends chromium) \
+	  || echo "browser: chromium could not be installed; the browser test will be skipped"; \
+	else \
+	  echo "browser: no $(CHROMIUM) and no root apt-get; the browser test will be skipped"; \
+	fi
+
+test: browser
+
+.PHONY: browser
+# <<< app
