@@ -22,6 +22,9 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(QUICLAB) data ingest
 	$(QUICLAB) data summary
+	$(QUICLAB) calibrate --cv experiments
+	$(QUICLAB) predict --server lsquic --client lsquic
+	$(QUICLAB) predict --server quiche@2025 --client quiche@2025 --set 'cpu=W-2145 app=perf mtu_bytes=9000'
 
 ## The default test suite (what CI runs).
 test: $(STAMP)

@@ -70,11 +70,14 @@ class Frames:
 
     @classmethod
     def from_catalog(cls, catalog: Any, source: str = "qir10g") -> Frames:
-        runs = catalog.df("SELECT * FROM runs WHERE source = ?", [source])
-        points = catalog.df("SELECT * FROM published_points")
+        # ORDER BY: the same catalog content must give the same fit, bit for bit,
+        # whatever order the rows were inserted in.
+        runs = catalog.df("SELECT * FROM runs WHERE source = ? ORDER BY run_id", [source])
+        points = catalog.df("SELECT * FROM published_points ORDER BY point_id")
         perf = catalog.df(
             "SELECT r.server_impl, r.client_impl, p.side, p.category, p.share "
-            "FROM perf_categories p JOIN runs r USING (run_id)")
+            "FROM perf_categories p JOIN runs r USING (run_id) "
+            "ORDER BY r.run_id, p.side, p.category")
         return cls(runs, points, perf)
 
 

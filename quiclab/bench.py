@@ -38,7 +38,8 @@ def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0) -> dict[str
     from quiclab.sim.scenario import Scenario
 
     engine = AnalyticEngine(registry)
-    names = [m for m in registry.names() if m != "tcp+tls"][:5]
+    names = [m for m in registry.names()
+             if m != "tcp+tls" and "h3" in registry.models[m].behaviour.apps][:5]
     pairs = [(s, c) for s in names for c in names][:10]
     resolved = engine.resolve_many([Scenario(server=s, client=c) for s, c in pairs])
     base = inputs_from_resolved(resolved)

@@ -158,8 +158,105 @@ def cc_window_packets(loss: np.ndarray, rtt_s: np.ndarray, cc: np.ndarray) -> np
     return np.where(loss <= 0, np.inf, w)
 
 
-def evaluate(inp: Inputs, iterations: int = 12) -> Outputs:
-    """Solve the bottleneck model for every scenario (see the module docstring)."""
+class _RateModel:
+    """``f(g)``: the smallest resource rate when the transfer runs at goodput ``g``.
+
+    Invariants of the scenarios are computed once; each call costs a handful
+    of vector operations and keeps its intermediate arrays for the outputs.
+    """
+
+    def __init__(self, x: Inputs, P8: np.ndarray, rate_link: np.ndarray):
+        self.x = x
+        self.P8 = P8
+        self.rate_link = rate_link
+        self.s_base = x.s_ns_packet + x.s_ns_call / x.s_segments
+        self.r_base = x.r_ns_packet + x.r_ns_call / x.r_segments
+        self.ack_base = 1.0 / np.maximum(x.ack_every, 1e-9)
+        self.ack_wait = np.maximum(x.ack_every - 1.0, 0.0)
+        self.arrival_per_pkt = x.udp_payload_bytes + SKB_OVERHEAD_BYTES
+        self.alpha = np.maximum(x.stall_alpha, 1.01)
+        self.has_stalls = x.stall_rate_hz > 0
+        with np.errstate(divide="ignore"):
+            self.log_tm = np.log(np.maximum(x.stall_min_s, 1e-12))
+        # rate·τm^α, the scale of both the overflow tail and the event rate.
+        self.stall_scale = x.stall_rate_hz * np.exp(self.alpha * self.log_tm)
+        self.log_B = np.log(np.maximum(x.rcvbuf_bytes, 1.0))
+        self.fc_bits = np.where(x.fc_window_bytes > 0, x.fc_window_bytes * 8.0, np.inf)
+        self.cubic_k = (CUBIC_C * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25
+        self.is_cubic = x.cc == 0
+        self.is_bbr = x.cc == 2
+
+    def loss_free(self) -> np.ndarray:
+        """The bound without buffer drops: CPU, pair, link (an upper end for the root)."""
+        x = self.x
+        retx = x.loss_prob / np.maximum(1.0 - x.loss_prob, 1e-9)
+        s_ns = (1.0 + retx) * self.s_base + self.ack_base * x.s_ns_ack
+        r_ns = self.r_base + self.ack_base * x.r_ns_ack
+        rate_s = x.s_cores * self.P8 / (s_ns * 1e-9)
+        rate_r = x.r_cores * self.P8 / (r_ns * 1e-9)
+        return np.maximum(np.minimum.reduce([rate_s, rate_r, x.busy * np.minimum(rate_s, rate_r),
+                                             self.rate_link]), 1.0)
+
+    def __call__(self, goodput: np.ndarray) -> np.ndarray:
+        x = self.x
+        pkt_rate = np.maximum(goodput / self.P8, 1.0)
+        # The sender's window must also cover the receiver's ACK turnaround: it
+        # waits for ack_every − 1 more packets, at most max_ack_delay
+        # (RFC 9000 §13.2.1).
+        self.rtt_eff = rtt_eff = x.rtt_s + np.minimum(self.ack_wait / pkt_rate, x.max_ack_delay_s)
+        # Receive-buffer drops from receiver stalls (Pareto tail, see
+        # rcvbuf_drop_fraction and stall_event_rate): with x = B / r,
+        # overflow tail = rate·τm^α·x^(1−α)/(α−1) and events = rate·τm^α·x^(−α).
+        log_x = self.log_B - np.log(pkt_rate * self.arrival_per_pkt)
+        x_pow = np.exp((1.0 - self.alpha) * log_x)  # x^(1−α)
+        above = log_x >= self.log_tm
+        tail = np.where(above, self.stall_scale * x_pow / (self.alpha - 1.0),
+                        x.stall_rate_hz * (x.stall_min_s * self.alpha / (self.alpha - 1.0)
+                                           - np.exp(log_x)))
+        self.p_buf = p_buf = np.where(self.has_stalls, np.clip(tail, 0.0, 1.0), 0.0)
+        event_rate = np.where(above, self.stall_scale * x_pow * np.exp(-log_x), x.stall_rate_hz)
+        self.loss = loss = 1.0 - (1.0 - x.loss_prob) * (1.0 - p_buf)
+        # Loss events seen by congestion control: every random path loss, but
+        # one per overflowing stall however many datagrams it drops.
+        events = np.minimum(x.loss_prob + np.where(self.has_stalls, event_rate, 0.0) / pkt_rate,
+                            1.0)
+        # After a loss, a receiver that ACKs out-of-order arrivals immediately
+        # sends one ACK per packet until the retransmission fills the gap,
+        # about one path RTT's worth of packets (RFC 9000 §13.2.1).
+        self.acks = acks = np.minimum(self.ack_base + x.immediate_ack * loss * pkt_rate * x.rtt_s,
+                                      1.0)
+        retx = loss / np.maximum(1.0 - loss, 1e-9)  # extra sends per goodput packet
+        self.s_ns = s_ns = (1.0 + retx) * self.s_base + acks * x.s_ns_ack
+        self.r_ns = r_ns = self.r_base + acks * x.r_ns_ack
+        self.rate_s = rate_s = x.s_cores * self.P8 / (s_ns * 1e-9)
+        self.rate_r = rate_r = x.r_cores * self.P8 / (r_ns * 1e-9)
+        self.rate_pair = rate_pair = x.busy * np.minimum(rate_s, rate_r)
+        # Congestion window for the loss-event rate (see cc_window_packets).
+        with np.errstate(divide="ignore"):
+            log_p = np.log(np.maximum(events, 1e-300))
+        reno = np.sqrt(1.5) * np.exp(-0.5 * log_p)
+        cubic = self.cubic_k * np.exp(0.75 * (np.log(rtt_eff) - log_p))
+        w = np.where(self.is_cubic, np.maximum(cubic, reno), reno)
+        w = np.where(self.is_bbr & (events < 0.2), np.inf, w)
+        w = np.where(events <= 0, np.inf, w)
+        self.rate_cc = rate_cc = w * self.P8 / rtt_eff
+        # Flow control: at most the receiver's window in flight per (effective) RTT.
+        self.rate_fc = rate_fc = self.fc_bits / rtt_eff
+        return np.maximum(np.minimum.reduce([rate_s, rate_r, rate_pair, self.rate_link,
+                                             rate_cc, rate_fc]), 1.0)
+
+
+def evaluate(inp: Inputs, iterations: int = 8) -> Outputs:
+    """Solve the bottleneck model for every scenario (see the module docstring).
+
+    Goodput ``g`` is the fixed point ``g = f(g)``, where ``f`` gives the
+    smallest resource rate when the transfer runs at ``g`` (loss from the
+    receive buffer grows with ``g``, the delayed-ACK wait shrinks). ``f`` is
+    non-increasing, so the root of ``log f(e^y) − y`` is bracketed by
+    ``[log f(g_hi), log g_hi]`` with ``g_hi`` the loss-free bound, and found
+    with the Illinois variant of regula falsi — ``iterations`` evaluations of
+    ``f`` for every scenario at once.
+    """
     x = inp.broadcast()
     P8 = x.payload_bytes * 8.0
     link_goodput = x.link_bps * x.payload_bytes / x.wire_bytes
@@ -173,52 +270,33 @@ def evaluate(inp: Inputs, iterations: int = 12) -> Outputs:
     idle = np.where(low < bdp, (bdp - low) ** 2 / np.maximum(2 * bdp * (wmax - low), 1e-9), 0.0)
     util = np.where(x.cc == 2, 1.0, np.clip(1.0 - idle, 0.05, 1.0))
     rate_link = link_goodput * util
+    f = _RateModel(x, P8, rate_link)
 
-    goodput = np.minimum(rate_link, 10e12)
-    loss = x.loss_prob.copy()
-    p_buf = np.zeros_like(loss)
-    acks = 1.0 / np.maximum(x.ack_every, 1e-9)
-    rtt_eff = x.rtt_s
-    first = True
-    for _ in range(iterations):
-        pkt_rate = goodput / P8
-        # The sender's window must also cover the receiver's ACK turnaround: it
-        # waits for ack_every packets, at most max_ack_delay (RFC 9000 §13.2.1).
-        rtt_eff = x.rtt_s + np.minimum(np.maximum(x.ack_every - 1.0, 0.0)
-                                       / np.maximum(pkt_rate, 1.0), x.max_ack_delay_s)
-        arrival = pkt_rate * (x.udp_payload_bytes + SKB_OVERHEAD_BYTES)
-        p_buf = rcvbuf_drop_fraction(arrival, x.rcvbuf_bytes, x.stall_rate_hz,
-                                     x.stall_min_s, x.stall_alpha)
-        loss = 1.0 - (1.0 - x.loss_prob) * (1.0 - p_buf)
-        # Loss events seen by congestion control: every random path loss, but a
-        # whole burst of buffer drops per overflowing stall.
-        events = x.loss_prob + stall_event_rate(arrival, x.rcvbuf_bytes, x.stall_rate_hz,
-                                                x.stall_min_s, x.stall_alpha) / \
-            np.maximum(pkt_rate, 1.0)
-        # After a loss, a receiver that ACKs out-of-order arrivals immediately
-        # sends one ACK per packet until the retransmission fills the gap,
-        # about one path RTT's worth of packets (RFC 9000 §13.2.1) — these ACKs
-        # are immediate, so the receiver's ACK delay does not stretch the gap.
-        gap_acks = x.immediate_ack * loss * pkt_rate * x.rtt_s
-        acks = 1.0 / np.maximum(x.ack_every, 1e-9) + gap_acks
-        acks = np.minimum(acks, 1.0)
-        retx = loss / np.maximum(1.0 - loss, 1e-9)  # extra sends per goodput packet
-        s_ns = (1.0 + retx) * (x.s_ns_packet + x.s_ns_call / x.s_segments) + acks * x.s_ns_ack
-        r_ns = x.r_ns_packet + x.r_ns_call / x.r_segments + acks * x.r_ns_ack
-        rate_s = x.s_cores * P8 / (s_ns * 1e-9)
-        rate_r = x.r_cores * P8 / (r_ns * 1e-9)
-        rate_pair = x.busy * np.minimum(rate_s, rate_r)
-        w = cc_window_packets(np.minimum(events, 1.0), rtt_eff, x.cc)
-        rate_cc = w * P8 / rtt_eff
-        # Flow control: at most the receiver's window in flight per (effective) RTT.
-        rate_fc = np.where(x.fc_window_bytes > 0, x.fc_window_bytes * 8.0 / rtt_eff, np.inf)
-        new = np.minimum.reduce([rate_s, rate_r, rate_pair, rate_link, rate_cc, rate_fc])
-        # Damped (geometric) update: the loss ↔ rate feedback converges in a few steps.
-        goodput = new if first else np.sqrt(goodput * new)
-        first = False
-    # Report the bound the final rates imply (the damped value is only the
-    # iteration's state): goodput is exactly the minimum of the rates returned.
-    goodput = new
+    # Bracket the root in log space: g_hi from the loss-free CPU/link bounds.
+    g_hi = f.loss_free()
+    y_b = np.log(g_hi)
+    h_b = np.log(f(g_hi)) - y_b  # ≤ 0
+    g_lo = np.exp(y_b + h_b)
+    y_a = np.log(g_lo)
+    h_a = np.log(f(g_lo)) - y_a  # ≥ 0
+    side = np.zeros_like(y_a)
+    for _ in range(max(iterations - 2, 1)):
+        denom = h_a - h_b
+        y_c = np.where(np.abs(denom) > 1e-15, (y_b * h_a - y_a * h_b) / np.where(
+            denom == 0, 1.0, denom), y_a)
+        h_c = np.log(f(np.exp(y_c))) - y_c
+        # Illinois: keep the root bracketed; halve the stale end's weight.
+        right = h_c < 0  # root lies left of c: c replaces b
+        y_b = np.where(right, y_c, y_b)
+        h_b = np.where(right, h_c, np.where(side == -1, 0.5 * h_b, h_b))
+        y_a = np.where(right, y_a, y_c)
+        h_a = np.where(right, np.where(side == 1, 0.5 * h_a, h_a), h_c)
+        side = np.where(right, 1, -1)
+    # Evaluate once more at the solution; report exactly the bound the final
+    # rates imply (goodput is the minimum of the rates returned).
+    goodput = f(np.exp(0.5 * (y_a + y_b)))
+    rate_s, rate_r, rate_pair, rate_cc, rate_fc = f.rate_s, f.rate_r, f.rate_pair, f.rate_cc, f.rate_fc
+    p_buf, loss, acks, rtt_eff, s_ns, r_ns = f.p_buf, f.loss, f.acks, f.rtt_eff, f.s_ns, f.r_ns
     rates = np.stack([rate_s, rate_r, rate_pair, rate_link, rate_cc, rate_fc], axis=1)
     limit = np.argmin(rates, axis=1)
     # Ties between CPU and interplay: name the CPU when the pair is fully busy.
