@@ -1,11 +1,21 @@
 """The Reproductions page: the seed findings, predicted vs published, plots, pass/fail.
 
-``quiclab reproduce`` writes its reports under ``<data dir>/reports/reproductions``.
-This page only reads them: every folder there with a result table (CSV,
-Parquet or JSON records) or a PNG is one reproduction. A table's pass/fail
-column (``pass``, ``passed`` or ``ok``) gives the verdicts; columns named
-``predicted*`` and ``published*`` are shown first. When nothing is there,
-the page says so and how to make it.
+Reads what ``quiclab reproduce`` writes under ``<data dir>/reports/reproductions``
+(see ``experiments/reproduce.py``)::
+
+    findings.csv              one row per finding and engine: claim, tolerance,
+                              published, predicted, verdict (pass | fail | not covered)
+    results.csv               one row per check (point or shape)
+    summary.md
+    <name>/<name>.csv         the checks of one reproduction: predicted vs published,
+                              errors, tolerance, status
+    <name>/<name>.png         the figure, shaped like the paper's, published points overlaid
+    <name>/<name>.md, predictions.csv
+
+The page computes nothing: it shows these files. Without ``findings.csv`` it
+falls back to listing any folder's tables (CSV, Parquet, JSON records) and
+PNGs, judging a table by its ``pass``/``passed``/``ok`` column; with nothing
+there it says so and how to make them.
 """
 
 from __future__ import annotations
@@ -20,6 +30,14 @@ from quiclab.app.config import AppConfig
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".json")
 VERDICT_COLUMNS = ("pass", "passed", "ok")
+VERDICTS = ("pass", "fail", "not covered")
+#: Columns of findings.csv shown, in this order (others follow).
+FINDING_COLUMNS = ("reproduction", "finding", "engine", "verdict", "published", "predicted",
+                   "tolerance", "claim", "figure", "document", "checks", "passed", "failed",
+                   "reason")
+CHECK_COLUMNS = ("finding", "check", "quantity", "unit", "published", "predicted",
+                 "abs_error", "rel_error", "tolerance", "status", "engine", "scenario",
+                 "in_fit", "reason")
 
 
 @dataclass
@@ -30,7 +48,12 @@ class Reproduction:
     folder: Path
     tables: list[Path] = field(default_factory=list)
     images: list[Path] = field(default_factory=list)
-    notes: list[Path] = field(default_factory=list)
+
+    @property
+    def checks(self) -> Path | None:
+        """``<name>.csv``, the table of checks, if it is there."""
+        path = self.folder / f"{self.folder.name}.csv"
+        return path if path.is_file() else None
 
 
 def find_reproductions(root: Path) -> list[Reproduction]:
@@ -42,10 +65,9 @@ def find_reproductions(root: Path) -> list[Reproduction]:
         files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
         tables = [p for p in files if p.suffix in TABLE_SUFFIXES and p.name != "provenance.json"]
         images = [p for p in files if p.suffix == ".png"]
-        notes = [p for p in files if p.suffix == ".md"]
         if tables or images:
             name = "(all)" if folder == root else str(folder.relative_to(root))
-            found.append(Reproduction(name, folder, tables, images, notes))
+            found.append(Reproduction(name, folder, tables, images))
     return found
 
 
@@ -91,22 +113,90 @@ def _truth(value: object) -> bool | None:
     return None
 
 
-def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
-    first = [c for c in frame.columns if c.startswith(("finding", "name", "quantity"))]
-    first += [c for c in frame.columns if c.startswith(("predicted", "published"))]
-    first += [c for c in frame.columns if c in VERDICT_COLUMNS]
-    return frame[list(dict.fromkeys([*first, *frame.columns]))]
+def _ordered(frame: pd.DataFrame, first: tuple[str, ...]) -> pd.DataFrame:
+    columns = [c for c in first if c in frame.columns]
+    return frame[list(dict.fromkeys([*columns, *frame.columns]))]
+
+
+# -- the page ------------------------------------------------------------------------
+def findings_ui(findings: pd.DataFrame) -> tuple[list[str], str]:
+    """Which verdicts to list, and which reproduction to open."""
+    cols = st.columns([2, 3])
+    shown = cols[0].multiselect("Verdicts", VERDICTS, default=["pass", "fail"],
+                                key="w.repro.verdicts")
+    counts = findings.groupby("reproduction")["verdict"].value_counts().unstack(fill_value=0)
+    names = list(counts.index)
+
+    def label(name: str) -> str:
+        row = counts.loc[name]
+        return (f"{name} — {int(row.get('pass', 0))} pass, {int(row.get('fail', 0))} fail, "
+                f"{int(row.get('not covered', 0))} not covered")
+
+    judged = [n for n in names if counts.loc[n].get("pass", 0) + counts.loc[n].get("fail", 0)]
+    first = names.index(judged[0]) if judged else 0
+    chosen = cols[1].selectbox("Reproduction", names, index=first, format_func=label,
+                               key="w.repro.name")
+    return list(shown), str(chosen)
 
 
 def show(config: AppConfig) -> None:
     st.header("Reproductions")
     root = Path(config.reports_dir) / "reproductions"
+    summary = root / "findings.csv"
+    if summary.is_file():
+        _show_findings(root, pd.read_csv(summary))
+        return
     found = find_reproductions(root)
     if not found:
         st.info(f"No reproduction results under {root} yet. Run `quiclab reproduce --all` "
                 "(with the same --data-dir) to make them; this page shows them when they "
                 "exist.")
         return
+    _show_folders(root, found)
+
+
+def _show_findings(root: Path, findings: pd.DataFrame) -> None:
+    counts = findings["verdict"].value_counts()
+    cols = st.columns(4)
+    cols[0].metric("Findings", len(findings))
+    cols[1].metric("Pass", int(counts.get("pass", 0)))
+    cols[2].metric("Fail", int(counts.get("fail", 0)))
+    cols[3].metric("Not covered", int(counts.get("not covered", 0)))
+    st.caption(f"From {root} (`quiclab reproduce`); predicted and published as the "
+               "findings state them, the verdict against each finding's tolerance.")
+    shown, chosen = findings_ui(findings)
+    listed = _ordered(findings[findings["verdict"].isin(shown)], FINDING_COLUMNS)
+    st.dataframe(listed.style.map(_verdict_colour, subset=["verdict"]), hide_index=True,
+                 width="stretch", height=320)
+
+    st.subheader(chosen)
+    folder = root / chosen
+    checks = folder / f"{chosen}.csv"
+    figure = folder / f"{chosen}.png"
+    left, right = st.columns([1, 1])
+    with left:
+        if checks.is_file():
+            st.caption("Every check: predicted vs published, error and tolerance")
+            st.dataframe(_ordered(pd.read_csv(checks), CHECK_COLUMNS), hide_index=True,
+                         width="stretch")
+        else:
+            st.info(f"No {checks.name} in {folder}.")
+        mine = findings[findings["reproduction"] == chosen]
+        for _, row in mine[mine["verdict"] == "not covered"].iterrows():
+            st.caption(f"{row['finding']}: not covered — {row.get('reason', '')}")
+    with right:
+        if figure.is_file():
+            st.image(str(figure), caption=figure.name)
+        else:
+            st.caption("No figure for this reproduction.")
+
+
+def _verdict_colour(verdict: object) -> str:
+    colour = {"pass": "#d4edda", "fail": "#f8d7da"}.get(str(verdict))
+    return f"background-color: {colour}" if colour else ""
+
+
+def _show_folders(root: Path, found: list[Reproduction]) -> None:
     loaded: list[tuple[Reproduction, list[tuple[Path, pd.DataFrame]]]] = []
     passed = failed = 0
     for rep in found:
@@ -132,10 +222,10 @@ def show(config: AppConfig) -> None:
                          if (v := verdicts(f)) is not None]
         title = rep.name + (f" — {', '.join(verdict_texts)}" if verdict_texts else "")
         with st.expander(title, expanded=len(found) <= 3):
-            for path in rep.notes:
-                st.markdown(path.read_text())
             for path, frame in frames:
                 st.caption(path.name)
-                st.dataframe(_ordered(frame), hide_index=True, width="stretch")
+                st.dataframe(_ordered(frame, ("finding", "name", "predicted", "published",
+                                              *VERDICT_COLUMNS)),
+                             hide_index=True, width="stretch")
             for path in rep.images:
                 st.image(str(path), caption=path.name)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from quiclab.app.reproductions import VERDICTS
 from streamlit.testing.v1 import AppTest
 
 from .appdata import RUNS, AppData, tiny_png
@@ -104,17 +105,55 @@ def test_reproductions_say_when_there_are_none(app: AppTest, app_env: AppData) -
     assert str(app_env.data_dir / "reports" / "reproductions") in text
 
 
-def test_reproductions_show_results_plots_and_verdicts(
+def repro_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[AppTest, Path]:
+    """An app whose data dir is ``tmp_path/data``; returns it and the reproductions folder."""
+    root = tmp_path / "data" / "reports" / "reproductions"
+    root.mkdir(parents=True)
+    monkeypatch.setenv("QUICLAB_DATA_DIR", str(tmp_path / "data"))
+    return AppTest.from_file(str(SCRIPT), default_timeout=60), root
+
+
+def test_reproductions_show_findings_checks_and_figure(
         app_env: AppData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    data_dir = tmp_path / "data"
-    folder = data_dir / "reports" / "reproductions" / "repro-kempf24-fig3-buffers"
-    folder.mkdir(parents=True)
+    app, root = repro_app(tmp_path, monkeypatch)
+    # The layout `quiclab reproduce` writes (experiments/reproduce.py).
+    pd.DataFrame({
+        "reproduction": ["repro-a", "repro-a", "repro-b"], "finding": ["gain", "acks", "pin"],
+        "claim": ["+7 %", "fewer ACKs", "pinning helps"], "engine": ["analytic"] * 3,
+        "tolerance": ["±5 pp", "±30 %", "±5 pp"], "published": ["7", "180000", "20"],
+        "predicted": ["7.1", "90000", ""], "checks": [1, 1, 1], "passed": [1, 0, 0],
+        "failed": [0, 1, 0], "verdict": ["pass", "fail", "not covered"],
+        "reason": ["", "", "pinning is not modelled"]}).to_csv(root / "findings.csv",
+                                                               index=False)
+    (root / "repro-a").mkdir()
+    pd.DataFrame({"finding": ["gain", "acks"], "check": ["kempf24-011", "kempf24-012"],
+                  "published": [7.0, 180000.0], "predicted": [7.1, 90000.0],
+                  "status": ["pass", "fail"]}).to_csv(root / "repro-a" / "repro-a.csv",
+                                                      index=False)
+    tiny_png(root / "repro-a" / "repro-a.png")
+    open_page(app, "reproductions")
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics == {"Findings": "3", "Pass": "1", "Fail": "1", "Not covered": "1"}
+    assert list(frame_with(app, "claim")["finding"]) == ["gain", "acks"]  # pass and fail
+    assert list(frame_with(app, "check")["predicted"]) == [7.1, 90000.0]
+    assert len(app.get("image")) == 1
+    app.multiselect(key="w.repro.verdicts").set_value(list(VERDICTS))
+    app.selectbox(key="w.repro.name").set_value("repro-b").run()
+    assert not app.exception
+    assert len(frame_with(app, "claim")) == 3
+    assert any("pinning is not modelled" in c.value for c in app.caption)
+    assert any("No repro-b.csv" in i.value for i in app.info)
+
+
+def test_reproductions_fall_back_to_any_result_files(
+        app_env: AppData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app, root = repro_app(tmp_path, monkeypatch)
+    folder = root / "repro-kempf24-fig3-buffers"
+    folder.mkdir()
     pd.DataFrame({"finding": ["32x goodput", "ACKs at 1x"], "predicted": [3300.0, 2.0e5],
                   "published": [3250.0, 1.8e5], "pass": [True, False]}
                  ).to_csv(folder / "findings.csv", index=False)
     tiny_png(folder / "fig3.png")
-    monkeypatch.setenv("QUICLAB_DATA_DIR", str(data_dir))
-    app = AppTest.from_file(str(SCRIPT), default_timeout=60)
     open_page(app, "reproductions")
     metrics = {m.label: m.value for m in app.metric}
     assert metrics == {"Reproductions": "1", "Findings passed": "1", "Findings failed": "1"}
