@@ -60,6 +60,9 @@ class RunConfig:
     prefix_records: int = 0
     min_window_events: int = 20
     prefix_extend: float = 4.0
+    #: Receiver ACK threshold capped at this fraction of the sender's cwnd
+    #: (0 = TRANSPORT.md's fixed ack_every_packets; see Receiver).
+    ack_window_fraction: float = 0.0
     timeseries_interval_s: float = 0.0
     max_sim_s: float = 36_000.0
 
@@ -115,7 +118,8 @@ class Connection:
                                  // 16), 1 << 24)
         self.snapshots: list[dict[str, float]] = []
         self.receiver = Receiver(self.env, resolved, self.reverse, self.sender, self.stalls,
-                                 self._on_progress, max(1, step))
+                                 self._on_progress, max(1, step),
+                                 ack_window_fraction=config.ack_window_fraction)
         self.done = self.env.event()
         self.window_start: dict[str, float] | None = None
         self.end: dict[str, float] | None = None
@@ -145,6 +149,9 @@ class Connection:
             raise EngineError(f"des: {self.resolved.scenario.describe()}: not finished after "
                               f"max_sim_s={self.config.max_sim_s} s of simulated time")
         notes: list[str] = []
+        if self.config.ack_window_fraction:
+            notes.append(f"not TRANSPORT.md: the receiver ACKs at least every "
+                         f"{self.config.ack_window_fraction:g} × the sender's cwnd")
         start = self.window_start
         if start is None:
             start = dict.fromkeys(COUNTERS, 0.0)

@@ -49,7 +49,10 @@ class DesEngine:
     packets (0 = always the whole transfer), and at batch granularity
     ``max_units`` the prefix length in records (0 = no limit); ``timeseries``
     and ``timeseries_interval_s`` for per-interval series in the Prediction;
-    ``workers`` processes for ``predict_batch`` (1 = in this process).
+    ``workers`` processes for ``predict_batch`` (1 = in this process);
+    ``ack_window_fraction`` > 0 departs from TRANSPORT.md: the receiver ACKs
+    at least every that fraction of the sender's cwnd (a sensitivity option,
+    noted in the Prediction).
     Raises ValueError for an unknown granularity or a bad option.
     """
 
@@ -60,7 +63,8 @@ class DesEngine:
                  max_packets: int | None = None, unit_packets: int = 256,
                  max_units: int = DEFAULT_MAX_UNITS, unit_cwnd_divisor: int = 8,
                  timeseries: bool = False, timeseries_interval_s: float = 0.01,
-                 workers: int = 1, max_sim_s: float = 36_000.0):
+                 workers: int = 1, max_sim_s: float = 36_000.0,
+                 ack_window_fraction: float = 0.0):
         if granularity not in GRANULARITIES:
             raise ValueError(f'granularity={granularity!r}: allowed "packet" | "batch"')
         if max_packets is not None and max_packets < 0:
@@ -80,6 +84,9 @@ class DesEngine:
         self.timeseries_interval_s = timeseries_interval_s
         self.workers = workers
         self.max_sim_s = max_sim_s
+        if not 0.0 <= ack_window_fraction <= 1.0:
+            raise ValueError(f'"ack_window_fraction" must be in 0 … 1, got {ack_window_fraction!r}')
+        self.ack_window_fraction = ack_window_fraction
 
     def options(self) -> dict[str, Any]:
         """Constructor arguments (to rebuild the engine in a worker process)."""
@@ -87,7 +94,7 @@ class DesEngine:
                 "unit_packets": self.unit_packets, "max_units": self.max_units,
                 "unit_cwnd_divisor": self.unit_cwnd_divisor, "timeseries": self.timeseries,
                 "timeseries_interval_s": self.timeseries_interval_s, "workers": 1,
-                "max_sim_s": self.max_sim_s}
+                "max_sim_s": self.max_sim_s, "ack_window_fraction": self.ack_window_fraction}
 
     # ------------------------------------------------------------------ API
     def predict(self, scenario: Scenario) -> Prediction:
@@ -122,7 +129,7 @@ class DesEngine:
             unit_packets=self.unit_packets, unit_cwnd_divisor=self.unit_cwnd_divisor,
             prefix_bytes=prefix, prefix_records=self.max_units,
             timeseries_interval_s=self.timeseries_interval_s if self.timeseries else 0.0,
-            max_sim_s=self.max_sim_s)
+            max_sim_s=self.max_sim_s, ack_window_fraction=self.ack_window_fraction)
         return Connection(resolved, config).run()
 
     def predict_resolved(self, resolved: Resolved) -> Prediction:
@@ -224,6 +231,7 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
             f"({b['t_s']:.3f} s); the rest extrapolated from steady state over "
             f"[{a['t_s']:.3f}, {b['t_s']:.3f}] s "
             f"({b['congestion_events'] - a['congestion_events']:.0f} congestion events)")
+    notes.extend(result.notes)
     notes.append(f"pair interplay: busy {resolved.interop_busy:.2f} ({resolved.interop_source})")
     notes.append("handshake: 1 RTT + request, no handshake CPU (not in the cost models)")
     if s.cc == "bbr":

@@ -55,7 +55,7 @@ class Receiver:
 
     def __init__(self, env: simpy.Environment, resolved: Resolved, reverse: ReverseLink,
                  sender: Sender, stalls: Stalls, on_progress: Callable[[float, int, bool], None],
-                 progress_step_bytes: int):
+                 progress_step_bytes: int, ack_window_fraction: float = 0.0):
         ep = resolved.receiver
         s = resolved.scenario
         self.env = env
@@ -72,7 +72,14 @@ class Receiver:
         self.segments = ep.segments_per_call
         self.stream_bytes = resolved.sender.stream_bytes
         self.rcvbuf = resolved.path.rcvbuf_bytes
-        self.inv_ack_every = 1.0 / max(ep.ack_every_packets, 1e-9)
+        self.ack_every = max(ep.ack_every_packets, 1e-9)
+        self.inv_ack_every = 1.0 / self.ack_every
+        #: Off (0) in TRANSPORT.md. > 0: an ACK at least every that fraction of the
+        #: sender's cwnd (≥ 2 packets), as a sender using the ACK-frequency
+        #: extension would request (draft-ietf-quic-ack-frequency); a sensitivity
+        #: option for receivers whose calibrated ack_every exceeds the window.
+        self.ack_window_fraction = ack_window_fraction
+        self.payload = resolved.sender.udp_payload_bytes
         self.immediate = ep.immediate_ack_on_gap
         self.max_ack_delay_s = ep.max_ack_delay_s
         self.fc_window = ep.fc_window_bytes or (1 << 62)
@@ -338,7 +345,12 @@ class Receiver:
                 weight = float(delivered)
                 keep = False
             else:
-                credit = self.ack_credit + delivered * self.inv_ack_every
+                inv = self.inv_ack_every
+                if self.ack_window_fraction:
+                    window = self.ack_window_fraction * self.sender.cc.cwnd / self.payload
+                    if window < self.ack_every:
+                        inv = 1.0 / max(2.0, window)
+                credit = self.ack_credit + delivered * inv
                 if credit >= 1.0 - 1e-9:
                     weight = float(int(credit + 1e-9))
                     self.ack_credit = credit - weight

@@ -45,6 +45,8 @@ def registry() -> Registry:
         synthetic_model("tinywin", sender_ns=1000, receiver_ns=800, fc_window_bytes=3 * 1360,
                         ack_every_packets=10.0, max_ack_delay_ms=25.0),
         synthetic_model("win", sender_ns=1000, receiver_ns=800, fc_window_bytes=1 << 20),
+        synthetic_model("cap6", sender_ns=1000, receiver_ns=800, fc_window_bytes=6 * 1360,
+                        ack_every_packets=10.0),
         synthetic_model("stall", sender_ns=3000, receiver_ns=800, rx_stall_rate_hz=500.0,
                         rx_stall_min_us=300.0, rx_stall_alpha=2.0),
         synthetic_model("twocore", sender_ns=8000, receiver_ns=800, cores=2.0),
@@ -232,6 +234,19 @@ def test_max_ack_delay_paces_a_tiny_window(registry: Registry) -> None:
     per_round = 3 * 1360 * 8 / (1.05e-3 + 25e-3) / 1e6  # Mbit/s
     assert pred.limit == "flow_control"
     assert pred.goodput_mbps == pytest.approx(per_round, rel=0.1)
+
+
+def test_ack_window_fraction_is_an_opt_in_departure(registry: Registry) -> None:
+    """A receiver that ACKs every 10 packets, a window of 6: TRANSPORT.md waits for the
+    25 ms ACK timer; the opt-in ACK-frequency cap ACKs every ¼ window instead."""
+    s = Scenario(server="cap6", client="cap6", rtt_ms=1.0, transfer_bytes=2 * MB)
+    spec = des(registry).predict(s)
+    capped = des(registry, ack_window_fraction=0.25).predict(s)
+    assert spec.goodput_mbps < 0.2 * capped.goodput_mbps
+    assert any(n.startswith("not TRANSPORT.md") for n in capped.notes)
+    assert not any(n.startswith("not TRANSPORT.md") for n in spec.notes)
+    with pytest.raises(ValueError, match="ack_window_fraction"):
+        DesEngine(registry, ack_window_fraction=2.0)
 
 
 def test_immediate_ack_on_gap(registry: Registry) -> None:
