@@ -76,6 +76,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _add_execution(p)
     p.add_argument("--out", metavar="DIR",
                    help="report folder (default <data dir>/reports/validation)")
+    p.add_argument("--reproduce", action="store_true",
+                   help="run `quiclab reproduce --all` first (into --reproductions)")
     p.add_argument("--reproductions", metavar="DIR",
                    help="folder of `quiclab reproduce` results to summarise (default: "
                         "<data dir>/reports/reproductions)")

@@ -111,7 +111,7 @@ def content_hash(spec: dict[str, Any], model_versions: dict[str, str]) -> str:
 
 
 def default_out(data_dir: Path, kind: str, name: str, chash: str) -> Path:
-    folder = "sweeps" if kind == "sweep" else "reproductions"
+    folder = {"sweep": "sweeps", "reproduction": "reproductions"}.get(kind, kind)
     return data_dir / folder / f"{name}-{chash}"
 
 

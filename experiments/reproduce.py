@@ -1,0 +1,354 @@
+"""``quiclab reproduce``: run reproduction specs and write their tables, plots and verdicts.
+
+For each spec: the scenarios its findings need are predicted by each
+finding's engine through the sweep runner (so results are cached as Parquet
+parts and an interrupted ``--all`` resumes), every check and shape is
+evaluated (:mod:`quiclab.experiments.evaluate`), and the folder
+``<out>/<name>/`` receives ``<name>.csv`` (predicted vs published, absolute
+and relative error, tolerance, pass/fail), ``<name>.md``, ``<name>.png``
+(shaped like the paper's figure, published points overlaid) and
+``predictions.csv``. ``<out>/results.csv`` and ``<out>/summary.md`` collect
+every reproduction run so far (one row per check / per finding).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from quiclab.experiments import runner
+from quiclab.experiments.evaluate import (
+    FAIL,
+    NOT_COVERED,
+    PASS,
+    Context,
+    Result,
+    evaluate,
+    finding_verdicts,
+)
+from quiclab.experiments.findings import ReproSpec, load_repro
+from quiclab.experiments.spec import find_spec, packaged_dir
+from quiclab.models.registry import Registry
+
+#: Engines for request workloads: none yet (issue 10).
+REQUEST_REASON = ("request workloads are not modelled yet: the DES refuses workload != bulk "
+                  "and the analytic engine predicts bulk goodput only (issue 10)")
+
+
+PIPELINE_REASON = ("pipelined stacks (Scenario.pipeline) are not modelled by any engine yet "
+                   "(issue 11)")
+PIN_REASON = ("core pinning and NUMA placement (Scenario.pin) are not modelled by any engine "
+              "yet")
+
+
+def unmodelled(scenario: Any) -> str | None:
+    """Why no engine can predict this scenario today, or None."""
+    if scenario.workload != "bulk" or scenario.connections != 1:
+        return REQUEST_REASON
+    if scenario.pipeline != "none":
+        return PIPELINE_REASON
+    if scenario.pin:
+        return PIN_REASON
+    return None
+
+
+@dataclass
+class Reproduced:
+    spec: ReproSpec
+    results: list[Result]
+    rows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    seconds: float = 0.0
+    computed: int = 0
+
+    def verdicts(self) -> dict[tuple[str, str], str]:
+        out: dict[tuple[str, str], str] = {}
+        for engine in sorted({r.engine for r in self.results}):
+            sub = [r for r in self.results if r.engine == engine]
+            for fid, v in finding_verdicts(sub).items():
+                out[(fid, engine)] = v
+        return out
+
+
+def shipped() -> list[Path]:
+    return sorted(packaged_dir().glob("repro-*.yaml"))
+
+
+def load_points(catalog: Path | None) -> pd.DataFrame:
+    """Published points: the catalog's table if it has one, else the packaged CSVs."""
+    if catalog is not None and Path(catalog).is_file():
+        from quiclab.datasets.catalog import Catalog
+
+        from quiclab.errors import DataError
+
+        try:
+            with Catalog(catalog, read_only=True) as cat:
+                if "published_points" in cat.tables() and cat.count("published_points"):
+                    return cat.df("SELECT * FROM published_points ORDER BY point_id")
+        except DataError:
+            pass
+    from quiclab.datasets.sources.published import packaged_dir as csv_dir
+    from quiclab.datasets.sources.published import read_csv
+
+    rows = [r for path in sorted(csv_dir().glob("*.csv")) for r in read_csv(path)]
+    return pd.DataFrame(rows)
+
+
+def fitted_ids(points: pd.DataFrame) -> set[str]:
+    """Point ids the joint calibration fits (so their checks are in-sample)."""
+    from quiclab.calibration.evidence import published_points
+
+    evidence, _ = published_points(points)
+    return {e.ident for e in evidence}
+
+
+def with_engine(spec: ReproSpec, engine: str) -> ReproSpec:
+    findings = tuple(f if f.engine == "crypto-fit" else replace(f, engine=engine)
+                     for f in spec.findings)
+    return replace(spec, findings=findings)
+
+
+def run_one(spec: ReproSpec, registry: Registry | None, points: pd.DataFrame,
+            executor: Any, data_dir: Path, runtime: dict[str, dict[str, Any]],
+            progress: bool = True, fitted: set[str] | None = None) -> Reproduced:
+    """Predict what ``spec`` needs and evaluate every finding (see the module docstring)."""
+    from quiclab.experiments.derived import make_derived
+
+    started = time.perf_counter()
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    failures: dict[tuple[str, str], str] = {}
+    computed = 0
+    if spec.status == "not-covered":
+        for f in spec.findings:
+            for name in spec.scenarios_for(f):
+                failures[(name, f.engine)] = spec.reason or "not covered"
+    elif registry is not None:
+        for engine in spec.engines():
+            if engine == "crypto-fit":
+                continue
+            names = [n for f in spec.findings if f.engine == engine
+                     for n in spec.scenarios_for(f)]
+            names += spec.plotted()
+            names = list(dict.fromkeys(names))
+            runnable = []
+            for n in names:
+                reason = unmodelled(spec.named[n])
+                if reason:
+                    failures[(n, engine)] = reason
+                else:
+                    runnable.append(n)
+            if not runnable:
+                continue
+            resolved = spec.resolved()
+            options = {engine: {**runtime.get(engine, {}),
+                                **spec.engine_options.get(engine, {})}}
+            # One cache per engine, options and model set, shared by every reproduction:
+            # Figs. 3 and 4 of seed 002 predict the same scenarios once.
+            key = {"engine": engine, "options": spec.engine_options.get(engine, {})}
+            chash = runner.content_hash(key, registry.versions())
+            out = runner.default_out(data_dir, "reproduction", f"cache-{engine}", chash)
+            report = runner.run_points(
+                name=spec.name, kind="reproduction", spec=resolved,
+                scenarios=[spec.named[n] for n in runnable], engines=[engine],
+                engine_options=options, registry=registry, out=out, executor=executor,
+                progress=progress, chash=chash)
+            computed += report.computed
+            by_key = {r["scenario_key"]: r for r in (report.table.to_pylist()
+                                                      if report.table is not None else [])}
+            errors = {label: reason for _, label, reason in report.failed}
+            for n in runnable:
+                row = by_key.get(runner.scenario_key(spec.named[n]))
+                if row is None:
+                    failures[(n, engine)] = errors.get(spec.named[n].describe(),
+                                                       "engine gave no prediction")
+                else:
+                    rows[(n, engine)] = row
+    ctx = Context(spec, rows, {str(r["point_id"]): r for r in points.to_dict("records")},
+                  fitted if fitted is not None else set(),
+                  make_derived(spec, registry, points), failures)
+    results = evaluate(ctx)
+    if spec.status == "not-covered":
+        for r in results:
+            r.status, r.reason = NOT_COVERED, spec.reason or r.reason
+    return Reproduced(spec, results, rows, time.perf_counter() - started, computed)
+
+
+# ----------------------------------------------------------------- writing
+def results_frame(results: list[Result]) -> pd.DataFrame:
+    return pd.DataFrame([r.to_dict() for r in results])
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    if isinstance(x, float):
+        return "" if math.isnan(x) else f"{x:.{digits}g}"
+    return str(x)
+
+
+def markdown_table(frame: pd.DataFrame, columns: list[str], headers: list[str]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for _, row in frame.iterrows():
+        lines.append("| " + " | ".join(_fmt(row[c]).replace("|", "\\|") for c in columns)
+                     + " |")
+    return "\n".join(lines)
+
+
+def write_one(rep: Reproduced, out: Path) -> Path:
+    from quiclab.experiments.plots import plot_reproduction
+
+    folder = out / rep.spec.name
+    folder.mkdir(parents=True, exist_ok=True)
+    frame = results_frame(rep.results)
+    frame.to_csv(folder / f"{rep.spec.name}.csv", index=False)
+    pd.DataFrame([{"scenario": n, "engine": e, **row} for (n, e), row in rep.rows.items()]) \
+        .to_csv(folder / "predictions.csv", index=False)
+    frame["abs_err"] = frame["abs_error"]
+    frame["rel_err_pct"] = frame["rel_error"] * 100
+    md = [f"# {rep.spec.title}", "", f"`{rep.spec.name}` — {rep.spec.path}", ""]
+    if rep.spec.description:
+        md += [rep.spec.description.strip(), ""]
+    if rep.spec.status == "not-covered":
+        md += [f"**Not covered:** {rep.spec.reason}", ""]
+    verdicts = rep.verdicts()
+    md += ["| finding | engine | verdict | claim |", "|---|---|---|---|"]
+    for f in rep.spec.findings:
+        for (fid, engine), v in verdicts.items():
+            if fid == f.id:
+                md.append(f"| {f.id} | {engine} | {v} | {f.claim} |")
+    md += ["", markdown_table(frame, ["finding", "check", "scenario", "unit", "published_text",
+                                      "predicted_text", "abs_err", "rel_err_pct", "tolerance",
+                                      "engine", "status", "in_fit"],
+                              ["finding", "point / shape", "scenario", "unit", "published",
+                               "predicted", "abs. error", "rel. error %", "tolerance",
+                               "engine", "result", "in fit"]), ""]
+    md += ["Reasons for the tolerances:", ""]
+    md += [f"- {r.finding} {r.check}: {r.reason}" for r in rep.results]
+    png = folder / f"{rep.spec.name}.png"
+    try:
+        plot_reproduction(rep, png)
+        md += ["", f"![{rep.spec.name}]({png.name})"]
+    except Exception as err:
+        md += ["", f"(plot failed: {type(err).__name__}: {err})"]
+    (folder / f"{rep.spec.name}.md").write_text("\n".join(md) + "\n")
+    return folder
+
+
+def finding_rows(rep: Reproduced) -> list[dict[str, Any]]:
+    """One row per finding and engine: tolerances, predicted/published texts, verdict."""
+    out = []
+    verdicts = rep.verdicts()
+    for f in rep.spec.findings:
+        for (fid, engine), verdict in verdicts.items():
+            if fid != f.id:
+                continue
+            rows = [r for r in rep.results if r.finding == f.id and r.engine == engine]
+            out.append({
+                "reproduction": rep.spec.name, "figure": rep.spec.source.get("figure", ""),
+                "document": rep.spec.source.get("document", ""), "finding": f.id,
+                "claim": f.claim, "engine": engine,
+                "tolerance": "; ".join(dict.fromkeys(r.tolerance for r in rows if r.tolerance)),
+                "published": "; ".join(r.published_text for r in rows if r.published_text),
+                "predicted": "; ".join(r.predicted_text for r in rows if r.predicted_text),
+                "checks": len(rows), "passed": sum(r.status == PASS for r in rows),
+                "failed": sum(r.status == FAIL for r in rows),
+                "verdict": verdict,
+                "reason": rows[0].reason if rows and verdict == NOT_COVERED else "",
+            })
+    return out
+
+
+def update_summary(out: Path, reps: list[Reproduced]) -> pd.DataFrame:
+    """Merge these reproductions into ``results.csv`` / ``findings.csv`` / ``summary.md``."""
+    out.mkdir(parents=True, exist_ok=True)
+    names = {r.spec.name for r in reps}
+    new_results = pd.concat([results_frame(r.results) for r in reps], ignore_index=True)
+    new_findings = pd.DataFrame([row for r in reps for row in finding_rows(r)])
+    tables = {"results.csv": new_results, "findings.csv": new_findings}
+    merged: dict[str, pd.DataFrame] = {}
+    for file, new in tables.items():
+        path = out / file
+        if path.is_file():
+            old = pd.read_csv(path)
+            old = old[~old["reproduction"].isin(names)]
+            new = pd.concat([old, new], ignore_index=True)
+        new = new.sort_values(["reproduction", "finding"], kind="stable")
+        new.to_csv(path, index=False)
+        merged[file] = new
+    findings = merged["findings.csv"]
+    counts = findings["verdict"].value_counts().to_dict()
+    md = ["# Reproductions: summary", "",
+          f"{len(findings)} findings: {counts.get(PASS, 0)} pass, {counts.get(FAIL, 0)} fail, "
+          f"{counts.get(NOT_COVERED, 0)} not covered.", "",
+          markdown_table(findings, ["reproduction", "finding", "engine", "tolerance",
+                                    "predicted", "published", "verdict"],
+                         ["reproduction", "finding", "engine", "tolerance", "predicted",
+                          "published", "result"])]
+    (out / "summary.md").write_text("\n".join(md) + "\n")
+    return findings
+
+
+# ----------------------------------------------------------------- CLI
+def main_reproduce(args: argparse.Namespace) -> int:
+    from quiclab.experiments.cli import _executor, runtime_options
+
+    if args.list:
+        for path in shipped():
+            spec = load_repro(path)
+            print(f"{spec.name:48s} {spec.title}")
+        return 0
+    paths = [find_spec(args.name, "repro-")] if args.name else shipped()
+    specs = [load_repro(p) for p in paths]
+    registry = Registry.load(args.paths.models)
+    points = load_points(args.catalog)
+    fitted = fitted_ids(points)
+    executor = _executor(args)
+    out = Path(args.out) if args.out else args.paths.reports / "reproductions"
+    engines = list(dict.fromkeys(args.engine)) if args.engine else [None]
+    started = time.perf_counter()
+    reps = []
+    for spec in specs:
+        for engine in engines:
+            run_spec = with_engine(spec, engine) if engine else spec
+            rep = run_one(run_spec, registry, points, executor, args.paths.data_dir,
+                          runtime_options(args), progress=not args.quiet, fitted=fitted)
+            write_one(rep, out)
+            if not args.no_catalog:
+                _to_catalog(args.catalog, rep)
+            reps.append(rep)
+            v = rep.verdicts()
+            print(f"{spec.name:46s} {sum(x == PASS for x in v.values()):3d} pass "
+                  f"{sum(x == FAIL for x in v.values()):3d} fail "
+                  f"{sum(x == NOT_COVERED for x in v.values()):3d} n/c  ({rep.seconds:.0f} s)",
+                  flush=True)
+    # Several engines for one spec are written to one folder: rewrite with all rows.
+    if len(engines) > 1:
+        for spec in specs:
+            group = [r for r in reps if r.spec.name == spec.name]
+            merged = Reproduced(group[0].spec, [x for r in group for x in r.results],
+                                {k: v for r in group for k, v in r.rows.items()})
+            write_one(merged, out)
+    findings = update_summary(out, reps)
+    counts = findings["verdict"].value_counts().to_dict()
+    print(f"\n{len(findings)} findings in {out}/summary.md: {counts.get(PASS, 0)} pass, "
+          f"{counts.get(FAIL, 0)} fail, {counts.get(NOT_COVERED, 0)} not covered "
+          f"({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+def _to_catalog(catalog: Path, rep: Reproduced) -> None:
+    import pyarrow as pa
+
+    if not rep.rows:
+        return
+    rows = [dict(r) for r in rep.rows.values()]
+    table = pa.Table.from_pylist(rows)
+    meta = {"spec": rep.spec.resolved(), "content_hash": None}
+    try:
+        runner.to_catalog(catalog, table, name=rep.spec.name, kind="reproduction",
+                          provenance=meta)
+    except Exception as err:
+        print(f"  catalog not updated: {err}", file=sys.stderr)

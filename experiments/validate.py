@@ -1,0 +1,288 @@
+"""``quiclab validate``: how well each engine predicts every measurement the catalog holds.
+
+Sources (the Evidence of :mod:`quiclab.calibration.evidence`, so validation
+and calibration see the same scenarios):
+
+- ``published`` — the seeds' stated bulk goodputs (``published_points``);
+- ``dataset`` — medians of the QIR-10G cells (``runs`` with source ``qir10g``);
+- ``fresh`` — cells of this host's testbed runs (``runs`` with source ``fresh``).
+
+Each engine predicts each source's scenarios through the sweep runner
+(cached, resumable). The report gives per source and engine the median and
+95th-percentile absolute percentage error (APE = |predicted − observed| /
+observed), the worst cases, and which seed findings are reproduced (from
+``quiclab reproduce``'s ``findings.csv``): ``validation.md``,
+``validation.html`` (plots embedded) and ``validation.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from quiclab.experiments import runner
+
+from quiclab.errors import DataError
+
+SOURCES = ("published", "dataset", "fresh")
+WORST = 8
+
+
+@dataclass
+class SourceItems:
+    source: str
+    evidence: list[Any]  # calibration Evidence
+    skipped: list[tuple[str, str]]
+
+
+def load_evidence(catalog_path: Path, sources: list[str] | None) -> list[SourceItems]:
+    """Evidence per source from the catalog; sources=None means every one with data."""
+    from quiclab.calibration.evidence import dataset_cells, published_points
+    from quiclab.datasets.catalog import Catalog
+
+    out = []
+    with Catalog(catalog_path, read_only=True) as catalog:
+        tables = catalog.tables()
+        runs = catalog.df("SELECT * FROM runs") if "runs" in tables else pd.DataFrame()
+        points = catalog.df("SELECT * FROM published_points") \
+            if "published_points" in tables else pd.DataFrame()
+    wanted = sources or list(SOURCES)
+    for source in wanted:
+        if source == "published":
+            if points.empty:
+                if sources:
+                    raise DataError(catalog_path, "no published points (run `quiclab data "
+                                                  "ingest`)", field="published_points")
+                continue
+            evidence, skipped = published_points(points)
+        else:
+            kind = "qir10g" if source == "dataset" else "fresh"
+            sub = runs[runs["source"] == kind] if not runs.empty else runs
+            if sub.empty:
+                if sources:
+                    hint = "quiclab data ingest" if source == "dataset" else "quiclab testbed run"
+                    raise DataError(catalog_path, f"no runs with source={kind!r} (run `{hint}`)",
+                                    field="runs")
+                continue
+            evidence, skipped = dataset_cells(sub, source=source), []
+        out.append(SourceItems(source, evidence, skipped))
+    return out
+
+
+def predict_source(items: SourceItems, engine: str, registry: Any, executor: Any,
+                   data_dir: Path, runtime: dict[str, dict[str, Any]], progress: bool
+                   ) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
+    """One row per evidence item: observed, predicted, APE (NaN if the engine failed)."""
+    scenarios = [e.scenario for e in items.evidence]
+    spec = {"kind": "validation", "source": items.source,
+            "points": sorted({runner.scenario_key(s) for s in scenarios})}
+    chash = runner.content_hash(spec, registry.versions())
+    out = runner.default_out(data_dir, "validation", f"validate-{items.source}", chash)
+    report = runner.run_points(
+        name=f"validate-{items.source}", kind="validation", spec=spec, scenarios=scenarios,
+        engines=[engine], engine_options={engine: runtime.get(engine, {})},
+        registry=registry, out=out, executor=executor, progress=progress, chash=chash)
+    table = report.table.to_pylist() if report.table is not None else []
+    by_key = {r["scenario_key"]: r for r in table}
+    rows = []
+    for e in items.evidence:
+        row = by_key.get(runner.scenario_key(e.scenario))
+        predicted = float(row["goodput_mbps"]) if row else math.nan
+        rows.append({
+            "source": items.source, "engine": engine, "ident": e.ident, "group": e.group,
+            "scenario": e.scenario.describe(), "observed_mbps": e.goodput_mbps,
+            "predicted_mbps": predicted,
+            "ape_pct": abs(predicted - e.goodput_mbps) / e.goodput_mbps * 100.0
+            if e.goodput_mbps > 0 else math.nan,
+            "signed_error_pct": (predicted / e.goodput_mbps - 1.0) * 100.0
+            if e.goodput_mbps > 0 else math.nan,
+            "limit": row.get("limit_resource") if row else None, "n": e.n,
+        })
+    return pd.DataFrame(rows), report.failed
+
+
+def summarise(items: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for (source, engine), g in items.groupby(["source", "engine"], sort=False):
+        ape = g["ape_pct"].dropna()
+        rows.append({"source": source, "engine": engine, "items": len(g),
+                     "predicted": len(ape),
+                     "median_ape_pct": float(np.median(ape)) if len(ape) else math.nan,
+                     "p95_ape_pct": float(np.percentile(ape, 95)) if len(ape) else math.nan,
+                     "within_10_pct": float((ape <= 10).mean() * 100) if len(ape) else math.nan,
+                     "within_25_pct": float((ape <= 25).mean() * 100) if len(ape) else math.nan})
+    return pd.DataFrame(rows)
+
+
+def _fmt_table(frame: pd.DataFrame, floats: int = 1) -> str:
+    from quiclab.experiments.reproduce import markdown_table
+
+    shown = frame.copy()
+    for c in shown.columns:
+        if shown[c].dtype.kind == "f":
+            shown[c] = shown[c].map(lambda x: "" if pd.isna(x) else f"{x:.{floats}f}")
+    return markdown_table(shown, list(shown.columns), list(shown.columns))
+
+
+def plot_items(items: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(items.groupby(["source", "engine"], sort=False))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for (source, engine), g in groups:
+        ok = g.dropna(subset=["predicted_mbps"])
+        axes[0].scatter(ok["observed_mbps"], ok["predicted_mbps"], s=12, alpha=0.7,
+                        label=f"{source} · {engine}")
+        ape = np.sort(ok["ape_pct"].to_numpy())
+        if len(ape):
+            axes[1].plot(ape, np.arange(1, len(ape) + 1) / len(ape), label=f"{source} · {engine}")
+    lim = [max(10.0, float(items["observed_mbps"].min()) * 0.8),
+           float(np.nanmax([items["observed_mbps"].max(), items["predicted_mbps"].max()])) * 1.2]
+    axes[0].plot(lim, lim, "k--", lw=0.8)
+    axes[0].set_xscale("log")
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel("observed goodput (Mbit/s)")
+    axes[0].set_ylabel("predicted goodput (Mbit/s)")
+    axes[0].legend(fontsize=7)
+    axes[1].set_xscale("symlog", linthresh=1)
+    axes[1].set_xlabel("absolute percentage error (%)")
+    axes[1].set_ylabel("fraction of items")
+    axes[1].axvline(10, color="grey", lw=0.5)
+    axes[1].axvline(25, color="grey", lw=0.5)
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img src="data:image/png;base64,{data}" style="max-width:100%">'
+
+
+def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
+                 findings: pd.DataFrame | None, repro_dir: Path,
+                 skipped: dict[str, list[tuple[str, str]]]) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    items.to_csv(out / "validation.csv", index=False)
+    summary.to_csv(out / "summary.csv", index=False)
+    png = out / "validation.png"
+    if len(items.dropna(subset=["predicted_mbps"])):
+        plot_items(items, png)
+    worst = items.dropna(subset=["ape_pct"]).sort_values("ape_pct", ascending=False) \
+        .groupby(["source", "engine"], sort=False).head(WORST)
+    md = ["# Validation report", "",
+          "Absolute percentage error (APE) of predicted goodput against every measurement of "
+          "each source, per engine.", "", _fmt_table(summary), ""]
+    md += ["## Worst cases", "", _fmt_table(worst[["source", "engine", "ident", "scenario",
+                                                    "observed_mbps", "predicted_mbps",
+                                                    "signed_error_pct", "limit"]]), ""]
+    for source, reasons in skipped.items():
+        if reasons:
+            md += [f"{len(reasons)} {source} points are not validated (bounds, duplicates, "
+                   "unmodelled conditions); see validation.html.", ""]
+    verdict_md = ""
+    if findings is not None and not findings.empty:
+        counts = findings["verdict"].value_counts().to_dict()
+        verdict_md = (f"{len(findings)} findings: {counts.get('pass', 0)} pass, "
+                      f"{counts.get('fail', 0)} fail, {counts.get('not covered', 0)} not covered")
+        per = findings.groupby(["reproduction", "engine"])["verdict"].value_counts() \
+            .unstack(fill_value=0).reset_index()
+        md += ["## Seed findings reproduced", "", verdict_md + f" (from {repro_dir}).", "",
+               _fmt_table(per), ""]
+    else:
+        md += ["## Seed findings reproduced", "",
+               f"No reproduction results in {repro_dir}: run `quiclab reproduce --all` "
+               "(or `quiclab validate --reproduce`).", ""]
+    if png.is_file():
+        md += [f"![validation]({png.name})", ""]
+    md_path = out / "validation.md"
+    md_path.write_text("\n".join(md) + "\n")
+    # HTML: the same content with tables and every plot embedded.
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>quiclab validation"
+             "</title><style>body{font-family:sans-serif;max-width:1200px;margin:auto}"
+             "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
+             "padding:2px 6px}.pass{background:#dff0d8}.fail{background:#f2dede}</style>"
+             "</head><body><h1>Validation report</h1>",
+             summary.to_html(index=False, float_format=lambda x: f"{x:.1f}")]
+    if png.is_file():
+        parts.append(_img(png))
+    parts += ["<h2>Worst cases</h2>", worst.to_html(index=False,
+                                                    float_format=lambda x: f"{x:.1f}")]
+    for source, reasons in skipped.items():
+        if reasons:
+            parts.append(f"<h3>{html.escape(source)}: points not validated</h3>")
+            parts.append(pd.DataFrame(reasons, columns=["point_id", "reason"])
+                         .to_html(index=False))
+    parts.append("<h2>Seed findings reproduced</h2>")
+    if findings is not None and not findings.empty:
+        parts.append(f"<p>{html.escape(verdict_md)}</p>")
+        table = findings[["reproduction", "finding", "engine", "tolerance", "predicted",
+                          "published", "verdict"]].to_html(index=False)
+        table = table.replace("<td>pass</td>", "<td class='pass'>pass</td>") \
+            .replace("<td>fail</td>", "<td class='fail'>fail</td>")
+        parts.append(table)
+        for name in sorted(findings["reproduction"].unique()):
+            image = repro_dir / name / f"{name}.png"
+            if image.is_file():
+                parts += [f"<h3>{html.escape(name)}</h3>", _img(image)]
+    else:
+        parts.append(f"<p>No reproduction results in {html.escape(str(repro_dir))}.</p>")
+    parts.append("</body></html>")
+    html_path = out / "validation.html"
+    html_path.write_text("\n".join(parts))
+    return md_path, html_path
+
+
+def main_validate(args: argparse.Namespace) -> int:
+    from quiclab.experiments.cli import _executor, runtime_options
+    from quiclab.models.registry import Registry
+
+    registry = Registry.load(args.paths.models)
+    executor = _executor(args)
+    repro_dir = Path(args.reproductions) if args.reproductions \
+        else args.paths.reports / "reproductions"
+    if getattr(args, "reproduce", False):
+        from quiclab.experiments.reproduce import main_reproduce
+
+        ns = argparse.Namespace(**{**vars(args), "name": None, "all": True, "list": False,
+                                   "out": str(repro_dir), "no_catalog": False})
+        main_reproduce(ns)
+    sources = load_evidence(args.catalog, list(dict.fromkeys(args.source))
+                            if args.source else None)
+    engines = list(dict.fromkeys(args.engine)) if args.engine else ["analytic"]
+    frames = []
+    for items in sources:
+        for engine in engines:
+            frame, failed = predict_source(items, engine, registry, executor,
+                                           args.paths.data_dir, runtime_options(args),
+                                           not args.quiet)
+            runner.print_failures(runner.RunReport(out=Path("."), failed=failed))
+            frames.append(frame)
+    if not frames:
+        raise DataError(args.catalog, "nothing to validate (run `quiclab data ingest`)")
+    items_df = pd.concat(frames, ignore_index=True)
+    summary = summarise(items_df)
+    findings_path = repro_dir / "findings.csv"
+    findings = pd.read_csv(findings_path) if findings_path.is_file() else None
+    out = Path(args.out) if args.out else args.paths.reports / "validation"
+    md, html_path = write_report(out, summary, items_df, findings, repro_dir,
+                                 {s.source: s.skipped for s in sources})
+    print(_fmt_table(summary))
+    if findings is not None and not findings.empty:
+        counts = findings["verdict"].value_counts().to_dict()
+        print(f"\nseed findings: {counts.get('pass', 0)} pass, {counts.get('fail', 0)} fail, "
+              f"{counts.get('not covered', 0)} not covered ({findings_path})")
+    print(f"\nreport: {html_path}\n        {md}", file=sys.stdout)
+    return 0

@@ -1,0 +1,111 @@
+"""Sweep specs: validation messages (file, key, allowed keys) and axis expansion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from quiclab.experiments.findings import load_repro
+from quiclab.experiments.spec import find_spec, load_sweep, packaged_dir
+
+from quiclab.errors import ScenarioError, SpecError
+
+from .conftest import write
+
+GOOD = """\
+kind: sweep
+base: {cpu: Intel Xeon W-2145, app: perf}
+axes:
+  - {field: implementation, values: [fast, slow]}
+  - {field: rtt_ms, range: {start: 0, stop: 10, step: 2.5}}
+  - {zip: {gso: [false, true], gro: [false, true]}}
+repetitions: 2
+"""
+
+
+def test_grid_zip_range_and_repetitions(tmp_path: Path) -> None:
+    spec = load_sweep(write(tmp_path / "sweep-demo.yaml", GOOD))
+    points = spec.scenarios()
+    assert spec.name == "sweep-demo"
+    assert len(spec) == len(points) == 2 * 5 * 2 * 2
+    first = points[0]
+    assert (first.server, first.client, first.rtt_ms, first.gso, first.gro, first.run) == \
+        ("fast", "fast", 0.0, False, False, 0)
+    assert points[1].run == 1 and points[1].rtt_ms == 0.0  # repetitions innermost
+    assert sorted({p.rtt_ms for p in points}) == [0.0, 2.5, 5.0, 7.5, 10.0]
+    assert {(p.gso, p.gro) for p in points} == {(False, False), (True, True)}  # zipped
+    assert points[-1].server == "slow" and points[-1].cpu == "Intel Xeon W-2145"
+    assert len({p.key() for p in points}) == len(points)
+
+
+def test_logrange_integer_fields(tmp_path: Path) -> None:
+    spec = load_sweep(write(tmp_path / "s.yaml", """\
+kind: sweep
+axes:
+  - {field: rcvbuf_bytes, logrange: {start: 106496, stop: 6815744, num: 7}}
+  - {field: link_gbps, logrange: {start: 1, stop: 100, num: 3}}
+"""))
+    bufs = sorted({p.rcvbuf_bytes for p in spec.scenarios()})
+    assert bufs == [106496, 212992, 425984, 851968, 1703936, 3407872, 6815744]
+    assert sorted({p.link_gbps for p in spec.scenarios()}) == [1.0, 10.0, 100.0]
+
+
+@pytest.mark.parametrize(("text", "key", "allowed"), [
+    ("kind: sweep\naxess: []\n", "axess", "axes"),
+    ("kind: sweep\naxes:\n  - {feild: mtu_bytes, values: [1500]}\n", "axes[0].feild",
+     "field, values"),
+    ("kind: sweep\naxes:\n  - {field: mtu_bytes, range: {start: 1500, stop: 9000, stp: 1}}\n",
+     "axes[0].range.stp", "start, stop, step"),
+    ("kind: sweep\nengine_options: {des: {granularty: batch}}\n",
+     "engine_options.des.granularty", "granularity"),
+])
+def test_typo_names_file_key_and_allowed_keys(tmp_path: Path, text: str, key: str,
+                                               allowed: str) -> None:
+    path = write(tmp_path / "sweep-typo.yaml", text)
+    with pytest.raises(SpecError) as err:
+        load_sweep(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert str(path) in message and key in message and allowed in message
+
+
+def test_scenario_errors_name_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.yaml", "kind: sweep\naxes:\n  - {field: mtu_bytes, values: [100]}\n")
+    with pytest.raises(ScenarioError) as err:
+        load_sweep(path)
+    assert str(path) in str(err.value) and "mtu_bytes=100" in str(err.value)
+    path = write(tmp_path / "t.yaml", "kind: sweep\naxes:\n  - {field: mtu_bites, values: [1]}\n")
+    with pytest.raises(SpecError, match=r"mtu_bites.*not a Scenario field"):
+        load_sweep(path)
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("kind: sweep\naxes:\n  - {zip: {gso: [true], gro: [true, false]}}\n", "differ in length"),
+    ("kind: sweep\naxes:\n  - {field: rtt_ms, values: [1]}\n  - {field: rtt_ms, values: [2]}\n",
+     "already varied"),
+    ("kind: sweep\naxes:\n  - {field: rtt_ms, range: {start: 5, stop: 1, step: 1}}\n",
+     "below start"),
+    ("kind: sweep\nrepetitions: 0\n", "out of range"),
+    ("kind: sweeep\n", "this loader reads kind: sweep"),
+    ("- just a list\n", "expected a mapping"),
+    ("kind: sweep\naxes: [unclosed\n", "not valid YAML"),
+])
+def test_other_spec_errors(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(SpecError, match=match):
+        load_sweep(write(tmp_path / "bad.yaml", text))
+
+
+def test_shipped_specs_load() -> None:
+    sweeps = sorted(packaged_dir().glob("sweep-*.yaml"))
+    repros = sorted(packaged_dir().glob("repro-*.yaml"))
+    assert len(sweeps) >= 5 and len(repros) >= 20
+    for path in sweeps:
+        assert len(load_sweep(path)) > 0
+    names = {load_repro(p).name for p in repros}
+    for required in ("repro-koenig25-fig9a-mtu-offload", "repro-kempf24-fig3-buffers",
+                     "repro-mukherjee25-table3-crypto", "repro-litespeed-round1"):
+        assert required in names
+    assert find_spec("sweep-mtu-offload", "sweep-").name == "sweep-mtu-offload.yaml"
+    assert find_spec("mtu-offload", "sweep-").name == "sweep-mtu-offload.yaml"
+    with pytest.raises(SpecError, match="no such spec; shipped:"):
+        find_spec("nonexistent", "sweep-")
