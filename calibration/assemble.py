@@ -97,15 +97,16 @@ class CryptoTable:
         return 0.5 * (self.enc_byte + self.dec_byte)
 
 
-def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog) -> CostModel:
+def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog,
+                reference_cpu: str = REFERENCE_CPU) -> CostModel:
     """Assemble one CostModel from its calibrated spec (see module docstring)."""
-    to_ref = cpus.scaling(TABLE3_CPU, REFERENCE_CPU).factor
+    to_ref = cpus.scaling(TABLE3_CPU, reference_cpu).factor
     S = spec.behaviour.udp_payload_bytes
     kappa = spec.kappa.value
     crypto_pkt = kappa * crypto.packet * to_ref
     crypto_byte = kappa * crypto.byte * to_ref
     crypto_src = (f"derived: κ={kappa:.3g} ({spec.kappa.source}) × {crypto.source}, "
-                  f"moved from {TABLE3_CPU} to {REFERENCE_CPU} by the CPU rule")
+                  f"moved from {TABLE3_CPU} to {reference_cpu} by the CPU rule")
     kap_lo, kap_hi = spec.kappa.lo / kappa, spec.kappa.hi / kappa
     ciphers = {"aes-ni": CryptoCost(
         Param(crypto_pkt, crypto_pkt * kap_lo, crypto_pkt * kap_hi, "ns", crypto_src),
@@ -152,7 +153,7 @@ def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog) -> CostMo
         )
 
     return CostModel(
-        implementation=spec.name, version=MODEL_VERSION, reference_cpu=REFERENCE_CPU,
+        implementation=spec.name, version=MODEL_VERSION, reference_cpu=reference_cpu,
         sender=role(spec.sender), receiver=role(spec.receiver), crypto=ciphers,
         behaviour=spec.behaviour, variants=spec.variants, notes=tuple(spec.notes),
         provenance=spec.provenance)

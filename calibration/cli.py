@@ -20,7 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "runs of this host")
     p.add_argument("--impl", nargs="+", metavar="NAME",
                    help="write only these implementations' models (the fit is joint)")
-    p.add_argument("--out", metavar="DIR", help="model directory to write (default: --models)")
+    p.add_argument("--out", metavar="DIR",
+                   help="model directory to write (default: --models; with --source fresh "
+                        "<data dir>/models-fresh)")
     p.add_argument("--report", metavar="DIR",
                    help="report directory (default <data dir>/reports/calibration)")
     p.add_argument("--cv", default="experiments", choices=("none", "experiments", "pairs", "all"),
@@ -36,12 +38,15 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from quiclab.calibration.fit import Calibrator, Frames
     from quiclab.calibration.report import write_report
     from quiclab.datasets.catalog import Catalog
+
     from quiclab.errors import DataError
 
     def progress(msg: str) -> None:
         print(f"  {msg}", file=sys.stderr, flush=True)
 
-    source = "qir10g" if args.source == "dataset" else "fresh"
+    if args.source == "fresh":
+        return run_fresh(args)
+    source = "qir10g"
     with Catalog(args.catalog, read_only=True) as catalog:
         frames = Frames.from_catalog(catalog, source=source)
     if frames.runs.empty:
@@ -69,4 +74,38 @@ def run_calibrate(args: argparse.Namespace) -> int:
     for key, value in headline.items():
         print(f"  {key:42s} {value:6.1f}")
     (report_dir / "headline.json").write_text(json.dumps(headline, indent=1, sort_keys=True))
+    return 0
+
+
+def run_fresh(args: argparse.Namespace) -> int:
+    """Models for this host from the testbed's fresh-calibration runs."""
+    from quiclab.calibration.fresh import fit_fresh, write_fresh
+    from quiclab.datasets.catalog import Catalog
+    from quiclab.models.cpus import CpuCatalog, host_cpu_from_cpuinfo
+
+    from quiclab.errors import DataError
+
+    with Catalog(args.catalog, read_only=True) as catalog:
+        runs = catalog.df("SELECT * FROM runs WHERE source = 'fresh' ORDER BY run_id")
+        points = catalog.df("SELECT * FROM published_points ORDER BY point_id")
+    if runs.empty:
+        raise DataError(args.catalog, "no fresh runs (run `quiclab testbed sweep "
+                                      "testbed/specs/fresh-calibration.yaml` first)")
+    if points.empty:
+        import pandas as pd
+        from quiclab.datasets.sources.published import packaged_dir, read_csv
+
+        points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    host = host_cpu_from_cpuinfo(cpuinfo, CpuCatalog.packaged())
+    try:
+        fit = fit_fresh(runs, points, host)
+    except ValueError as err:
+        raise DataError(args.catalog, str(err)) from None
+    out = Path(args.out) if args.out else args.paths.data_dir / "models-fresh"
+    written = write_fresh(fit, out)
+    print(f"wrote {len(written)} files to {out} (reference CPU: {host.name})")
+    print(fit.table.round(2).to_string(index=False))
+    for note in fit.notes:
+        print(f"  {note}")
     return 0

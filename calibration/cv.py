@@ -22,7 +22,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-
 from quiclab.calibration.fit import Calibrator, Frames
 
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-
 from quiclab.calibration.knowledge import IMPLEMENTATIONS
 from quiclab.sim.scenario import QIR_TRANSFER_BYTES, Scenario
 
@@ -50,33 +49,48 @@ class Evidence:
     weight: float = 1.0
 
 
-def dataset_cells(runs: pd.DataFrame, source: str = "dataset") -> list[Evidence]:
-    """Median goodput per (experiment, setting, pair, cipher, buffer) of QIR-like runs."""
+def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None,
+                  defaults: dict[str, Any] | None = None) -> list[Evidence]:
+    """Median goodput per (experiment, setting, pair, cipher, buffer, path) of runs.
+
+    ``known`` limits the implementations (default: the knowledge base);
+    ``defaults`` fills Scenario fields the runs leave empty (fresh runs: the
+    veth's base RTT and an unlimited link).
+    """
+    known = set(known) if known is not None else set(IMPLEMENTATIONS)
     df = runs[runs["status"] == "ok"].copy()
     df["g"] = df["goodput_mbps"].fillna(df["goodput_reported_mbps"])
     df = df[df["g"].notna() & (df["g"] > 0)]
     keys = ["experiment", "setting_group", "server_impl", "server_build", "client_impl",
             "client_build", "cipher", "rcvbuf_bytes", "cpu", "app"]
+    if source == "fresh":
+        # Fresh runs vary the path per setting: keep every setting its own cell.
+        keys.append("setting")
     # Settings that are repetitions of the same conditions (run1/run2, crypto run2/run3)
     # form one cell; the buffer experiment's setting is its buffer size.
     df["setting_group"] = df["experiment"]
     out = []
     for key, cell in df.groupby(keys, dropna=False):
-        exp, _, s_impl, s_build, c_impl, c_build, cipher, rcvbuf, cpu, app = key
-        if s_impl not in IMPLEMENTATIONS or c_impl not in IMPLEMENTATIONS:
+        exp, _, s_impl, s_build, c_impl, c_build, cipher, rcvbuf, cpu, app = key[:10]
+        if s_impl not in known or c_impl not in known:
             continue
         server = s_impl + (f"@{s_build}" if isinstance(s_build, str) and s_build else "")
         client = c_impl + (f"@{c_build}" if isinstance(c_build, str) and c_build else "")
+        if source == "fresh":
+            # A fresh run's build is the hash of the binary it ran (provenance), not
+            # a model variant: this host's models are fitted per stack.
+            server, client = s_impl, c_impl
         filesize = int(cell["filesize_bytes"].median()) if cell["filesize_bytes"].notna().any() \
             else QIR_TRANSFER_BYTES
-        fields: dict[str, Any] = {
+        fields: dict[str, Any] = dict(defaults or {})
+        fields.update({
             "server": server, "client": client,
             "cipher": cipher if isinstance(cipher, str) else "aes-ni",
             "rcvbuf_bytes": int(rcvbuf) if not _isnan(rcvbuf) else 212992,
             "app": "h3" if app in ("h3", "tcp") else app,
             "transfer_bytes": filesize,
             "cpu": cpu if isinstance(cpu, str) else "AMD EPYC 7543",
-        }
+        })
         for name in ("mtu_bytes", "link_gbps", "rtt_ms", "loss_pct"):
             if name in cell and cell[name].notna().any():
                 fields[name] = type(getattr(Scenario(), name))(cell[name].median())
@@ -86,6 +100,8 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset") -> list[Evidence]
                 else fields["gso"]
         g = cell["g"].astype(float)
         ident = f"{exp}|{server}|{client}|{fields['cipher']}|{fields['rcvbuf_bytes']}"
+        if source == "fresh":
+            ident = f"{exp}|{key[10]}"
         out.append(Evidence(Scenario.from_dict(fields), float(g.median()), str(exp), source,
                             ident, n=len(g), cv=float(g.std() / g.mean()) if len(g) > 1 else 0.0))
     return out
@@ -157,11 +173,10 @@ def published_points(points: pd.DataFrame) -> tuple[list[Evidence], list[tuple[s
                 fields[name] = value
             elif value is not None and not _isnan(value) and str(value) in ("True", "False"):
                 fields[name] = str(value) == "True"
-        if "streams" in fields:
-            del fields["streams"]
+        fields.pop("streams", None)
         try:
             scenario = Scenario.from_dict(fields, source=pid)
-        except Exception as err:  # noqa: BLE001 — one line per unusable point
+        except Exception as err:
             skipped.append((pid, str(err)))
             continue
         value = float(row.value) * (1000.0 if row.unit == "Gbit/s" else 1.0)

@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from quiclab.calibration import knowledge as kb
 from quiclab.calibration.assemble import (
     CryptoTable,

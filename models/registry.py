@@ -15,9 +15,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from quiclab.errors import DataError, ScenarioError
 from quiclab.models.costmodel import CostModel
 from quiclab.models.cpus import CpuCatalog
+
+from quiclab.errors import DataError, ScenarioError
 
 INTEROP_SCHEMA = "quiclab.interop/1"
 
@@ -105,7 +106,19 @@ class Registry:
             raise DataError(directory, "model directory does not exist (run `quiclab calibrate`)")
         models: dict[str, CostModel] = {}
         interop = None
+        cpus = cpus or CpuCatalog.packaged()
+        extra = directory / "cpus.json"
+        if extra.is_file():
+            # Models fitted on another host (fresh testbed runs) carry that host's CPU.
+            data = json.loads(extra.read_text())
+            more = CpuCatalog.from_json({**data, "microarchitectures":
+                                         {k: vars(v) | {"ipc": v.ipc} for k, v in
+                                          cpus.microarchitectures.items()}}, str(extra))
+            for cpu in more.cpus:
+                cpus = cpus.with_cpu(cpu)
         for path in sorted(directory.glob("*.json")):
+            if path.name == "cpus.json":
+                continue
             if path.name == "interop.json":
                 interop = Interop.from_json(json.loads(path.read_text()), str(path))
                 continue
@@ -113,7 +126,7 @@ class Registry:
             models[model.implementation] = model
         if not models:
             raise DataError(directory, "no cost models (*.json) found (run `quiclab calibrate`)")
-        return cls(models, cpus or CpuCatalog.packaged(), interop, str(directory))
+        return cls(models, cpus, interop, str(directory))
 
     @classmethod
     def packaged(cls) -> Registry:

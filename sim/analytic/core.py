@@ -200,10 +200,6 @@ class _RateModel:
     def __call__(self, goodput: np.ndarray) -> np.ndarray:
         x = self.x
         pkt_rate = np.maximum(goodput / self.P8, 1.0)
-        # The sender's window must also cover the receiver's ACK turnaround: it
-        # waits for ack_every − 1 more packets, at most max_ack_delay
-        # (RFC 9000 §13.2.1).
-        self.rtt_eff = rtt_eff = x.rtt_s + np.minimum(self.ack_wait / pkt_rate, x.max_ack_delay_s)
         # Receive-buffer drops from receiver stalls (Pareto tail, see
         # rcvbuf_drop_fraction and stall_event_rate): with x = B / r,
         # overflow tail = rate·τm^α·x^(1−α)/(α−1) and events = rate·τm^α·x^(−α).
@@ -220,6 +216,15 @@ class _RateModel:
         # one per overflowing stall however many datagrams it drops.
         events = np.minimum(x.loss_prob + np.where(self.has_stalls, event_rate, 0.0) / pkt_rate,
                             1.0)
+        # The sender's window must also cover the receiver's ACK turnaround: it
+        # waits for ack_every − 1 more packets, at most max_ack_delay (RFC 9000
+        # §13.2.1) — but never for more than half the window loss leaves the
+        # sender (sqrt(1.5/p) packets), else it would stall waiting for an ACK.
+        with np.errstate(divide="ignore"):
+            w_loss = np.where(events > 0, np.sqrt(1.5 / np.maximum(events, 1e-300)), np.inf)
+        ack_eff = np.minimum(self.ack_wait + 1.0, np.maximum(2.0, 0.5 * w_loss))
+        self.rtt_eff = rtt_eff = x.rtt_s + np.minimum((ack_eff - 1.0) / pkt_rate,
+                                                      x.max_ack_delay_s)
         # After a loss, a receiver that ACKs out-of-order arrivals immediately
         # sends one ACK per packet until the retransmission fills the gap,
         # about one path RTT's worth of packets (RFC 9000 §13.2.1).
@@ -295,7 +300,8 @@ def evaluate(inp: Inputs, iterations: int = 8) -> Outputs:
     # Evaluate once more at the solution; report exactly the bound the final
     # rates imply (goodput is the minimum of the rates returned).
     goodput = f(np.exp(0.5 * (y_a + y_b)))
-    rate_s, rate_r, rate_pair, rate_cc, rate_fc = f.rate_s, f.rate_r, f.rate_pair, f.rate_cc, f.rate_fc
+    rate_s, rate_r, rate_pair = f.rate_s, f.rate_r, f.rate_pair
+    rate_cc, rate_fc = f.rate_cc, f.rate_fc
     p_buf, loss, acks, rtt_eff, s_ns, r_ns = f.p_buf, f.loss, f.acks, f.rtt_eff, f.s_ns, f.r_ns
     rates = np.stack([rate_s, rate_r, rate_pair, rate_link, rate_cc, rate_fc], axis=1)
     limit = np.argmin(rates, axis=1)

@@ -1,0 +1,222 @@
+"""Cost models for *this* host from fresh testbed runs (``quiclab calibrate --source fresh``).
+
+The testbed (issues 7–8) runs each stack against itself between two network
+namespaces at MTU 1500 with its default offloads (the ``fresh-calibration``
+experiment) and records CPU seconds, data packets, send/receive calls and
+ACKs per side. From those runs alone this module fits, per stack and role:
+
+- ``T``: CPU per data packet at one packet per system call, from the measured
+  CPU per packet and the measured packets per call, using the system-call
+  share the published-data calibration assumes (its interval is carried);
+- ACK frequency (data packets per ACK packet) and receive-buffer drops
+  (the receiver-stall model, LSQUIC's Pareto shape);
+- behaviour from the testbed's stack table (packet sizes, offload support,
+  application protocol, congestion controllers).
+
+The reference CPU of these models is this host (from ``/proc/cpuinfo``),
+written beside the models as ``cpus.json``. Held-out settings — MTU 9000,
+GSO off, a rate limit, added delay, loss, a smaller buffer — are then predicted
+by the engines from these models (``quiclab validate --source fresh``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from quiclab.calibration.assemble import (
+    CryptoTable,
+    ImplSpec,
+    RoleSpec,
+    Value,
+    build_model,
+    fixed,
+)
+from quiclab.calibration.crypto import fit_table3
+from quiclab.calibration.fit import DEFAULT_BYTES_NS, DEFAULT_CALL_SHARE, DEFAULT_H3_SHARE
+from quiclab.calibration.receiver import STALL_MIN_S
+from quiclab.models.costmodel import Behaviour, CostModel
+from quiclab.models.cpus import Cpu, CpuCatalog
+
+#: The calibration experiment the testbed writes (testbed/specs/fresh-calibration.yaml).
+CALIBRATION_EXPERIMENT = "fresh-calibration"
+#: veth between namespaces is a memory copy: no link limit below this.
+VETH_LINK_GBPS = 40.0
+
+
+@dataclass
+class FreshFit:
+    host: Cpu
+    models: dict[str, CostModel]
+    base_rtt_us: float
+    table: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float]) -> Behaviour:
+    gso = stack.gso in ("switch", "on")
+    gro = stack.gro in ("switch", "on")
+    payload = int(stack.default_udp_payload_bytes)
+    return Behaviour(
+        udp_payload_bytes=payload,
+        max_udp_payload_bytes=int(stack.max_udp_payload_bytes) if stack.max_udp_payload_bytes
+        < 65527 else 0,
+        max_recv_udp_payload_bytes=int(stack.max_udp_payload_bytes),
+        overhead_bytes=40, ack_every_packets=ack_every, immediate_ack_on_gap=True,
+        supports_gso=gso, supports_gro=gro,
+        gso_max_segments=max(1, (65535 // stack.gso_max_payload_bytes))
+        if stack.gso_max_payload_bytes else 64,
+        apps=("h3",) if stack.app == "h3" else ("perf", "hq", "h3"),
+        ccs=tuple(c for c in stack.ccs if c in ("cubic", "reno", "bbr")) or ("cubic",),
+        rx_stall_rate_hz=stall[0], rx_stall_min_us=STALL_MIN_S * 1e6, rx_stall_alpha=stall[1],
+        language=stack.origin.split(":")[0], tls_library="")
+
+
+def _median(s: pd.Series) -> float:
+    s = pd.to_numeric(s, errors="coerce").replace([np.inf, -np.inf], np.nan).dropna()
+    return float(s.median()) if len(s) else float("nan")
+
+
+def _min_rtt_us(extra: pd.Series) -> float:
+    values = []
+    for text in extra.dropna():
+        try:
+            rep = json.loads(text).get("server_report", {})
+        except (TypeError, ValueError):
+            continue
+        if rep.get("min_rtt_ms"):
+            values.append(float(rep["min_rtt_ms"]) * 1e3)
+    return float(np.median(values)) if values else 100.0
+
+
+def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
+              cpus: CpuCatalog | None = None) -> FreshFit:
+    """Fit models for every stack with calibration runs (see the module docstring)."""
+    from quiclab.testbed.stacks import STACKS
+
+    cpus = (cpus or CpuCatalog.packaged()).with_cpu(host)
+    fits = fit_table3(points)
+    enc, dec = fits["encrypt"], fits["decrypt"]
+    crypto = CryptoTable(enc.ns_per_packet, enc.ns_per_byte, dec.ns_per_packet, dec.ns_per_byte,
+                         "published: seed 001 Table 3 fit")
+    cal = runs[(runs["experiment"] == CALIBRATION_EXPERIMENT) & (runs["status"] == "ok")
+               & (runs["server_impl"] == runs["client_impl"])]
+    if cal.empty:
+        raise ValueError(f"no '{CALIBRATION_EXPERIMENT}' runs with status ok "
+                         "(run `quiclab testbed sweep testbed/specs/fresh-calibration.yaml`)")
+    base_rtt = _min_rtt_us(cal["extra"])
+    models: dict[str, CostModel] = {}
+    rows = []
+    skipped: list[str] = []
+    for name, g in cal.groupby("server_impl"):
+        stack = STACKS.get(str(name))
+        if stack is None:
+            skipped.append(f"{name}: not in the testbed's stack table")
+            continue
+        pkts = pd.to_numeric(g["data_packets"], errors="coerce")
+        ok = pkts > 0
+        if not ok.any() or g["server_cpu_s"].isna().all():
+            skipped.append(f"{name}: its runs recorded no data packets or CPU time")
+            continue
+        g = g[ok]
+        pkts = pkts[ok]
+        recv = pd.to_numeric(g["client_udp_received"], errors="coerce")
+        acks = pd.to_numeric(g["ack_packets"], errors="coerce")
+        ack_every = _median(pkts / acks.clip(lower=1))
+        if not math.isfinite(ack_every):
+            ack_every = 10.0
+        seg_s = _median(pkts / pd.to_numeric(g["server_udp_sent"], errors="coerce").clip(lower=1))
+        seg_r = _median(pkts / recv.clip(lower=1))
+        seg_s = seg_s if math.isfinite(seg_s) else 1.0
+        seg_r = seg_r if math.isfinite(seg_r) else 1.0
+        meas_s = _median(g["server_cpu_s"] / pkts) * 1e9
+        meas_r = _median(g["client_cpu_s"] / pkts) * 1e9
+        drops = _median(pd.to_numeric(g["client_udp_rcvbuf_errors"], errors="coerce") / pkts)
+        goodput = _median(g["goodput_mbps"])
+        c = DEFAULT_CALL_SHARE
+        ack_share = 0.6 / max(ack_every, 1.0)  # ACKs cost ~0.6 data packets each (assumed)
+
+        def T_from(meas: float, segments: float, c: float = c,
+                   ack_share: float = ack_share) -> float:
+            # meas = T·(1 − c + c/segments) + T·0.6/ack_every
+            return meas / (1.0 - c + c / max(segments, 1.0) + ack_share)
+
+        # Both endpoints, the kernel's veth path and whatever else runs share this
+        # host's cores, so a process's own CPU time understates what a packet
+        # costs the host: scale both sides' measured costs up to what the
+        # calibration runs' goodput implies (effective cost on this host).
+        payload = stack.default_udp_payload_bytes - 40
+        effective = payload * 8 / goodput * 1e3 if goodput > 0 else max(meas_s, meas_r)
+        scale = max(1.0, effective / max(meas_s, meas_r))
+        Ts, Tr = T_from(meas_s * scale, seg_s), T_from(meas_r * scale, seg_r)
+        src = (f"fit: {len(g)} fresh-calibration runs of {name} on this host (CPU per data "
+               f"packet {meas_s:.0f}/{meas_r:.0f} ns, {seg_s:.1f}/{seg_r:.1f} packets per call, "
+               f"× {scale:.2f} for shared-host contention)")
+        spread = float(pd.to_numeric(g["server_cpu_s"] / pkts, errors="coerce").std()
+                       / max(meas_s * 1e-9, 1e-12)) if len(g) > 1 else 0.3
+        rel = min(max(spread, 0.05), 0.5)
+        # Receiver stalls: K from the measured drop fraction at this buffer (α of LSQUIC, 1.83).
+        alpha = 1.83
+        arrival = goodput * 1e6 / 8 / max(stack.default_udp_payload_bytes - 40, 1) * (
+            stack.default_udp_payload_bytes + 256)
+        x = float(_median(g["rcvbuf_bytes"])) / max(arrival, 1.0)
+        k = max(drops if math.isfinite(drops) else 0.0, 1e-7) / x ** (1 - alpha)
+        stall_rate = k * (alpha - 1) / STALL_MIN_S**alpha
+        beh = _stack_behaviour(stack, ack_every, (stall_rate, alpha))
+        P = beh.udp_payload_bytes - beh.overhead_bytes
+
+        def role(T: float) -> RoleSpec:
+            return RoleSpec(T=Value(T, T * (1 - rel), T * (1 + rel), src),
+                            call_share=Value(c, 0.1, 0.4, "assumed: system-call share of the "
+                                                           "published-data calibration"),
+                            segment_share=Value(0.2, 0.05, 0.35, "assumed: kernel per-datagram "
+                                                                "share"),
+                            ack_ns=Value(0.6 * T, 0.2 * T, 1.5 * T, "assumed: an ACK costs "
+                                                                   "~0.6 data packets"))
+
+        spec = ImplSpec(
+            name=str(name), sender=role(Ts), receiver=role(Tr),
+            bytes_ns=Value(DEFAULT_BYTES_NS, 0.15, 1.5, "assumed: per-byte cost of the "
+                           "published-data calibration (no jumbo-frame calibration run)"),
+            kappa=Value(1.0, 0.6, 1.5, "assumed: OpenSSL-class AES-GCM"),
+            cipher_extra_ns={"aes-sw": fixed(0.0, "assumed: not measured here", 0.0),
+                             "chacha20": fixed(0.0, "assumed: seed 002 §4.2, ChaCha20 ≈ AES-NI "
+                                                    "for QUIC", 0.0)},
+            app_ns_per_byte={"perf": fixed(0.0, "derived: the perf protocol has no "
+                                                "application layer"),
+                             "hq": fixed(0.0, "derived: not measured; as perf"),
+                             "h3": Value(DEFAULT_H3_SHARE * Ts / P, 0.0, 0.27 * Ts / P,
+                                         "assumed: HTTP/3 adds 10 % (seed 000 §V-A)")},
+            behaviour=beh, notes=[f"fresh calibration on {host.name}; {stack.version}"],
+            provenance={"stack": stack.version, "runs": len(g), "experiment":
+                        CALIBRATION_EXPERIMENT})
+        model = build_model(spec, crypto, cpus, reference_cpu=host.name)
+        models[str(name)] = model
+        rows.append({"stack": name, "runs": len(g), "goodput_mbps": goodput,
+                     "sender_ns_per_packet": meas_s, "receiver_ns_per_packet": meas_r,
+                     "packets_per_send_call": seg_s, "packets_per_recv_call": seg_r,
+                     "packets_per_ack": ack_every, "drop_fraction": drops,
+                     "contention_factor": scale, "T_sender_ns": Ts, "T_receiver_ns": Tr})
+    return FreshFit(host, models, base_rtt, pd.DataFrame(rows),
+                    notes=[f"veth base RTT (median stack min_rtt): {base_rtt:.0f} µs",
+                           *(f"skipped {s}" for s in skipped)])
+
+
+def write_fresh(fit: FreshFit, directory: Path) -> list[str]:
+    """Write the models and this host's CPU entry (``cpus.json``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, model in sorted(fit.models.items()):
+        (directory / f"{name}.json").write_text(model.dumps())
+        written.append(f"{name}.json")
+    host = {"schema": "quiclab.cpus/1", "cpus": [
+        {**fit.host.to_row(), "sources": list(fit.host.sources)}],
+        "base_rtt_us": fit.base_rtt_us, "link_gbps": VETH_LINK_GBPS}
+    (directory / "cpus.json").write_text(json.dumps(host, indent=1, sort_keys=True) + "\n")
+    written.append("cpus.json")
+    return written
