@@ -86,9 +86,11 @@ def wait_with_progress(jobs: Sequence[Job], results: Store, label: str) -> None:
         if not waiting:
             break
         engine, scenario = waiting[0]
+        hint = " (a first ns-3 run builds the simulator, about a minute)" \
+            if engine == "ns3" and done == 0 else ""
         bar.progress(done / total, text=(
             f"{label}: {engine} {pair_label(scenario.server, scenario.client)} — "
-            f"run {done + 1} of {total}, {time.monotonic() - started:.0f} s"))
+            f"run {done + 1} of {total}, {time.monotonic() - started:.0f} s{hint}"))
         time.sleep(POLL_S)
     bar.progress(1.0, text=f"{label}: {total} run(s) done in {time.monotonic() - started:.1f} s")
 

@@ -40,7 +40,9 @@ def main(argv: Sequence[str] = ()) -> None:
     problems: list[str] = []
     if SELECTION_KEY not in st.session_state:
         # A session's first run: the URL says what to show.
-        first, page, problems = decode(st.query_params.to_dict(), impls or None)
+        url = st.query_params.to_dict()
+        first, page, problems = decode(url, impls or None)
+        problems += sweep.seed_from_url(url)
         st.session_state[SELECTION_KEY] = first
         st.session_state["w.page"] = page
     page = page_ui()
@@ -56,23 +58,21 @@ def main(argv: Sequence[str] = ()) -> None:
                                                with_engines=page == "whatif")
         if chosen is not None:
             selection = st.session_state[SELECTION_KEY] = chosen
-    _sync_url(selection, page)
-
-    if page in ("whatif", "sweep"):
-        if registry is None:
-            st.error(registry_problem)
-            return
-        if scenario_problem:
-            st.error(scenario_problem)
-            return
+    if page in ("whatif", "sweep") and (registry is None or scenario_problem):
+        _sync_url(selection, page)
+        st.error(registry_problem if registry is None else scenario_problem)
+        return
+    extra: dict[str, str] = {}
     if page == "whatif":
+        _sync_url(selection, page)
         whatif.show(config, selection, started)
     elif page == "sweep":
-        sweep.show(config, selection)
+        extra = sweep.show(config, selection)
     elif page == "reproductions":
         reproductions.show(config)
     else:
         explore.show(config)
+    _sync_url(selection, page, extra)
 
 
 def page_ui() -> str:
@@ -97,8 +97,8 @@ def _cpu_name(registry: Registry, cpu: str, cpus: Sequence[str]) -> str:
         return cpus[0]
 
 
-def _sync_url(selection: Selection, page: str) -> None:
-    """Write the selection into the URL when it changed (so it can be shared)."""
-    params = encode(selection, page)
+def _sync_url(selection: Selection, page: str, extra: dict[str, str] | None = None) -> None:
+    """Write the selection (and a page's own parameters) into the URL when they changed."""
+    params = {**encode(selection, page), **(extra or {})}
     if st.query_params.to_dict() != params:
         st.query_params.from_dict(params)

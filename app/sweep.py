@@ -71,23 +71,97 @@ class SweepParams:
     engine: str
 
 
+#: Session-state key of the last sweep drawn (its URL parameters).
+LAST_KEY = "app.sweep"
+
+
+def _keys(axis: str, axis2: str) -> dict[str, str]:
+    """Widget keys; the range, spacing and values are kept per axis."""
+    return {"axis": "w.sweep.axis", "lo": f"w.sweep.lo.{axis}", "hi": f"w.sweep.hi.{axis}",
+            "points": "w.sweep.points", "log": f"w.sweep.log.{axis}",
+            "axis2": "w.sweep.axis2", "values": f"w.sweep.values.{axis2}",
+            "engine": "w.sweep.engine"}
+
+
+def seed_from_url(params: dict[str, str]) -> list[str]:
+    """Put a shared sweep's parameters into the widgets' state; returns the problems.
+
+    Called once per session, before the widgets exist.
+    """
+    problems: list[str] = []
+    axis = params.get("sweep_axis", "rtt_ms")
+    if axis not in AXES:
+        problems.append(f"URL: sweep_axis={axis!r} is impossible: allowed {' | '.join(AXES)}")
+        axis = "rtt_ms"
+    axis2 = params.get("sweep_axis2", "none")
+    if axis2 not in SECOND_AXES:
+        problems.append(f"URL: sweep_axis2={axis2!r} is impossible: allowed "
+                        + " | ".join(SECOND_AXES))
+        axis2 = "none"
+    keys = _keys(axis, axis2)
+    state: dict[str, object] = {keys["axis"]: axis, keys["axis2"]: axis2}
+    for name, key in (("sweep_from", "lo"), ("sweep_to", "hi"), ("sweep_points", "points")):
+        if name not in params:
+            continue
+        try:
+            number = float(params[name])
+        except ValueError:
+            problems.append(f"URL: {name}={params[name]!r} is impossible: a number")
+            continue
+        state[keys[key]] = min(max(round(number), 2), MAX_POINTS) if key == "points" \
+            else number
+    if "sweep_log" in params:
+        state[keys["log"]] = params["sweep_log"].lower() in ("1", "true", "yes", "on")
+    if "sweep_values" in params and axis2 != "none":
+        state[keys["values"]] = params["sweep_values"]
+    engine = params.get("sweep_engine", "analytic")
+    if engine in ENGINES:
+        state[keys["engine"]] = engine
+    else:
+        problems.append(f"URL: sweep_engine={engine!r} is impossible: allowed "
+                        + " | ".join(ENGINES))
+    for key, value in state.items():
+        st.session_state[key] = value
+    return problems
+
+
+def url_params(params: SweepParams) -> dict[str, str]:
+    """The sweep's part of the URL."""
+    out = {"sweep_axis": params.axis, "sweep_from": f"{params.lo:g}",
+           "sweep_to": f"{params.hi:g}", "sweep_points": str(params.points),
+           "sweep_log": "true" if params.log else "false", "sweep_engine": params.engine}
+    if params.axis2:
+        out["sweep_axis2"] = params.axis2
+        out["sweep_values"] = ",".join(str(v).lower() if isinstance(v, bool) else str(v)
+                                       for v in params.values2)
+    return out
+
+
 def sweep_ui() -> tuple[SweepParams | None, str | None]:
     """The sweep's own widgets (main area); returns (params, None) or (None, problem)."""
+    state = st.session_state
     cols = st.columns([2, 1, 1, 1, 1])
+    state.setdefault("w.sweep.axis", "rtt_ms")
     axis = cols[0].selectbox("Axis", list(AXES), key="w.sweep.axis")
+    state.setdefault("w.sweep.axis2", "none")
+    keys = _keys(axis, state["w.sweep.axis2"])
     lo_default, hi_default, log_default = AXES[axis]
-    lo = cols[1].number_input("from", value=float(lo_default), key=f"w.sweep.lo.{axis}",
-                              format="%g")
-    hi = cols[2].number_input("to", value=float(hi_default), key=f"w.sweep.hi.{axis}",
-                              format="%g")
-    points = int(cols[3].number_input("points", min_value=2, max_value=MAX_POINTS, value=25,
-                                      step=1, key="w.sweep.points"))
-    log = cols[4].checkbox("log spacing", value=log_default, key=f"w.sweep.log.{axis}")
+    for key, default in ((keys["lo"], float(lo_default)), (keys["hi"], float(hi_default)),
+                         (keys["points"], 25), (keys["log"], log_default),
+                         (keys["engine"], "analytic")):
+        state.setdefault(key, default)
+    lo = cols[1].number_input("from", key=keys["lo"], format="%g")
+    hi = cols[2].number_input("to", key=keys["hi"], format="%g")
+    points = int(cols[3].number_input("points", min_value=2, max_value=MAX_POINTS, step=1,
+                                      key=keys["points"]))
+    log = cols[4].checkbox("log spacing", key=keys["log"])
     cols = st.columns([2, 3, 2])
-    axis2 = cols[0].selectbox("Second axis", SECOND_AXES, key="w.sweep.axis2")
-    raw2 = cols[1].text_input("its values (comma-separated)", key=f"w.sweep.values.{axis2}",
-                              value=_default_values(axis2), disabled=axis2 == "none")
-    engine = cols[2].selectbox("Engine", ENGINES, key="w.sweep.engine",
+    axis2 = cols[0].selectbox("Second axis", SECOND_AXES, key=keys["axis2"])
+    values_key = _keys(axis, axis2)["values"]
+    state.setdefault(values_key, _default_values(axis2))
+    raw2 = cols[1].text_input("its values (comma-separated)", key=values_key,
+                              disabled=axis2 == "none")
+    engine = cols[2].selectbox("Engine", ENGINES, key=keys["engine"],
                                help="analytic draws at once; des and ns3 run on a button")
     if hi <= lo:
         return None, f"the axis range is empty: from {lo:g} to {hi:g}"
@@ -153,12 +227,22 @@ def sweep_table(predictions: list[Prediction], params: SweepParams) -> pd.DataFr
     return table
 
 
-def show(config: AppConfig, selection: Selection) -> None:
+def show(config: AppConfig, selection: Selection) -> dict[str, str]:
+    """Draw the page; returns the sweep's URL parameters (empty if it has a problem)."""
     st.header("Sweep")
+    if "w.sweep.axis" not in st.session_state and LAST_KEY in st.session_state:
+        # Back from another page: Streamlit forgot the widgets, the session did not.
+        seed_from_url(st.session_state[LAST_KEY])
     params, problem = sweep_ui()
     if params is None:
         st.error(problem)
-        return
+        return {}
+    st.session_state[LAST_KEY] = url_params(params)
+    _draw(config, selection, params)
+    return url_params(params)
+
+
+def _draw(config: AppConfig, selection: Selection, params: SweepParams) -> None:
     try:
         scenarios = grid(selection, params)
     except ScenarioError as err:

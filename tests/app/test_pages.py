@@ -239,3 +239,29 @@ def test_without_a_catalog_the_what_if_still_predicts(
     assert any("catalog does not exist" in i.value for i in app.info)
     app.radio(key="w.page").set_value("data").run()
     assert any("catalog does not exist" in w.value for w in app.warning)
+
+
+def test_a_sweep_is_shared_through_the_url(app: AppTest, predict: Predict) -> None:
+    open_page(app, "sweep", server="quiche", sweep_axis="mtu_bytes", sweep_from="1500",
+              sweep_to="9000", sweep_points="4", sweep_axis2="gso", sweep_values="false")
+    assert not app.error and not app.warning
+    table = frame_with(app, "mtu_bytes")
+    assert list(table["mtu_bytes"]) == [1500, 4000, 6500, 9000]
+    assert set(table["gso"]) == {False}
+    expected = predict(server="quiche", mtu_bytes=6500, gso=False)
+    assert table["goodput_mbps"].iloc[2] == pytest.approx(expected["goodput_mbps"], rel=1e-12)
+    params = app.query_params
+    assert (params["sweep_axis"], params["sweep_points"], params["sweep_values"]) == (
+        "mtu_bytes", "4", "false")
+    # Away and back: the sweep is as it was.
+    app.radio(key="w.page").set_value("data").run()
+    app.radio(key="w.page").set_value("sweep").run()
+    assert list(frame_with(app, "mtu_bytes")["mtu_bytes"]) == [1500, 4000, 6500, 9000]
+
+
+def test_a_bad_sweep_url_is_a_warning(app: AppTest) -> None:
+    open_page(app, "sweep", sweep_axis="warp", sweep_points="many", sweep_engine="x")
+    text = " ".join(w.value for w in app.warning)
+    assert "sweep_axis='warp'" in text and "sweep_points='many'" in text
+    assert "sweep_engine='x'" in text
+    assert len(frame_with(app, "rtt_ms")) == 25  # the default sweep

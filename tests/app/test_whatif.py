@@ -177,3 +177,30 @@ def test_des_runs_on_the_button_and_equals_the_cli(app: AppTest, predict: Predic
     assert list(table["engine"]) == ["analytic", "des"]
     assert_shows(app, predict(engine="des", transfer_bytes=20_000_000), row=1)
     assert any("all 1 run(s) done" in c.value for c in app.caption)
+
+
+def test_analytic_answers_in_under_200_ms(app: AppTest) -> None:
+    """The page's own measure, from the script's start to the answer drawn (warm caches)."""
+    app.run()
+    times = []
+    for mtu in (9000, 1500, 4000, 1400, 8000, 3000, 1280):
+        app.number_input(key="w.mtu_bytes").set_value(mtu).run()
+        caption = next(c.value for c in app.caption if c.value.startswith("Analytic answer"))
+        times.append(float(caption.split()[3]))
+    times.sort()
+    assert times[len(times) // 2] < 200, times
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_ns3_runs_on_the_button_and_equals_the_cli(app: AppTest, predict: Predict) -> None:
+    """ns-3 through the app (builds the simulator into the test's data dir first)."""
+    app.run()
+    app.number_input(key="w.transfer_bytes").set_value(20_000_000)
+    app.multiselect(key="w.engines").set_value(["analytic", "ns3"]).run()
+    app.button(key="run_packet").click().run(timeout=840)
+    assert not app.exception
+    assert not app.error, [e.value for e in app.error]
+    table = predictions(app)
+    assert list(table["engine"]) == ["analytic", "ns3"]
+    assert_shows(app, predict(engine="ns3", transfer_bytes=20_000_000), row=1)
