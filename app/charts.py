@@ -193,7 +193,9 @@ def cpu_chart(predicted: pd.DataFrame) -> Spec:
                       "title": "CPU utilisation (% of one core)"},
                 "y": {"field": "pair", "type": "nominal", "title": None},
                 "yOffset": {"field": "bar", "type": "nominal"},
-                "color": {"field": "side", "type": "nominal", "title": None},
+                "color": {"field": "side", "type": "nominal", "title": None,
+                          "scale": {"domain": ["server", "client"],
+                                    "range": ["#4c78a8", "#f58518"]}},
                 "opacity": {"field": "engine", "type": "nominal", "title": "engine"},
                 "tooltip": _tooltip("pair", "engine", "side", ("cpu_pct", ".1f"))}}
 
@@ -205,7 +207,8 @@ def sweep_chart(table: pd.DataFrame, measured: pd.DataFrame, axis: str,
          "scale": {"type": "log"} if log_x else {"zero": False}}
     curves = table.assign(curve=table["pair"] if not axis2 else
                           table["pair"] + " · " + axis2 + "=" + table[axis2].astype(str))
-    colour = {"field": "curve", "type": "nominal", "title": None}
+    colour = {"field": "curve", "type": "nominal", "title": None,
+              "scale": {"scheme": "tableau10"}}
     points = records(curves, ["curve", "pair", "engine", axis, *([axis2] if axis2 else []),
                               "goodput_mbps", "goodput_lo_mbps", "goodput_hi_mbps", "limit"])
     tooltip = _tooltip("pair", "engine", (axis, ",g"), *([axis2] if axis2 else []),

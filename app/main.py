@@ -38,7 +38,8 @@ def main(argv: Sequence[str] = ()) -> None:
     registry, registry_problem = _registry(config)
     impls = implementation_names(registry) if registry else []
     problems: list[str] = []
-    if SELECTION_KEY not in st.session_state:
+    first_run = SELECTION_KEY not in st.session_state
+    if first_run:
         # A session's first run: the URL says what to show.
         url = st.query_params.to_dict()
         first, page, problems = decode(url, impls or None)
@@ -65,7 +66,7 @@ def main(argv: Sequence[str] = ()) -> None:
     extra: dict[str, str] = {}
     if page == "whatif":
         _sync_url(selection, page)
-        whatif.show(config, selection, started)
+        whatif.show(config, selection, started, first_run)
     elif page == "sweep":
         extra = sweep.show(config, selection)
     elif page == "reproductions":

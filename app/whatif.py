@@ -42,8 +42,12 @@ from quiclab.errors import QuiclabError
 GOODPUT_LABEL = "Predicted goodput (analytic)"
 
 
-def show(config: AppConfig, selection: Selection, started: float) -> None:
-    """Draw the page; ``started`` is when this run began (for the response time)."""
+def show(config: AppConfig, selection: Selection, started: float, first_run: bool = False
+         ) -> None:
+    """Draw the page; ``started`` is when this run began (for the response time).
+
+    ``first_run``: the session's first run, which also loads models and catalog.
+    """
     st.header("What-if")
     scenarios = selection.scenarios()
     stamp = models_stamp(config.models_dir)
@@ -67,8 +71,9 @@ def show(config: AppConfig, selection: Selection, started: float) -> None:
     st.dataframe(table.drop(columns=["server", "client"]), hide_index=True,
                  width="stretch", column_config=_table_columns())
     elapsed_ms = (time.perf_counter() - started) * 1000
-    timing.caption(f"Analytic answer in {elapsed_ms:.0f} ms · models: {config.models_dir} · "
-                   f"CPU rule: {first.cpu_rule}")
+    cold = " (first run: models and catalog loaded)" if first_run else ""
+    timing.caption(f"Analytic answer in {elapsed_ms:.0f} ms{cold} · models: "
+                   f"{config.models_dir} · CPU rule: {first.cpu_rule}")
     for line in errors:
         st.error(line)
 

@@ -115,15 +115,16 @@ def goodput_text(page: Any) -> str:
     return str(metric.locator('[data-testid="stMetricValue"]').inner_text())
 
 
-def screenshot_pages(page: Any, url: str, out: Path, query: str = "") -> list[Path]:
-    """Open every page and save a full-page PNG of each as ``out/<page>.png``."""
+def screenshot_pages(page: Any, url: str, out: Path, query: str = "",
+                     pages: tuple[str, ...] = PAGES, suffix: str = "") -> list[Path]:
+    """Open pages and save a full-page PNG of each as ``out/<page><suffix>.png``."""
     out.mkdir(parents=True, exist_ok=True)
     shots = []
-    for name in PAGES:
+    for name in pages:
         page.goto(f"{url}/?page={name}{query}")
         wait_idle(page)
         page.wait_for_timeout(1500)  # let charts draw
-        path = out / f"{name}.png"
+        path = out / f"{name}{suffix}.png"
         page.screenshot(path=str(path), full_page=True)
         shots.append(path)
     return shots
@@ -136,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--catalog")
     parser.add_argument("--out", required=True, help="folder for <page>.png")
     parser.add_argument("--query", default="", help="extra query string, e.g. &mtu_bytes=9000")
+    parser.add_argument("--pages", nargs="+", default=list(PAGES), choices=PAGES,
+                        help="which pages (default all)")
+    parser.add_argument("--suffix", default="", help="added to each file name")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -146,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     with running_app(paths, free_port(), out / "app.log") as url, sync_playwright() as pw:
         browser = launch(pw)
         page = browser.new_page(viewport={"width": 1500, "height": 2200})
-        for path in screenshot_pages(page, url, out, args.query):
+        for path in screenshot_pages(page, url, out, args.query, tuple(args.pages),
+                                     args.suffix):
             print(path)
         browser.close()
     return 0

@@ -265,3 +265,29 @@ def test_a_bad_sweep_url_is_a_warning(app: AppTest) -> None:
     assert "sweep_axis='warp'" in text and "sweep_points='many'" in text
     assert "sweep_engine='x'" in text
     assert len(frame_with(app, "rtt_ms")) == 25  # the default sweep
+
+
+def test_a_catalog_held_by_a_writer_is_reported_not_waited_for(
+        app_env: AppData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While `quiclab data ingest` (here: another process) writes, the app says so at once."""
+    import shutil
+    import subprocess
+    import sys
+
+    catalog = tmp_path / "busy.duckdb"
+    shutil.copy(app_env.catalog, catalog)
+    monkeypatch.setenv("QUICLAB_CATALOG", str(catalog))
+    writer = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time\n"
+         f"con = duckdb.connect({str(catalog)!r})\nprint('held', flush=True)\n"
+         "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "held"
+        app = AppTest.from_file(str(SCRIPT), default_timeout=60)
+        open_page(app, "data")
+        assert any("a writer may hold it" in w.value for w in app.warning)
+    finally:
+        writer.communicate("")
+    app.run()  # the writer is gone: the catalog opens again
+    assert not app.warning
+    assert len(frame_with(app, "run_id")) == len(RUNS)
