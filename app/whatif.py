@@ -24,6 +24,7 @@ from quiclab.app.charts import (
     prediction_table,
 )
 from quiclab.app.config import AppConfig
+from quiclab.app.measured import COLUMNS
 from quiclab.app.resources import (
     analytic_predictions,
     catalog_measured,
@@ -139,8 +140,6 @@ def _measured(config: AppConfig, scenarios: Sequence[Scenario], cpu: str) -> pd.
             st.info(f"No measured points: {err}")
             break
     parts = [p for p in parts if not p.empty]
-    from quiclab.app.measured import COLUMNS
-
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 
 

@@ -242,3 +242,19 @@ def test_reproduction_files_are_found_and_judged(tmp_path: Path) -> None:
     assert verdicts(read_table(found[0].tables[0])) == (2, 1)
     assert verdicts(read_table(found[1].tables[0])) == (0, 1)
     assert find_reproductions(tmp_path / "missing") == []
+
+
+# -- the Data page's SQL ---------------------------------------------------------------
+
+
+def test_user_sql_is_capped_and_interrupted(appdata: AppData) -> None:
+    from quiclab.app.resources import run_user_sql
+
+    catalog = str(appdata.catalog)
+    frame, more = run_user_sql(catalog, "SELECT * FROM range(5000)", max_rows=100)
+    assert (len(frame), more) == (100, True)
+    frame, more = run_user_sql(catalog, "SELECT * FROM range(50)", max_rows=100)
+    assert (len(frame), more) == (50, False)
+    with pytest.raises(duckdb.InterruptException):
+        run_user_sql(catalog, "SELECT count(*) FROM range(100000000) a, range(100000) b",
+                     timeout_s=0.5)
