@@ -55,7 +55,9 @@ class Ns3Engine:
     ``jobs`` simulations run in parallel by ``predict_batch``;
     ``prefix_packets``/``warm_fraction`` bound the simulated part of long
     transfers; ``progress`` receives the one-line build notice (default:
-    stderr). Raises EngineError (one line) if the build or a run fails.
+    stderr); ``ack_window_fraction`` > 0 is the DES's opt-in departure from
+    TRANSPORT.md (the receiver ACKs at least every that fraction of the
+    sender's cwnd). Raises EngineError (one line) if the build or a run fails.
     """
 
     name = "ns3"
@@ -64,13 +66,16 @@ class Ns3Engine:
     def __init__(self, registry: Registry, cache_dir: Path | str | None = None, jobs: int = 1,
                  prefix_packets: int = DEFAULT_PREFIX_PACKETS,
                  warm_fraction: float = DEFAULT_WARM_FRACTION, compiler: str | None = None,
-                 progress: Callable[[str], None] | None = _stderr, timeout_s: float = 3600.0):
+                 progress: Callable[[str], None] | None = _stderr, timeout_s: float = 3600.0,
+                 ack_window_fraction: float = 0.0):
         if jobs < 1:
             raise ValueError(f"jobs={jobs}: allowed ≥ 1")
         if prefix_packets < 1000:
             raise ValueError(f"prefix_packets={prefix_packets}: allowed ≥ 1000")
         if not 0.0 < warm_fraction < 0.9:
             raise ValueError(f"warm_fraction={warm_fraction}: allowed 0 < x < 0.9")
+        if not 0.0 <= ack_window_fraction <= 1.0:
+            raise ValueError(f"ack_window_fraction={ack_window_fraction}: allowed 0 … 1")
         self.registry = registry
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else \
             DEFAULT_CACHE_DIR.expanduser()
@@ -80,6 +85,7 @@ class Ns3Engine:
         self.compiler = compiler
         self.progress = progress
         self.timeout_s = timeout_s
+        self.ack_window_fraction = ack_window_fraction
         self._binary: Path | None = None
         self.build_record: dict[str, object] = {}
 
@@ -157,6 +163,7 @@ class Ns3Engine:
             "stallMinS": repr(rcv.rx_stall_min_s),
             "stallAlpha": repr(rcv.rx_stall_alpha),
             "interopBusy": repr(min(1.0, r.interop_busy)),
+            "ackWindowFraction": repr(self.ack_window_fraction),
             "seed": s.seed,
             "run": s.run,
             "prefixBytes": prefix_bytes if use_prefix else 0,
@@ -214,6 +221,9 @@ class Ns3Engine:
                  "handshake modelled as one RTT without CPU"]
         if s.cc == "bbr":
             notes.append("bbr: approximated by CUBIC (sim/TRANSPORT.md)")
+        if self.ack_window_fraction:
+            notes.append(f"not TRANSPORT.md: the receiver ACKs at least every "
+                         f"{self.ack_window_fraction:g} × the sender's cwnd")
         notes += res.notes()
         notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
         total = res.extrapolated

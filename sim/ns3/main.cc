@@ -63,6 +63,8 @@ AddOptions(CommandLine& cmd, Params& p)
     cmd.AddValue("stallMinS", "receiver stall Pareto minimum, s", p.stallMinS);
     cmd.AddValue("stallAlpha", "receiver stall Pareto shape", p.stallAlpha);
     cmd.AddValue("interopBusy", "pair interplay busy fraction", p.interopBusy);
+    cmd.AddValue("ackWindowFraction", "ACK at least every this fraction of cwnd (0 = off)",
+                 p.ackWindowFraction);
     cmd.AddValue("seed", "random seed", p.seed);
     cmd.AddValue("run", "run number", p.run);
     cmd.AddValue("prefixBytes", "stop after this many goodput bytes (0 = whole transfer)",

@@ -286,7 +286,16 @@ QuicReceiver::OnPacketProcessed(CpuServer::Item item, Ptr<ns3::Packet> packet)
     }
     else
     {
-        m_ackCredit += 1.0 / m_p.ackEvery;
+        double every = m_p.ackEvery;
+        if (m_p.ackWindowFraction > 0)
+        {
+            // Opt-in departure (the DES's ack_window_fraction): draft-ietf-quic-
+            // ack-frequency lets the sender ask for ACKs within its window.
+            double window = m_p.ackWindowFraction * static_cast<double>(m_conn->sender->Cwnd()) /
+                            m_p.udpPayload;
+            every = window < every ? std::max(2.0, window) : every;
+        }
+        m_ackCredit += 1.0 / every;
         if (m_ackCredit >= 1.0 - 1e-9)
         {
             m_ackDue = true;

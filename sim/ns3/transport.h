@@ -71,6 +71,9 @@ struct Params
     double stallAlpha = 2;
     // pair interplay (TRANSPORT.md "Pair interplay")
     double interopBusy = 1.0;
+    // Not TRANSPORT.md (off = 0): ACK at least every this fraction of the
+    // sender's cwnd, as the ACK-frequency extension would request.
+    double ackWindowFraction = 0.0;
     // run control
     uint64_t seed = 0;
     uint64_t run = 0;
@@ -278,6 +281,7 @@ class QuicSender : public ns3::Application
   public:
     QuicSender(Connection* conn, ns3::Ptr<ns3::Socket> socket);
     void MarkDropped(uint64_t pn, DropCause cause);
+    uint64_t Cwnd() const { return m_cc.Cwnd(); }
     void FinishAccounting();
 
   private:

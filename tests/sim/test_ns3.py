@@ -47,6 +47,8 @@ def registry() -> Registry:
                         rx_stall_min_us=200.0, rx_stall_alpha=1.5),
         synthetic_model("gso", sender_ns=1000, receiver_ns=1000, syscall_ns=4000,
                         supports_gso=True, supports_gro=True, gso_max_segments=16),
+        # A receiver that ACKs only every 300 packets (more than its window).
+        synthetic_model("sparse", sender_ns=2000, receiver_ns=1500, ack_every_packets=300),
         # A server whose pairs interlock at exp(−0.3) = 74 % busy (seed 002 §4.3).
         synthetic_model("pair", sender_ns=3000, receiver_ns=3000),
         interop=Interop(server_effect={"pair": -0.3}),
@@ -187,6 +189,20 @@ def test_batch_runs_in_parallel_and_keeps_order(registry: Registry, cache_dir: P
                                         transfer_bytes=5 * MB) for g in rates])
     assert [p.scenario.link_gbps for p in preds] == rates
     assert preds[0].goodput_mbps < preds[1].goodput_mbps < preds[2].goodput_mbps
+
+
+def test_ack_window_fraction_is_an_opt_in_departure(registry: Registry,
+                                                    cache_dir: Path) -> None:
+    scenario = Scenario(server="fast", client="sparse", rtt_ms=1.0, transfer_bytes=10 * MB)
+    plain = Ns3Engine(registry, cache_dir=cache_dir).predict(scenario)
+    capped = Ns3Engine(registry, cache_dir=cache_dir, ack_window_fraction=0.25).predict(scenario)
+    # Only the 25 ms ACK timer clocks a window smaller than 300 packets; capped,
+    # the window opens quickly and the sender's CPU becomes the limit.
+    assert plain.limit == "cwnd" and capped.limit == "sender_cpu"
+    assert capped.acks > plain.acks and capped.goodput_mbps > 3 * plain.goodput_mbps
+    assert any("not TRANSPORT.md" in note for note in capped.notes)
+    with pytest.raises(ValueError, match="ack_window_fraction"):
+        Ns3Engine(registry, ack_window_fraction=2.0)
 
 
 def test_unsupported_workloads_are_refused(engine: Ns3Engine) -> None:
