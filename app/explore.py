@@ -51,7 +51,8 @@ def browse_ui(tables: list[str]) -> tuple[str, int]:
 
 
 def sql_ui() -> str | None:
-    """The SQL box; returns the query to show (the last one run), or None."""
+    """The SQL box; returns the query to show (the last one run; at first the example)."""
+    st.session_state.setdefault(SQL_KEY, EXAMPLE_SQL)
     sql = st.text_area("Read-only SQL (DuckDB)", value=EXAMPLE_SQL, height=140,
                        key="w.data.sql")
     if st.button("Run query", key="w.data.run", type="primary"):
@@ -69,7 +70,7 @@ def chart_ui(frame: pd.DataFrame) -> ChartParams | None:
     kind = cols[0].selectbox("Chart", CHART_KINDS, key="w.data.kind")
     x = cols[1].selectbox("x", columns, key="w.data.x")
     y_options = [c for c in numeric if c != x] or numeric
-    y = cols[2].selectbox("y", y_options, key="w.data.y")
+    y = cols[2].selectbox("y", y_options, index=len(y_options) - 1, key="w.data.y")
     colour = cols[3].selectbox("colour", ["(none)", *columns], key="w.data.colour")
     return ChartParams(str(kind), str(x), str(y), None if colour == "(none)" else str(colour))
 

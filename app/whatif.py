@@ -8,6 +8,7 @@ point of the catalog that matches the conditions (:mod:`quiclab.app.measured`).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -109,8 +110,8 @@ def show(config: AppConfig, selection: Selection, started: float, first_run: boo
 
 def _metrics(p: Prediction) -> None:
     cols = st.columns(4)
-    interval = (f"interval {p.goodput_lo_mbps:,.0f} … {p.goodput_hi_mbps:,.0f} Mbit/s"
-                if p.goodput_lo_mbps == p.goodput_lo_mbps else "no interval")
+    interval = ("no interval" if math.isnan(p.goodput_lo_mbps) else
+                f"interval {p.goodput_lo_mbps:,.0f} … {p.goodput_hi_mbps:,.0f} Mbit/s")
     label = GOODPUT_LABEL if p.engine == "analytic" else f"Predicted goodput ({p.engine})"
     cols[0].metric(label, f"{p.goodput_mbps:,.0f} Mbit/s",
                    help=f"{pair_label(p.scenario.server, p.scenario.client)}; {interval}")
