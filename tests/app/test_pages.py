@@ -291,3 +291,34 @@ def test_a_catalog_held_by_a_writer_is_reported_not_waited_for(
     app.run()  # the writer is gone: the catalog opens again
     assert not app.warning
     assert len(frame_with(app, "run_id")) == len(RUNS)
+
+
+@pytest.mark.timeout(300)
+def test_reproductions_page_reads_what_quiclab_reproduce_writes(
+        app_env: AppData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real writer, not a copy of its format: `quiclab reproduce` with the shipped models."""
+    import contextlib
+    import io
+
+    from quiclab.cli import main
+
+    app, root = repro_app(tmp_path, monkeypatch)
+    monkeypatch.delenv("QUICLAB_MODELS")  # the packaged fitted models
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["reproduce", "--list"])
+    assert code == 0
+    name = out.getvalue().split()[0]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["reproduce", name, "--engine", "analytic", "--no-catalog", "--quiet",
+                     "--jobs", "1"]) == 0
+    findings = pd.read_csv(root / "findings.csv")
+    open_page(app, "reproductions")
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Findings"] == str(len(findings))
+    assert metrics["Pass"] == str(int((findings["verdict"] == "pass").sum()))
+    assert app.selectbox(key="w.repro.name").value == name
+    checks = pd.read_csv(root / name / f"{name}.csv")
+    shown = frame_with(app, "check")
+    assert list(shown["check"]) == list(checks["check"])
+    assert len(app.get("image")) == int((root / name / f"{name}.png").is_file())
