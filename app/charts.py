@@ -81,26 +81,23 @@ def prediction_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
 def limits_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
     """Per prediction and resource: the rate it allows, its headroom, whether it limits.
 
-    An unbounded resource (infinite rate) is left out. When an engine names a
-    limit that is not one of the evaluated resources (``rcvbuf`` acts through
-    the congestion window), the resource with the lowest rate is marked.
+    An unbounded resource (infinite rate) is left out. A limit that is not one
+    of the evaluated resources (the receive buffer, whose drops act through the
+    congestion window) gets a bar of its own at the predicted goodput.
     """
     rows = []
     for p in predictions:
+        pair = pair_label(p.scenario.server, p.scenario.client)
         rates = {k: v for k, v in p.rates_mbps.items() if _finite(v) is not None}
-        if not rates:
-            continue
-        marked = p.limit if p.limit in rates else min(rates, key=lambda k: rates[k])
+        if p.limit not in rates:
+            rates = {p.limit: p.goodput_mbps, **rates}
         for resource, rate in rates.items():
             headroom = rate / p.goodput_mbps - 1.0 if p.goodput_mbps > 0 else math.inf
-            limit = resource == marked
+            limit = resource == p.limit
             rows.append({
-                "pair": pair_label(p.scenario.server, p.scenario.client), "engine": p.engine,
-                "resource": f"{resource} ({p.limit})" if limit and p.limit != resource
-                else resource,
-                "rate_mbps": rate, "headroom_pct": headroom * 100,
-                "role": "limit" if limit else "headroom",
-                "label": "limit" if limit else f"+{headroom * 100:.0f} %",
+                "pair": pair, "engine": p.engine, "resource": resource, "rate_mbps": rate,
+                "headroom_pct": headroom * 100, "role": "limit" if limit else "headroom",
+                "label": "limit" if limit else f"{headroom * 100:+.0f} %",
             })
     return pd.DataFrame(rows)
 
@@ -176,7 +173,8 @@ def limits_chart(limits: pd.DataFrame) -> Spec:
     return {"$schema": SCHEMA, "data": {"values": records(data)},
             "facet": {"row": {"field": "case", "type": "nominal", "title": None,
                               "header": {"labelAngle": 0, "labelAlign": "left"}}},
-            "spec": {"width": 560, "layer": [bars, text]}}
+            "spec": {"width": 560, "layer": [bars, text]},
+            "resolve": {"scale": {"y": "independent"}}}
 
 
 def cpu_chart(predicted: pd.DataFrame) -> Spec:

@@ -190,12 +190,24 @@ def test_limits_table_marks_the_limit_and_the_headroom(predictions: list) -> Non
     for p in predictions:
         rows = table[table["pair"] == f"{p.scenario.server} → {p.scenario.client}"]
         limit = rows[rows["role"] == "limit"]
-        assert len(limit) == 1
-        assert limit["rate_mbps"].iloc[0] == pytest.approx(min(
-            v for v in p.rates_mbps.values() if math.isfinite(v)))
+        assert list(limit["resource"]) == [p.limit]
+        assert limit["rate_mbps"].iloc[0] == pytest.approx(p.rates_mbps.get(p.limit,
+                                                                            p.goodput_mbps))
         for _, row in rows[rows["role"] == "headroom"].iterrows():
             assert row["headroom_pct"] == pytest.approx(
                 (row["rate_mbps"] / p.goodput_mbps - 1) * 100)
+            assert math.isfinite(row["rate_mbps"])
+
+
+def test_a_limit_outside_the_evaluated_resources_gets_its_own_bar(predictions: list) -> None:
+    from dataclasses import replace
+
+    p = replace(predictions[0], limit="rcvbuf")  # as the DES names receive-buffer drops
+    table = limits_table([p])
+    limit = table[table["role"] == "limit"]
+    assert list(limit["resource"]) == ["rcvbuf"]
+    assert limit["rate_mbps"].iloc[0] == p.goodput_mbps
+    assert len(table) == 1 + sum(math.isfinite(v) for v in p.rates_mbps.values())
 
 
 def vega_lite_valid(spec: dict) -> None:
