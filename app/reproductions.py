@@ -173,22 +173,22 @@ def _show_findings(root: Path, findings: pd.DataFrame) -> None:
     folder = root / chosen
     checks = folder / f"{chosen}.csv"
     figure = folder / f"{chosen}.png"
-    left, right = st.columns([1, 1])
-    with left:
-        if checks.is_file():
-            st.caption("Every check: predicted vs published, error and tolerance")
-            st.dataframe(_ordered(pd.read_csv(checks), CHECK_COLUMNS), hide_index=True,
-                         width="stretch")
-        else:
-            st.info(f"No {checks.name} in {folder}.")
-        mine = findings[findings["reproduction"] == chosen]
-        for _, row in mine[mine["verdict"] == "not covered"].iterrows():
-            st.caption(f"{row['finding']}: not covered — {row.get('reason', '')}")
-    with right:
-        if figure.is_file():
-            st.image(str(figure), caption=figure.name)
-        else:
-            st.caption("No figure for this reproduction.")
+    if checks.is_file():
+        st.caption("Every check: predicted vs published, error and tolerance")
+        frame = _ordered(pd.read_csv(checks), CHECK_COLUMNS)
+        styled = frame.style.map(_verdict_colour, subset=["status"]) \
+            if "status" in frame.columns else frame
+        st.dataframe(styled, hide_index=True, width="stretch")
+    else:
+        st.info(f"No {checks.name} in {folder}.")
+    mine = findings[findings["reproduction"] == chosen]
+    for _, row in mine[mine["verdict"] == "not covered"].iterrows():
+        st.caption(f"{row['finding']}: not covered — {row.get('reason', '')}")
+    if figure.is_file():
+        left, _ = st.columns([2, 1])
+        left.image(str(figure), caption=figure.name)
+    else:
+        st.caption("No figure for this reproduction.")
 
 
 def _verdict_colour(verdict: object) -> str:

@@ -98,12 +98,16 @@ def launch(playwright: Any) -> Any:
 
 
 def wait_idle(page: Any, timeout_ms: float = 60_000) -> None:
-    """Wait until the app has finished its current run (no "running" indicator)."""
+    """Wait until the app has run its script and stopped (state "notRunning").
+
+    The state starts as "initial" before the first run; call this after a
+    change has visibly started a rerun, or right after loading a page.
+    """
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
     page.wait_for_function(
         """() => {
             const app = document.querySelector('[data-testid="stApp"]');
-            return app && app.getAttribute('data-test-script-state') !== 'running'
+            return app && app.getAttribute('data-test-script-state') === 'notRunning'
                 && !document.querySelector('[data-testid="stSkeleton"]');
         }""", timeout=timeout_ms)
 
