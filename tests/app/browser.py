@@ -33,6 +33,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
 PAGES = ("whatif", "sweep", "reproductions", "data")
+TITLES = {"whatif": "What-if", "sweep": "Sweep", "reproductions": "Reproductions",
+          "data": "Data"}
 START_TIMEOUT_S = 90.0
 
 
@@ -119,19 +121,21 @@ def goodput_text(page: Any) -> str:
     return str(metric.locator('[data-testid="stMetricValue"]').inner_text())
 
 
+def shoot(page: Any, url: str, name: str, out: Path, query: str = "", suffix: str = "") -> Path:
+    """Open one page, wait for it (and its charts), save ``out/<name><suffix>.png``."""
+    page.goto(f"{url}/?page={name}{query}")
+    wait_idle(page)
+    page.wait_for_timeout(1500)  # let charts draw
+    path = out / f"{name}{suffix}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
 def screenshot_pages(page: Any, url: str, out: Path, query: str = "",
                      pages: tuple[str, ...] = PAGES, suffix: str = "") -> list[Path]:
     """Open pages and save a full-page PNG of each as ``out/<page><suffix>.png``."""
     out.mkdir(parents=True, exist_ok=True)
-    shots = []
-    for name in pages:
-        page.goto(f"{url}/?page={name}{query}")
-        wait_idle(page)
-        page.wait_for_timeout(1500)  # let charts draw
-        path = out / f"{name}{suffix}.png"
-        page.screenshot(path=str(path), full_page=True)
-        shots.append(path)
-    return shots
+    return [shoot(page, url, name, out, query, suffix) for name in pages]
 
 
 def main(argv: list[str] | None = None) -> int:
