@@ -189,9 +189,9 @@ def evaluate_check(ctx: Context, finding: Finding, check: Check) -> Result:
     bound = None if len(check.points) > 1 else bound
     pub_text = f"{low:g}–{high:g}" if len(check.points) > 1 else f"{low:g}"
     if bound in ("lower_limit", "upper_limit"):
-        pub_text = ("≥ " if bound == "lower_limit" else "≤ ") + pub_text
-        if low < 0 and quantity == "change_pct":
-            pub_text += " (magnitude)"
+        # A negative change's bound is on its magnitude: "over 50 % less" is ≤ −50.
+        flip = low < 0 and quantity == "change_pct"
+        pub_text = ("≥ " if (bound == "lower_limit") != flip else "≤ ") + pub_text
     elif bound == "approx":
         pub_text = "≈ " + pub_text
     metric = _metric_for(check, first)

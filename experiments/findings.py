@@ -17,7 +17,7 @@ for each finding a tolerance with its reason and the engine that predicts it::
     findings:
       - id: quiche-offload
         claim: quiche gains 0.66 Gbit/s with GSO/GRO (3.5 → 4.16 Gbit/s)
-        engine: analytic               # optional, default the spec's
+        engine: analytic               # optional, default the spec's; a list runs each
         checks:
           - {point: koenig25-039, scenario: quiche-1500-off,
              tolerance: {rel: 0.15}, reason: "…"}
@@ -128,6 +128,13 @@ class ReproSpec:
 
     def engines(self) -> list[str]:
         return sorted({f.engine for f in self.findings})
+
+    def finding_ids(self) -> list[str]:
+        """Finding ids in spec order (a finding run by two engines appears once)."""
+        return list(dict.fromkeys(f.id for f in self.findings))
+
+    def claim(self, finding_id: str) -> str:
+        return next(f.claim for f in self.findings if f.id == finding_id)
 
     def scenarios_for(self, finding: Finding) -> list[str]:
         """Names of the points a finding needs (its checks and shapes)."""
@@ -275,13 +282,21 @@ def _parse_shape(data: Any, source: str, path: str, named: dict[str, Scenario],
                  str(data.get("description", "")))
 
 
+def _engines(value: Any, source: str, path: str) -> tuple[str, ...]:
+    """``engine: des`` or ``engine: [des, analytic]``."""
+    items = value if isinstance(value, list) else [value]
+    need_list(items, source, path)
+    return tuple(dict.fromkeys(need_choice(e, FINDING_ENGINES, source, path) for e in items))
+
+
 def parse_repro(data: dict[str, Any], source: str, name: str) -> ReproSpec:
     check_keys(data, REPRO_KEYS, source, "", required=("kind", "title", "source", "findings"))
     if data["kind"] != "reproduction":
         raise fail(source, "kind", f"{data['kind']!r}: this loader reads kind: reproduction")
     src = check_keys(data["source"], SOURCE_KEYS, source, "source", required=("document",))
     status = need_choice(data.get("status", "covered"), STATUSES, source, "status")
-    engine = need_choice(data.get("engine", "analytic"), FINDING_ENGINES, source, "engine")
+    engines = _engines(data.get("engine", "analytic"), source, "engine")
+    engine = engines[0]
     # The base alone need not be a valid Scenario (e.g. request_bytes set per series);
     # its keys are checked here, every named point is validated whole below.
     base = _overrides(data.get("base") or {}, source, "base")
@@ -309,9 +324,11 @@ def parse_repro(data: dict[str, Any], source: str, name: str) -> ReproSpec:
                        for j, s in enumerate(f.get("shapes") or []))
         if not checks and not shapes:
             raise fail(source, path, "a finding needs at least one check or shape")
-        fe = need_choice(f.get("engine", engine), FINDING_ENGINES, source, f"{path}.engine")
-        findings.append(Finding(fid, need_str(f["claim"], source, f"{path}.claim"), fe, checks,
-                                shapes, tuple(str(p) for p in f.get("published") or ())))
+        # A finding checked by several engines is one Finding per engine (same id).
+        for fe in _engines(f["engine"], source, f"{path}.engine") if "engine" in f else engines:
+            findings.append(Finding(fid, need_str(f["claim"], source, f"{path}.claim"), fe,
+                                    checks, shapes,
+                                    tuple(str(p) for p in f.get("published") or ())))
     plots_raw = data.get("plot") or []
     plots_raw = plots_raw if isinstance(plots_raw, list) else [plots_raw]
     plots = []

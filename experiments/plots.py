@@ -49,8 +49,9 @@ def _bars(ax: Any, results: list[Result], unit: str) -> None:
             ax.errorbar(x, r.published, yerr=err, fmt="D", color="black", ms=5, capsize=3,
                         lw=1)
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([_short(f"{r.check}\n{r.scenario}") for r in rows], rotation=60,
-                       ha="right", fontsize=6)
+    several = len({r.engine for r in rows}) > 1
+    ax.set_xticklabels([_short(f"{r.check}\n{r.scenario}") + (f" ({r.engine})" if several else "")
+                        for r in rows], rotation=60, ha="right", fontsize=6)
     ax.set_ylabel(unit or "value")
     ax.axhline(0, color="black", lw=0.5)
 
@@ -179,7 +180,7 @@ def plot_reproduction(rep: Any, path: Path) -> None:
             expanded.append(panel)
     if not expanded:
         expanded = [{"kind": "empty"}]
-    fig, axes = plt.subplots(1, len(expanded), figsize=(max(6, 5.5 * len(expanded)), 4.6),
+    fig, axes = plt.subplots(1, len(expanded), figsize=(max(7, 5.5 * len(expanded)), 5.0),
                              squeeze=False)
     for ax, panel in zip(axes[0], expanded, strict=True):
         if panel["kind"] == "bars":
@@ -195,7 +196,7 @@ def plot_reproduction(rep: Any, path: Path) -> None:
                     fontsize=9)
         if panel.get("title"):
             ax.set_title(panel["title"], fontsize=9)
-    fig.suptitle(rep.spec.title, fontsize=10)
+    fig.suptitle("\n".join(_wrap(rep.spec.title, 40 + 45 * len(expanded))), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

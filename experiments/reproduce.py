@@ -108,9 +108,12 @@ def fitted_ids(points: pd.DataFrame) -> set[str]:
 
 
 def with_engine(spec: ReproSpec, engine: str) -> ReproSpec:
-    findings = tuple(f if f.engine == "crypto-fit" else replace(f, engine=engine)
-                     for f in spec.findings)
-    return replace(spec, findings=findings)
+    """Every finding by ``engine`` (the crypto fit stays); one Finding per id."""
+    findings: dict[tuple[str, str], Any] = {}
+    for f in spec.findings:
+        g = f if f.engine == "crypto-fit" else replace(f, engine=engine)
+        findings.setdefault((g.id, g.engine), g)
+    return replace(spec, findings=tuple(findings.values()))
 
 
 def run_one(spec: ReproSpec, registry: Registry | None, points: pd.DataFrame,
@@ -215,10 +218,10 @@ def write_one(rep: Reproduced, out: Path) -> Path:
         md += [f"**Not covered:** {rep.spec.reason}", ""]
     verdicts = rep.verdicts()
     md += ["| finding | engine | verdict | claim |", "|---|---|---|---|"]
-    for f in rep.spec.findings:
-        for (fid, engine), v in verdicts.items():
-            if fid == f.id:
-                md.append(f"| {f.id} | {engine} | {v} | {f.claim} |")
+    for fid in rep.spec.finding_ids():
+        for (vid, engine), v in verdicts.items():
+            if vid == fid:
+                md.append(f"| {fid} | {engine} | {v} | {rep.spec.claim(fid)} |")
     md += ["", markdown_table(frame, ["finding", "check", "scenario", "unit", "published_text",
                                       "predicted_text", "abs_err", "rel_err_pct", "tolerance",
                                       "engine", "status", "in_fit"],
@@ -241,15 +244,15 @@ def finding_rows(rep: Reproduced) -> list[dict[str, Any]]:
     """One row per finding and engine: tolerances, predicted/published texts, verdict."""
     out = []
     verdicts = rep.verdicts()
-    for f in rep.spec.findings:
-        for (fid, engine), verdict in verdicts.items():
-            if fid != f.id:
+    for fid in rep.spec.finding_ids():
+        for (vid, engine), verdict in verdicts.items():
+            if vid != fid:
                 continue
-            rows = [r for r in rep.results if r.finding == f.id and r.engine == engine]
+            rows = [r for r in rep.results if r.finding == fid and r.engine == engine]
             out.append({
                 "reproduction": rep.spec.name, "figure": rep.spec.source.get("figure", ""),
-                "document": rep.spec.source.get("document", ""), "finding": f.id,
-                "claim": f.claim, "engine": engine,
+                "document": rep.spec.source.get("document", ""), "finding": fid,
+                "claim": rep.spec.claim(fid), "engine": engine,
                 "tolerance": "; ".join(dict.fromkeys(r.tolerance for r in rows if r.tolerance)),
                 "published": "; ".join(r.published_text for r in rows if r.published_text),
                 "predicted": "; ".join(r.predicted_text for r in rows if r.predicted_text),
