@@ -8,7 +8,9 @@ The model is sim/TRANSPORT.md; the C++ is beside this file.
 
 Long transfers are simulated as a prefix (``prefix_packets`` data packets) and
 extrapolated at the steady-state rate measured over the prefix's last
-``1 − warm_fraction``; the Prediction's notes say so.
+``1 − warm_fraction``; a loss-driven prefix grows (up to ``prefix_extend``
+times) until that window holds ``min_window_events`` congestion events, as in
+the DES. The Prediction's notes say so.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ DEFAULT_PREFIX_PACKETS = 200_000
 #: Share of the prefix treated as warm-up (handshake, slow start) and not measured;
 #: the DES measures the second half of its prefix too.
 DEFAULT_WARM_FRACTION = 0.5
+#: A loss-driven prefix grows (up to DEFAULT_PREFIX_EXTEND prefixes) until its
+#: window holds this many congestion events (the DES's RunConfig defaults).
+DEFAULT_MIN_WINDOW_EVENTS = 20
+DEFAULT_PREFIX_EXTEND = 4.0
 
 
 def _stderr(line: str) -> None:
@@ -67,13 +73,18 @@ class Ns3Engine:
                  prefix_packets: int = DEFAULT_PREFIX_PACKETS,
                  warm_fraction: float = DEFAULT_WARM_FRACTION, compiler: str | None = None,
                  progress: Callable[[str], None] | None = _stderr, timeout_s: float = 3600.0,
-                 ack_window_fraction: float = 0.0):
+                 ack_window_fraction: float = 0.0,
+                 min_window_events: int = DEFAULT_MIN_WINDOW_EVENTS,
+                 prefix_extend: float = DEFAULT_PREFIX_EXTEND):
         if jobs < 1:
             raise ValueError(f"jobs={jobs}: allowed ≥ 1")
         if prefix_packets < 1000:
             raise ValueError(f"prefix_packets={prefix_packets}: allowed ≥ 1000")
         if not 0.0 < warm_fraction < 0.9:
             raise ValueError(f"warm_fraction={warm_fraction}: allowed 0 < x < 0.9")
+        if min_window_events < 0 or prefix_extend < 1.0:
+            raise ValueError(f"min_window_events={min_window_events}, prefix_extend="
+                             f"{prefix_extend}: allowed ≥ 0 and ≥ 1")
         if not 0.0 <= ack_window_fraction <= 1.0:
             raise ValueError(f"ack_window_fraction={ack_window_fraction}: allowed 0 … 1")
         self.registry = registry
@@ -86,6 +97,8 @@ class Ns3Engine:
         self.progress = progress
         self.timeout_s = timeout_s
         self.ack_window_fraction = ack_window_fraction
+        self.min_window_events = min_window_events
+        self.prefix_extend = prefix_extend
         self._binary: Path | None = None
         self.build_record: dict[str, object] = {}
 
@@ -168,6 +181,8 @@ class Ns3Engine:
             "run": s.run,
             "prefixBytes": prefix_bytes if use_prefix else 0,
             "warmFraction": repr(self.warm_fraction),
+            "minWindowEvents": self.min_window_events,
+            "prefixExtend": repr(self.prefix_extend),
             "maxSimS": repr(self._time_limit_s(r, prefix_bytes if use_prefix else 0)),
         }
         return [f"--{k}={v}" for k, v in args.items()]
@@ -176,7 +191,7 @@ class Ns3Engine:
         """Simulated-time guard: 50× the time the slowest analytic bound needs."""
         from quiclab.sim.analytic import bounds
 
-        target = prefix_bytes or r.scenario.transfer_bytes
+        target = prefix_bytes * self.prefix_extend or r.scenario.transfer_bytes
         slowest = max(min(v for v in bounds(r).values() if v > 0), 1e-3)  # Mbit/s
         return max(60.0, 50.0 * (target * 8 / (slowest * 1e6) + 10 * r.path.rtt_s))
 

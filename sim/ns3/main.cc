@@ -71,6 +71,9 @@ AddOptions(CommandLine& cmd, Params& p)
                  p.prefixBytes);
     cmd.AddValue("warmFraction", "fraction of the run before the measurement window",
                  p.warmFraction);
+    cmd.AddValue("minWindowEvents", "congestion events a loss-driven window must hold",
+                 p.minWindowEvents);
+    cmd.AddValue("prefixExtend", "how many prefixes a run may grow to", p.prefixExtend);
     cmd.AddValue("maxSimS", "simulated-time limit, s", p.maxSimS);
 }
 

@@ -57,6 +57,7 @@ void
 QuicReceiver::StartApplication()
 {
     m_cpu.Configure(m_p.rCores);
+    m_nextSnapshotBytes = std::max<uint64_t>(1, m_p.prefixBytes / 16);
     m_socket->SetRecvCallback(MakeCallback(&QuicReceiver::OnReadable, this));
     // TRANSPORT.md "Outputs": the handshake takes one RTT; then the client's
     // requests (with its initial credit) go out and data starts half an RTT later.
@@ -173,6 +174,44 @@ QuicReceiver::OnCallDone(CpuServer::Item item)
 }
 
 bool
+QuicReceiver::PrefixDone()
+{
+    // Snapshots every 1/16 of the prefix; once the prefix
+    // is simulated, the window starts at the last snapshot at or below
+    // warm_fraction of the goodput so far. A loss-driven run continues (up to
+    // prefix_extend prefixes) until that window holds min_window_events
+    // congestion events — the DES's rule, so both measure the same steady state.
+    Stats snap;
+    TakeSnapshot(m_conn, snap);
+    m_conn->snapshots.push_back(snap);
+    m_nextSnapshotBytes = snap.consumedBytes + std::max<uint64_t>(1, m_p.prefixBytes / 16);
+    if (snap.consumedBytes < m_p.prefixBytes)
+    {
+        return false;
+    }
+    const Stats* start = &m_conn->snapshots.front();
+    for (const Stats& s : m_conn->snapshots)
+    {
+        if (static_cast<double>(s.consumedBytes) >
+            m_p.warmFraction * static_cast<double>(snap.consumedBytes))
+        {
+            break;
+        }
+        start = &s;
+    }
+    uint64_t events = snap.congestionEvents - start->congestionEvents;
+    bool capped = static_cast<double>(snap.consumedBytes) >=
+                  m_p.prefixExtend * static_cast<double>(m_p.prefixBytes);
+    if (snap.congestionEvents == 0 || events >= m_p.minWindowEvents || capped)
+    {
+        m_conn->warm = *start;
+        m_conn->warmTaken = true;
+        return true;
+    }
+    return false;
+}
+
+bool
 QuicReceiver::HasGap() const
 {
     return m_gaps > 0;
@@ -255,15 +294,7 @@ QuicReceiver::OnPacketProcessed(CpuServer::Item item, Ptr<ns3::Packet> packet)
             m_ackDue = true;
         }
     }
-    // Measurement window and end of the run.
-    uint64_t target = m_p.prefixBytes > 0 ? std::min(m_p.prefixBytes, m_p.transferBytes)
-                                          : m_p.transferBytes;
-    if (m_p.prefixBytes > 0 && !m_conn->warmTaken &&
-        static_cast<double>(st.consumedBytes) >= m_p.warmFraction * static_cast<double>(target))
-    {
-        TakeSnapshot(m_conn, m_conn->warm);
-        m_conn->warmTaken = true;
-    }
+    // End of the run: the whole transfer, or a prefix long enough to measure.
     if (st.consumedBytes >= m_p.transferBytes)
     {
         m_conn->completed = true;
@@ -271,7 +302,7 @@ QuicReceiver::OnPacketProcessed(CpuServer::Item item, Ptr<ns3::Packet> packet)
         Simulator::Stop();
         return;
     }
-    if (m_p.prefixBytes > 0 && st.consumedBytes >= m_p.prefixBytes)
+    if (m_p.prefixBytes > 0 && st.consumedBytes >= m_nextSnapshotBytes && PrefixDone())
     {
         m_conn->prefixReached = true;
         Simulator::Stop();

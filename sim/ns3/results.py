@@ -94,7 +94,8 @@ class RunResult:
                 f"simulated the first {end['consumed_bytes'] / 1e6:.1f} MB of "
                 f"{self.transfer_bytes / 1e6:.1f} MB ({end['time_s']:.4g} s simulated) and "
                 f"extrapolated at the steady-state {self.window_rate_bps / 1e6:.1f} Mbit/s of "
-                f"its last {self.window_s:.4g} s")
+                f"its last {self.window_s:.4g} s "
+                f"({self.delta('congestion_events'):.0f} congestion events)")
         return out
 
 

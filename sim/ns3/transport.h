@@ -78,7 +78,9 @@ struct Params
     uint64_t seed = 0;
     uint64_t run = 0;
     uint64_t prefixBytes = 0; // stop after this many goodput bytes (0 = whole transfer)
-    double warmFraction = 0.3;
+    double warmFraction = 0.5;
+    uint64_t minWindowEvents = 20; // congestion events a loss-driven window must hold
+    double prefixExtend = 4.0;     // ... growing the prefix up to this many times
     double maxSimS = 600;
 };
 
@@ -252,6 +254,7 @@ struct Connection
     Stats stats;
     Stats warm; // snapshot when the measurement window starts
     bool warmTaken = false;
+    std::vector<Stats> snapshots; // along a prefix, to choose the window's start
     bool completed = false;
     bool prefixReached = false;
     double completionS = -1;
@@ -372,6 +375,7 @@ class QuicReceiver : public ns3::Application
     void ScheduleStall();
     void OnStall();
     bool HasGap() const;
+    bool PrefixDone();
     void Deliver(RxStream& s, uint64_t offset, uint64_t end);
     AckFrame BuildFrame();
     void OpenStream(uint32_t id);
@@ -385,6 +389,7 @@ class QuicReceiver : public ns3::Application
     std::deque<std::pair<ns3::Ptr<ns3::Packet>, ns3::Time>> m_pending;
     std::vector<RxStream> m_streams;
     uint32_t m_nextRequest = 0, m_gaps = 0;
+    uint64_t m_nextSnapshotBytes = 0;
     std::vector<uint32_t> m_newRequests;
     std::vector<uint64_t> m_rangeLo, m_rangeHi; // packet numbers since the last ACK
     int64_t m_largest = -1;
