@@ -1,26 +1,30 @@
-"""Packet-level predictions (DES, ns-3) run off the script thread, with progress.
+"""Packet-level predictions (DES, ns-3) run in a worker process, with progress.
 
 A run of the DES or ns-3 takes seconds to minutes, so the pages submit them to
-one background worker (one at a time: the machine's cores are shared) and
-poll, drawing a progress bar. Each job's Future — replaced by its Prediction or
-error line once it is done — goes into a per-session store keyed by
-``(engine, scenario key)``. When the user changes
-a widget mid-run, Streamlit stops the script but not the worker: the run
-finishes, its result lands in the store, and the page shows it next time.
+one background worker process and poll, drawing a progress bar. One run at a
+time, since the machine's cores are shared; a process, so that the
+pure-Python DES does not hold the app's GIL (:mod:`quiclab.app.worker`).
+
+Each job's Future — replaced by its Prediction or error line once it is done —
+goes into a per-session store keyed by ``(engine, scenario key)``. When the
+user changes a widget mid-run, Streamlit stops the script but not the worker:
+the run finishes, its result lands in the store, and the page shows it next
+time.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import time
-from collections.abc import Callable, MutableMapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import MutableMapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import streamlit as st
+from quiclab.app import worker as engines
 from quiclab.app.charts import pair_label
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario
-
-from quiclab.errors import QuiclabError
 
 #: Session-state key of the store: (engine, scenario key) → Prediction | error text | Future.
 STORE_KEY = "app.packet_results"
@@ -31,9 +35,9 @@ Store = MutableMapping[tuple[str, str], object]
 
 
 @st.cache_resource(show_spinner=False)
-def worker() -> ThreadPoolExecutor:
-    """The process's one background worker for packet-level engines."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="quiclab-engine")
+def worker() -> ProcessPoolExecutor:
+    """The app's one worker process for packet-level engines (started on first use)."""
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
 
 def store() -> Store:
@@ -41,23 +45,25 @@ def store() -> Store:
     return st.session_state.setdefault(STORE_KEY, {})
 
 
-def submit(jobs: Sequence[Job], results: Store,
-           compute: Callable[[str, Scenario], Prediction]) -> int:
-    """Queue the jobs that have no result and are not running; returns how many."""
+def submit(jobs: Sequence[Job], results: Store, models_dir: str, stamp: float,
+           ns3_cache_dir: str) -> int:
+    """Queue the jobs that have no result and are not running; returns how many.
+
+    A worker process that died (killed, out of memory) is replaced.
+    """
     queued = 0
     for engine, scenario in jobs:
         key = (engine, scenario.key())
         current = _settle(results, key)
         if isinstance(current, Prediction | Future):
             continue
-
-        def run(engine: str = engine, scenario: Scenario = scenario) -> Prediction | str:
-            try:
-                return compute(engine, scenario)
-            except (QuiclabError, ValueError, OSError) as err:
-                return f"{engine}: {err}"
-
-        results[key] = worker().submit(run)
+        try:
+            results[key] = worker().submit(engines.predict, models_dir, stamp, engine,
+                                           ns3_cache_dir, scenario)
+        except BrokenProcessPool:
+            worker.clear()
+            results[key] = worker().submit(engines.predict, models_dir, stamp, engine,
+                                           ns3_cache_dir, scenario)
         queued += 1
     return queued
 
@@ -66,7 +72,10 @@ def _settle(results: Store, key: tuple[str, str]) -> object:
     """The stored value, with a finished Future replaced by its result."""
     value = results.get(key)
     if isinstance(value, Future) and value.done():
-        value = results[key] = value.result()
+        try:
+            value = results[key] = value.result()
+        except BrokenProcessPool:
+            value = results[key] = f"{key[0]}: the worker process died during the run"
     return value
 
 

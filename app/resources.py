@@ -65,13 +65,10 @@ def load_registry(models_dir: str, stamp: float) -> Registry:
 
 
 @st.cache_resource(show_spinner=False)
-def load_engine(models_dir: str, stamp: float, name: str, ns3_cache_dir: str) -> Engine:
-    """One engine over the models of ``models_dir``; ns-3 builds into ``ns3_cache_dir``."""
-    registry = load_registry(models_dir, stamp)
-    if name == "ns3":
-        # The build notice goes to the app's progress line instead of stderr.
-        return get_engine(name, registry, cache_dir=ns3_cache_dir, progress=None)
-    return get_engine(name, registry)
+def load_engine(models_dir: str, stamp: float, name: str) -> Engine:
+    """One engine over the models of ``models_dir`` (the app's own process runs only the
+    analytic one; DES and ns-3 run in :mod:`quiclab.app.worker`)."""
+    return get_engine(name, load_registry(models_dir, stamp))
 
 
 def implementation_names(registry: Registry) -> list[str]:
@@ -90,14 +87,8 @@ def analytic_predictions(models_dir: str, stamp: float, scenarios: tuple[Scenari
 
     Raises ScenarioError (one line) for a scenario the models cannot resolve.
     """
-    engine = load_engine(models_dir, stamp, "analytic", "")
+    engine = load_engine(models_dir, stamp, "analytic")
     return engine.predict_batch(list(scenarios))
-
-
-def predict_one(models_dir: str, stamp: float, engine: str, ns3_cache_dir: str,
-                scenario: Scenario) -> Prediction:
-    """A packet-level prediction (not cached here: the page keeps finished ones)."""
-    return load_engine(models_dir, stamp, engine, ns3_cache_dir).predict(scenario)
 
 
 # -- the catalog ------------------------------------------------------------

@@ -27,7 +27,6 @@ from quiclab.app.resources import (
     catalog_stamp,
     load_registry,
     models_stamp,
-    predict_one,
 )
 from quiclab.app.urlstate import Selection
 from quiclab.sim.engine import ENGINES
@@ -329,12 +328,8 @@ def _packet_predictions(config: AppConfig, stamp: float, engine: str,
                        f"(at most {MAX_PACKET_RUNS}); fewer points or pairs, or "
                        "`quiclab sweep` from the command line.")
         elif st.button(f"Run {engine} on {missing} point(s)", key="run_sweep", type="primary"):
-            def compute(name: str, scenario: Scenario) -> Prediction:
-                return predict_one(config.models_dir, stamp, name, config.ns3_cache_dir,
-                                   scenario)
-
             jobs.forget_errors(job_list, results)
-            jobs.submit(job_list, results, compute)
+            jobs.submit(job_list, results, config.models_dir, stamp, config.ns3_cache_dir)
         running = jobs.pending(job_list, results)
         if running:
             jobs.wait_with_progress(running, results, f"{engine} sweep")

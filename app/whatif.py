@@ -32,7 +32,6 @@ from quiclab.app.resources import (
     catalog_stamp,
     load_registry,
     models_stamp,
-    predict_one,
 )
 from quiclab.app.urlstate import Selection
 from quiclab.sim.prediction import Prediction
@@ -164,9 +163,6 @@ def _packet_section(config: AppConfig, job_list: list[jobs.Job], results: jobs.S
                                                   Prediction)]
     names = sorted({e for e, _ in job_list})
 
-    def compute(engine: str, scenario: Scenario) -> Prediction:
-        return predict_one(config.models_dir, stamp, engine, config.ns3_cache_dir, scenario)
-
     if not todo:
         st.caption(f"{', '.join(names)}: all {len(job_list)} run(s) done for this scenario.")
         return
@@ -174,7 +170,7 @@ def _packet_section(config: AppConfig, job_list: list[jobs.Job], results: jobs.S
                  type="primary", help="seconds to minutes per run; the first ns-3 run "
                                       "builds the simulator once"):
         jobs.forget_errors(job_list, results)
-        jobs.submit(job_list, results, compute)
+        jobs.submit(job_list, results, config.models_dir, stamp, config.ns3_cache_dir)
     running = jobs.pending(job_list, results)
     if running:
         jobs.wait_with_progress(running, results, "packet-level engines")
