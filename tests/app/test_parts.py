@@ -270,3 +270,30 @@ def test_user_sql_is_capped_and_interrupted(appdata: AppData) -> None:
     with pytest.raises(duckdb.InterruptException):
         run_user_sql(catalog, "SELECT count(*) FROM range(100000000) a, range(100000) b",
                      timeout_s=0.5)
+
+
+# -- the sweep's table and downloads -----------------------------------------------------
+
+
+def test_sweep_grid_table_and_downloads(appdata: AppData) -> None:
+    import io
+
+    from quiclab.app.sweep import SweepParams, _parquet, axis_values, grid, sweep_table
+    from quiclab.app.urlstate import Selection
+
+    params = SweepParams("mtu_bytes", 1280, 9000, 5, False, "gso", (True, False), "analytic")
+    assert axis_values(params) == [1280, 3210, 5140, 7070, 9000]
+    log = SweepParams("rcvbuf_bytes", 106496, 6815744, 7, True, None, (), "analytic")
+    assert axis_values(log) == [106496, 212992, 425984, 851968, 1703936, 3407872, 6815744]
+    selection = Selection(Scenario(), ("lsquic", "quiche"), ("lsquic",))
+    scenarios = grid(selection, params)
+    assert len(scenarios) == 2 * 2 * 5
+    engine = get_engine("analytic", Registry.load(appdata.models))
+    table = sweep_table(engine.predict_batch(scenarios), params)
+    assert list(table["pair"].unique()) == ["lsquic → lsquic", "quiche → lsquic"]
+    assert table["goodput_lo_mbps"].notna().all()
+    back = pd.read_parquet(io.BytesIO(_parquet(table)))
+    pd.testing.assert_frame_equal(back, table, check_dtype=False)
+    csv = pd.read_csv(io.StringIO(table.to_csv(index=False)))
+    assert list(csv["goodput_mbps"]) == pytest.approx(list(table["goodput_mbps"]))
+    assert list(csv.columns) == list(table.columns)
