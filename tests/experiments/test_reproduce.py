@@ -178,3 +178,18 @@ def test_cli_crypto_table3_and_list(tmp_path: Path, models_dir: Path,
     assert (latency[latency["status"] == "pass"]["rel_error"].abs() < 0.05).all()
     assert main(["--models", str(models_dir), "reproduce", "--list"]) == 0
     assert "repro-kempf24-fig3-buffers" in capsys.readouterr().out
+
+
+def test_several_engines_per_finding(tmp_path: Path) -> None:
+    from quiclab.experiments.reproduce import with_engine
+
+    text = SPEC.replace("    claim: fast is off by a factor two\n",
+                        "    claim: fast is off by a factor two\n    engine: [des, analytic]\n")
+    spec = load_repro(write(tmp_path / "repro-multi.yaml", text))
+    far = [f for f in spec.findings if f.id == "far"]
+    assert [f.engine for f in far] == ["des", "analytic"]
+    assert spec.engines() == ["analytic", "des"]
+    assert spec.finding_ids() == ["close", "far", "bound", "requests"]
+    only = with_engine(spec, "des")
+    assert [(f.id, f.engine) for f in only.findings] == [
+        ("close", "des"), ("far", "des"), ("bound", "des"), ("requests", "des")]
