@@ -242,13 +242,15 @@ CongestionControl::OnAck(uint64_t ackedBytes, double now, double srtt, bool cwnd
         // W_max = cwnd at the start of the epoch, so K = 0).
         m_epoch = now;
         m_wMax = segs;
+        m_cwndPrior = segs;
         m_k = 0;
         m_wEst = segs;
     }
     double t = now - m_epoch;
-    // RFC 9438 §4.3: Reno-friendly estimate with α_cubic = 3(1−β)/(1+β),
-    // and α = 1 once W_est has reached W_max.
-    double alpha = m_wEst >= m_wMax ? 1.0 : 3.0 * (1.0 - kCubicBeta) / (1.0 + kCubicBeta);
+    // RFC 9438 §4.3: Reno-friendly estimate with α_cubic = 3(1−β)/(1+β), and
+    // α = 1 once W_est has reached cwnd_prior (the window before the last
+    // reduction; not W_max, which fast convergence may have lowered).
+    double alpha = m_wEst >= m_cwndPrior ? 1.0 : 3.0 * (1.0 - kCubicBeta) / (1.0 + kCubicBeta);
     m_wEst += alpha * acked / segs;
     if (WCubic(t) < m_wEst)
     {
@@ -280,6 +282,7 @@ CongestionControl::OnCongestionEvent(double now)
         return;
     }
     // RFC 9438 §4.7 fast convergence, §4.6 multiplicative decrease.
+    m_cwndPrior = segs;
     m_wMax = segs < m_wMax ? segs * (1.0 + kCubicBeta) / 2.0 : segs;
     m_cwnd = std::max(m_cwnd * kCubicBeta, kMinimumPackets * m_mss);
     m_ssthresh = m_cwnd;

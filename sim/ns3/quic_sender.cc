@@ -215,9 +215,11 @@ QuicSender::NextPacket(Chunk& chunk, SenderState& why, bool probe)
         return true;
     }
     why = creditBlocked ? kFlowControl : kNoData;
-    if (probe)
+    if (probe && !creditBlocked)
     {
-        // RFC 9002 §6.2.4: with no new data, a probe repeats unacknowledged data.
+        // RFC 9002 §6.2.4: with no new data, a probe repeats unacknowledged data
+        // (data held back by flow control is not "no data": the DES sends no
+        // probe then either, and waits for credit).
         for (const SentPacket& sp : m_sent)
         {
             if (!sp.acked && !sp.lost && sp.sent >= Time(0))

@@ -200,6 +200,7 @@ class CongestionControl
     double m_cwnd;
     double m_ssthresh;
     double m_wMax = 0;     // segments
+    double m_cwndPrior = 0; // segments, cwnd before the last reduction (RFC 9438 §4.3)
     double m_k = 0;        // seconds
     double m_epoch = -1;   // start of the current congestion-avoidance epoch
     double m_wEst = 0;     // segments, Reno-friendly estimate
