@@ -63,6 +63,8 @@ class RunConfig:
     #: Receiver ACK threshold capped at this fraction of the sender's cwnd
     #: (0 = TRANSPORT.md's fixed ack_every_packets; see Receiver).
     ack_window_fraction: float = 0.0
+    #: True: cwnd grows on every ACK, also when not cwnd-limited (RFC 9002 §7.8 off).
+    grow_always: bool = False
     timeseries_interval_s: float = 0.0
     max_sim_s: float = 36_000.0
 
@@ -105,7 +107,8 @@ class Connection:
             unit = max(1, min(config.unit_packets, by_buffer))
         self.unit = unit
         self.sender = Sender(self.env, resolved, self.link, unit_packets_max=unit,
-                             unit_cwnd_divisor=config.unit_cwnd_divisor if unit > 1 else 1)
+                             unit_cwnd_divisor=config.unit_cwnd_divisor if unit > 1 else 1,
+                             grow_always=config.grow_always)
         transfer = s.transfer_bytes
         prefix = config.prefix_bytes if 0 < config.prefix_bytes < transfer else 0
         self.prefix = prefix
@@ -152,6 +155,9 @@ class Connection:
         if self.config.ack_window_fraction:
             notes.append(f"not TRANSPORT.md: the receiver ACKs at least every "
                          f"{self.config.ack_window_fraction:g} × the sender's cwnd")
+        if self.config.grow_always:
+            notes.append("not RFC 9002 §7.8: cwnd grows on every ACK, also when the "
+                         "sender is not cwnd-limited")
         start = self.window_start
         if start is None:
             start = dict.fromkeys(COUNTERS, 0.0)

@@ -52,7 +52,8 @@ class DesEngine:
     ``workers`` processes for ``predict_batch`` (1 = in this process);
     ``ack_window_fraction`` > 0 departs from TRANSPORT.md: the receiver ACKs
     at least every that fraction of the sender's cwnd (a sensitivity option,
-    noted in the Prediction).
+    noted in the Prediction); ``grow_always`` lets cwnd grow on every ACK
+    (no RFC 9002 §7.8 cwnd-limited check; opt-in, noted).
     Raises ValueError for an unknown granularity or a bad option.
     """
 
@@ -64,7 +65,7 @@ class DesEngine:
                  max_units: int = DEFAULT_MAX_UNITS, unit_cwnd_divisor: int = 8,
                  timeseries: bool = False, timeseries_interval_s: float = 0.01,
                  workers: int = 1, max_sim_s: float = 36_000.0,
-                 ack_window_fraction: float = 0.0):
+                 ack_window_fraction: float = 0.0, grow_always: bool = False):
         if granularity not in GRANULARITIES:
             raise ValueError(f'granularity={granularity!r}: allowed "packet" | "batch"')
         if max_packets is not None and max_packets < 0:
@@ -87,6 +88,7 @@ class DesEngine:
         if not 0.0 <= ack_window_fraction <= 1.0:
             raise ValueError(f'"ack_window_fraction" must be in 0 … 1, got {ack_window_fraction!r}')
         self.ack_window_fraction = ack_window_fraction
+        self.grow_always = grow_always
 
     def options(self) -> dict[str, Any]:
         """Constructor arguments (to rebuild the engine in a worker process)."""
@@ -94,7 +96,8 @@ class DesEngine:
                 "unit_packets": self.unit_packets, "max_units": self.max_units,
                 "unit_cwnd_divisor": self.unit_cwnd_divisor, "timeseries": self.timeseries,
                 "timeseries_interval_s": self.timeseries_interval_s, "workers": 1,
-                "max_sim_s": self.max_sim_s, "ack_window_fraction": self.ack_window_fraction}
+                "max_sim_s": self.max_sim_s, "ack_window_fraction": self.ack_window_fraction,
+                "grow_always": self.grow_always}
 
     # ------------------------------------------------------------------ API
     def predict(self, scenario: Scenario) -> Prediction:
@@ -129,7 +132,8 @@ class DesEngine:
             unit_packets=self.unit_packets, unit_cwnd_divisor=self.unit_cwnd_divisor,
             prefix_bytes=prefix, prefix_records=self.max_units,
             timeseries_interval_s=self.timeseries_interval_s if self.timeseries else 0.0,
-            max_sim_s=self.max_sim_s, ack_window_fraction=self.ack_window_fraction)
+            max_sim_s=self.max_sim_s, ack_window_fraction=self.ack_window_fraction,
+            grow_always=self.grow_always)
         return Connection(resolved, config).run()
 
     def predict_resolved(self, resolved: Resolved) -> Prediction:

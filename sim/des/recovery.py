@@ -49,6 +49,7 @@ class Recovery:
     inflight: int
     max_inflight: int
     cwnd_blocked: bool
+    grow_always: bool
     recovery_start_s: float
     retx: deque[tuple[int, int, int]]
     streams: dict[int, list[int]]
@@ -187,7 +188,9 @@ class Recovery:
         cc = self.cc
         # RFC 9002 §7.8: grow only when cwnd-limited (Linux's rule in slow start:
         # cwnd < 2 × bytes in flight).
-        if cc.cwnd < cc.ssthresh:
+        if self.grow_always:
+            limited = True  # opt-in: TRANSPORT.md read literally (no §7.8 check)
+        elif cc.cwnd < cc.ssthresh:
             limited = self.cwnd_blocked or self.max_inflight * 2 > cc.cwnd
         else:
             limited = self.cwnd_blocked or (

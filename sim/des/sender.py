@@ -52,10 +52,12 @@ class Sender(Recovery):
 
     ``unit_packets_max`` > 1 is batch granularity: one record stands for a
     unit of up to that many packets, at most cwnd / ``unit_cwnd_divisor``.
+    ``grow_always`` drops RFC 9002 §7.8's cwnd-limited check (opt-in).
     """
 
     def __init__(self, env: simpy.Environment, resolved: Resolved, link: ForwardLink,
-                 unit_packets_max: int = 1, unit_cwnd_divisor: int = 1):
+                 unit_packets_max: int = 1, unit_cwnd_divisor: int = 1,
+                 grow_always: bool = False):
         ep = resolved.sender
         self.env = env
         self.link = link
@@ -89,6 +91,9 @@ class Sender(Recovery):
         self.inflight = 0
         self.max_inflight = 0
         self.cwnd_blocked = False
+        #: False: RFC 9002 §7.8, cwnd grows only while cwnd-limited (the default,
+        #: as in the ns-3 engine). True: every ACK grows it (opt-in sensitivity).
+        self.grow_always = grow_always
         self.recovery_start_s = -1.0
         self.retx: deque[tuple[int, int, int]] = deque()
         self.streams: dict[int, list[int]] = {}  # sid → [next offset, size, MAX_STREAM_DATA]

@@ -249,6 +249,17 @@ def test_ack_window_fraction_is_an_opt_in_departure(registry: Registry) -> None:
         DesEngine(registry, ack_window_fraction=2.0)
 
 
+def test_grow_always_lets_cwnd_outgrow_a_cpu_bound_flight(registry: Registry) -> None:
+    """RFC 9002 §7.8 (default) keeps cwnd near the CPU-bound flight, so stalls cannot
+    overflow a large enough buffer; growing on every ACK (opt-in) lets them."""
+    s = Scenario(server="s8000", client="fast", transfer_bytes=10 * MB)
+    limited = run(registry, s)[0].sender.cc.cwnd
+    always = run(registry, s, grow_always=True)[0].sender.cc.cwnd
+    assert limited < 40 * 1400 < 100 * limited < always
+    pred = des(registry, grow_always=True).predict(s)
+    assert any(n.startswith("not RFC 9002") for n in pred.notes)
+
+
 def test_immediate_ack_on_gap(registry: Registry) -> None:
     s = Scenario(server="fast", client="fast", rtt_ms=1.0, loss_pct=1.0, transfer_bytes=10 * MB)
     on = des(registry).predict(s)
