@@ -63,7 +63,9 @@ class Ns3Engine:
     transfers; ``progress`` receives the one-line build notice (default:
     stderr); ``ack_window_fraction`` > 0 is the DES's opt-in departure from
     TRANSPORT.md (the receiver ACKs at least every that fraction of the
-    sender's cwnd). Raises EngineError (one line) if the build or a run fails.
+    sender's cwnd), ``grow_always`` its opt-in growth of cwnd on every ACK
+    (RFC 9002 §7.8 off). Raises EngineError (one line) if the build or a run
+    fails.
     """
 
     name = "ns3"
@@ -73,7 +75,7 @@ class Ns3Engine:
                  prefix_packets: int = DEFAULT_PREFIX_PACKETS,
                  warm_fraction: float = DEFAULT_WARM_FRACTION, compiler: str | None = None,
                  progress: Callable[[str], None] | None = _stderr, timeout_s: float = 3600.0,
-                 ack_window_fraction: float = 0.0,
+                 ack_window_fraction: float = 0.0, grow_always: bool = False,
                  min_window_events: int = DEFAULT_MIN_WINDOW_EVENTS,
                  prefix_extend: float = DEFAULT_PREFIX_EXTEND):
         if jobs < 1:
@@ -97,6 +99,7 @@ class Ns3Engine:
         self.progress = progress
         self.timeout_s = timeout_s
         self.ack_window_fraction = ack_window_fraction
+        self.grow_always = grow_always
         self.min_window_events = min_window_events
         self.prefix_extend = prefix_extend
         self._binary: Path | None = None
@@ -177,6 +180,7 @@ class Ns3Engine:
             "stallAlpha": repr(rcv.rx_stall_alpha),
             "interopBusy": repr(min(1.0, r.interop_busy)),
             "ackWindowFraction": repr(self.ack_window_fraction),
+            "growAlways": _flag(self.grow_always),
             "seed": s.seed,
             "run": s.run,
             "prefixBytes": prefix_bytes if use_prefix else 0,
@@ -239,6 +243,9 @@ class Ns3Engine:
         if self.ack_window_fraction:
             notes.append(f"not TRANSPORT.md: the receiver ACKs at least every "
                          f"{self.ack_window_fraction:g} × the sender's cwnd")
+        if self.grow_always:
+            notes.append("not RFC 9002 §7.8: cwnd grows on every ACK, also when the "
+                         "sender is not cwnd-limited")
         notes += res.notes()
         notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
         total = res.extrapolated

@@ -65,6 +65,7 @@ AddOptions(CommandLine& cmd, Params& p)
     cmd.AddValue("interopBusy", "pair interplay busy fraction", p.interopBusy);
     cmd.AddValue("ackWindowFraction", "ACK at least every this fraction of cwnd (0 = off)",
                  p.ackWindowFraction);
+    cmd.AddValue("growAlways", "grow cwnd on every ACK (RFC 9002 7.8 off)", p.growAlways);
     cmd.AddValue("seed", "random seed", p.seed);
     cmd.AddValue("run", "run number", p.run);
     cmd.AddValue("prefixBytes", "stop after this many goodput bytes (0 = whole transfer)",

@@ -353,7 +353,7 @@ QuicSender::ApplyAck(const AckFrame& frame)
     // call of the window. RFC 9002 §7.3.2: and not for packets sent before
     // the current recovery period began.
     const uint64_t cwnd = m_cc.Cwnd();
-    bool limited = m_cwndBlockedSinceAck ||
+    bool limited = m_p.growAlways || m_cwndBlockedSinceAck ||
                    (m_cc.InSlowStart()
                         ? 2 * m_maxInflightSinceAck > cwnd
                         : m_maxInflightSinceAck + uint64_t{m_p.udpPayload} * m_p.sSegments >= cwnd);

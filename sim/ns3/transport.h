@@ -74,6 +74,9 @@ struct Params
     // Not TRANSPORT.md (off = 0): ACK at least every this fraction of the
     // sender's cwnd, as the ACK-frequency extension would request.
     double ackWindowFraction = 0.0;
+    // Not RFC 9002 §7.8 (off = false): cwnd grows on every ACK, also when the
+    // sender is not cwnd-limited (the DES's grow_always).
+    bool growAlways = false;
     // run control
     uint64_t seed = 0;
     uint64_t run = 0;

@@ -205,6 +205,18 @@ def test_ack_window_fraction_is_an_opt_in_departure(registry: Registry,
         Ns3Engine(registry, ack_window_fraction=2.0)
 
 
+def test_grow_always_lets_cwnd_outgrow_a_cpu_bound_flight(registry: Registry,
+                                                         cache_dir: Path) -> None:
+    # RFC 9002 §7.8 (default) keeps cwnd near a CPU-bound sender's flight, so
+    # receiver stalls rarely overflow the buffer; growing on every ACK lets them.
+    scenario = Scenario(server="slow", client="stall", rcvbuf_bytes=65536,
+                        transfer_bytes=20 * MB)
+    limited = Ns3Engine(registry, cache_dir=cache_dir).predict(scenario)
+    always = Ns3Engine(registry, cache_dir=cache_dir, grow_always=True).predict(scenario)
+    assert always.rcvbuf_drops > limited.rcvbuf_drops
+    assert any(note.startswith("not RFC 9002") for note in always.notes)
+
+
 def test_unsupported_workloads_are_refused(engine: Ns3Engine) -> None:
     with pytest.raises(ScenarioError, match="workload"):
         engine.predict(Scenario(server="fast", client="fast", workload="requests",
