@@ -25,6 +25,7 @@ run: $(STAMP)
 	$(QUICLAB) calibrate --cv experiments
 	$(QUICLAB) predict --server lsquic --client lsquic
 	$(QUICLAB) predict --server quiche@2025 --client quiche@2025 --set 'cpu=W-2145 app=perf mtu_bytes=9000'
+	$(QUICLAB) validate --reproduce
 
 ## The default test suite (what CI runs).
 test: $(STAMP)

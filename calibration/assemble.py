@@ -139,11 +139,14 @@ def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog,
         rel_lo, rel_hi = rs.T.lo / T, rs.T.hi / T
         return RoleCosts(
             ns_per_packet=Param(max(rest, 0.0), max(rest, 0.0) * rel_lo, max(rest, 0.0) * rel_hi,
-                                "ns", f"derived: T − crypto − kernel − bytes; T {rs.T.source}{note}"),
-            ns_per_byte=spec.bytes_ns.param("ns/B", per_byte_plain / max(spec.bytes_ns.value, 1e-12))
+                                "ns",
+                                f"derived: T − crypto − kernel − bytes; T {rs.T.source}{note}"),
+            ns_per_byte=spec.bytes_ns.param(
+                "ns/B", per_byte_plain / max(spec.bytes_ns.value, 1e-12))
             if spec.bytes_ns.value > 0 else Param(0, 0, 0, "ns/B", spec.bytes_ns.source),
             ns_per_syscall=Param(call, call * rel_lo, call * rel_hi, "ns",
-                                 f"derived: {rs.call_share.value:.3g} × T; share {rs.call_share.source}"),
+                                 f"derived: {rs.call_share.value:.3g} × T; "
+                                 f"share {rs.call_share.source}"),
             ns_per_segment=Param(segment, segment * rel_lo, segment * rel_hi, "ns",
                                  f"derived: {rs.segment_share.value:.3g} × T; share "
                                  f"{rs.segment_share.source}"),

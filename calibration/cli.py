@@ -38,7 +38,6 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from quiclab.calibration.fit import Calibrator, Frames
     from quiclab.calibration.report import write_report
     from quiclab.datasets.catalog import Catalog
-
     from quiclab.errors import DataError
 
     def progress(msg: str) -> None:
@@ -81,9 +80,8 @@ def run_fresh(args: argparse.Namespace) -> int:
     """Models for this host from the testbed's fresh-calibration runs."""
     from quiclab.calibration.fresh import fit_fresh, write_fresh
     from quiclab.datasets.catalog import Catalog
-    from quiclab.models.cpus import CpuCatalog, host_cpu_from_cpuinfo
-
     from quiclab.errors import DataError
+    from quiclab.models.cpus import CpuCatalog, host_cpu_from_cpuinfo
 
     with Catalog(args.catalog, read_only=True) as catalog:
         runs = catalog.df("SELECT * FROM runs WHERE source = 'fresh' ORDER BY run_id")
@@ -93,6 +91,7 @@ def run_fresh(args: argparse.Namespace) -> int:
                                       "testbed/specs/fresh-calibration.yaml` first)")
     if points.empty:
         import pandas as pd
+
         from quiclab.datasets.sources.published import packaged_dir, read_csv
 
         points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))

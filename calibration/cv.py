@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+
 from quiclab.calibration.fit import Calibrator, Frames
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
 from quiclab.calibration.knowledge import IMPLEMENTATIONS
 from quiclab.sim.scenario import QIR_TRANSFER_BYTES, Scenario
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from quiclab.calibration import knowledge as kb
 from quiclab.calibration.assemble import (
     CryptoTable,
@@ -150,7 +151,8 @@ class Calibrator:
         self.crypto_fit_ = fits
         self.crypto_ = CryptoTable(enc.ns_per_packet, enc.ns_per_byte, dec.ns_per_packet,
                                    dec.ns_per_byte,
-                                   f"published: seed 001 Table 3 fit ({', '.join(enc.points + dec.points)})")
+                                   "published: seed 001 Table 3 fit "
+                                   f"({', '.join(enc.points + dec.points)})")
         self.cpu_ = CpuCostEstimator().fit(runs)
         self.tcp_ = tcp_costs(runs)
         self.acks_, self.pair_acks_ = ack_frequency(runs)
@@ -350,9 +352,10 @@ class Calibrator:
                                  math.log(DEFAULT_BYTES_NS), 1.0, math.log(0.02), math.log(5),
                                  source="fit: seed 000 Fig. 9a MTU 9000 points"))
         for name in ("picoquic", "ngtcp2"):
-            out.append(FreeParam(f"H|{name}", math.log(DEFAULT_H3_SHARE), math.log(DEFAULT_H3_SHARE),
-                                 2.0, math.log(0.005), math.log(5.0),
-                                 source="fit: seed 000 §VI-A — HTTP/3 vs traffic-generator goodput"))
+            h0 = math.log(DEFAULT_H3_SHARE)
+            out.append(FreeParam(f"H|{name}", h0, h0, 2.0, math.log(0.005), math.log(5.0),
+                                 source="fit: seed 000 §VI-A — HTTP/3 vs traffic-generator "
+                                        "goodput"))
         for name in ("quiche", "ngtcp2", "quicly"):
             out.append(FreeParam(f"C|{name}", _logit(DEFAULT_CALL_SHARE),
                                  _logit(DEFAULT_CALL_SHARE), 1.0, -5, 2, kind="logit",
@@ -504,7 +507,8 @@ class Calibrator:
             s_full, c_full = e.scenario.server, e.scenario.client
             s, c = s_full.split("@")[0], c_full.split("@")[0]
             for name in (f"T|{s}|sender", f"T|{s}|receiver", f"T|{c}|sender",
-                         f"T|{c}|receiver", f"B|{s}", f"B|{c}", f"C|{s}", f"C|{c}", f"H|{s}", f"H|{c}",
+                         f"T|{c}|receiver", f"B|{s}", f"B|{c}", f"C|{s}", f"C|{c}",
+                         f"H|{s}", f"H|{c}",
                          f"S|{s}", f"R|{c}", f"P|{s}|{c}", f"W|{c}", f"W|{s}"):
                 if name in index:
                     sparsity[k, index[name]] = True

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from quiclab.calibration.assemble import (
     CryptoTable,
     ImplSpec,
@@ -170,7 +171,7 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         beh = _stack_behaviour(stack, ack_every, (stall_rate, alpha))
         P = beh.udp_payload_bytes - beh.overhead_bytes
 
-        def role(T: float) -> RoleSpec:
+        def role(T: float, rel: float = rel, src: str = src, c: float = c) -> RoleSpec:
             return RoleSpec(T=Value(T, T * (1 - rel), T * (1 + rel), src),
                             call_share=Value(c, 0.1, 0.4, "assumed: system-call share of the "
                                                            "published-data calibration"),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
 from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
 
 #: Minimum stall length (assumed): the receiver-stall model needs a scale;

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from quiclab.calibration.cv import summarise
 from quiclab.calibration.fit import Calibrator
 

@@ -167,10 +167,13 @@ class CpuCatalog:
         else:
             lo, hi = rlo / thi, rhi / tlo
         clock = f"{target_ghz:g} GHz (override)" if target_ghz else f"{tgt.max_ghz:g} GHz max"
-        rule = (f"clock×IPC: {ref.name} {ref.max_ghz:g} GHz × {self.microarchitectures[ref.microarchitecture].ipc:g}"
-                f" → {tgt.name} {clock} × {self.microarchitectures[tgt.microarchitecture].ipc:g}"
+        ref_ipc = self.microarchitectures[ref.microarchitecture].ipc
+        tgt_ipc = self.microarchitectures[tgt.microarchitecture].ipc
+        rule = (f"clock×IPC: {ref.name} {ref.max_ghz:g} GHz × {ref_ipc:g}"
+                f" → {tgt.name} {clock} × {tgt_ipc:g}"
                 f" ({tgt.microarchitecture})")
-        return CpuScaling(ref.name, tgt.name, rs, ts, factor, min(lo, factor), max(hi, factor), rule)
+        return CpuScaling(ref.name, tgt.name, rs, ts, factor, min(lo, factor), max(hi, factor),
+                          rule)
 
 
 def _norm(text: str) -> str:

@@ -15,10 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from quiclab.errors import DataError, ScenarioError
 from quiclab.models.costmodel import CostModel
 from quiclab.models.cpus import CpuCatalog
-
-from quiclab.errors import DataError, ScenarioError
 
 INTEROP_SCHEMA = "quiclab.interop/1"
 

@@ -1,4 +1,5 @@
-"""Errors that carry the one line a user needs: which file or field, which value, what is allowed."""
+"""Errors that carry the one line a user needs: which file or field, which value, what is
+allowed."""
 
 from __future__ import annotations
 

@@ -60,7 +60,8 @@ class Paths:
     @property
     def qir_dataset(self) -> Path:
         """The QIR-10G calibration subset tarball (tumi8/quic-10g-paper)."""
-        return self.shared / "datasets" / "tumi8-quic-10g-paper" / "tumi8-quic-10g-calibration.tar.xz"
+        folder = self.shared / "datasets" / "tumi8-quic-10g-paper"
+        return folder / "tumi8-quic-10g-calibration.tar.xz"
 
     @property
     def seeds(self) -> Path:

@@ -62,7 +62,8 @@ def run_predict(args: argparse.Namespace) -> int:
 
     scenario = scenario_from_args(args)
     registry = Registry.load(args.paths.models)
-    engine = get_engine(args.engine, registry)
+    options = {"cache_dir": args.paths.cache / "ns3"} if args.engine == "ns3" else {}
+    engine = get_engine(args.engine, registry, **options)
     pred = engine.predict(scenario)
     if args.json:
         print(json.dumps(pred.to_dict(), sort_keys=True))

@@ -44,7 +44,7 @@ def iter_files(source: Path, suffixes: tuple[str, ...] | None = None,
         raise DataError(source, "dataset source does not exist")
     if source.is_file():
         try:
-            tar = tarfile.open(source, mode="r:*")
+            tar = tarfile.open(source, mode="r:*")  # noqa: SIM115 — closed by `with tar` below
         except tarfile.ReadError:
             # tarfile lists each method it tried, one per line: one line is enough.
             raise DataError(source, "not a readable tar archive (neither a plain tar nor "

@@ -12,8 +12,8 @@ import csv
 import hashlib
 import math
 import time
-from importlib import resources
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 

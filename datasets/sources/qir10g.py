@@ -87,7 +87,8 @@ def classify(logdir: str) -> Experiment:
     if parts[:3] == ["results", "baseline", "client-timestamps"] and len(parts) >= 5:
         optimized = parts[3].endswith("-optimized")
         return Experiment("baseline-optimized" if optimized else "baseline", parts[4],
-                          {**base, "rcvbuf_bytes": OPTIMIZED_RCVBUF if optimized else DEFAULT_RCVBUF})
+                          {**base,
+                           "rcvbuf_bytes": OPTIMIZED_RCVBUF if optimized else DEFAULT_RCVBUF})
     if parts[:3] == ["results", "buffer", "udp"] and len(parts) >= 5:
         size = parts[4].rsplit("-", 1)[-1]
         if not size.isdigit():
@@ -144,7 +145,7 @@ def _split_run_path(rel: str) -> tuple[str, str, int, str] | None:
         k = parts.index("goodput")
     except ValueError:
         return None
-    if k < 2 or k + 2 > len(parts) - 1 and k + 2 != len(parts):
+    if k < 2 or (k + 2 > len(parts) - 1 and k + 2 != len(parts)):
         return None
     try:
         rep = int(parts[k + 1])
@@ -378,7 +379,7 @@ def _assemble(run: RunParts, result: qp.ExperimentResult | None,
         "setting": exp.setting, "logdir": run.logdir,
         "hostpair": f"{server_host}-{client_host}" if server_host else None,
         "server_host": server_host, "client_host": client_host,
-        "cpu": HOST_CPUS.get(server_host or "", None),
+        "cpu": HOST_CPUS.get(server_host or ""),
         "server_impl": s_impl, "client_impl": c_impl, "server_build": s_build,
         "client_build": c_build, "server_version": versions.get("server"),
         "client_version": versions.get("client"), "repetition": run.repetition,
@@ -389,7 +390,7 @@ def _assemble(run: RunParts, result: qp.ExperimentResult | None,
         "rcvbuf_bytes": rcvbuf, "udp_payload_bytes": None,
     }
     samples: list[dict[str, Any]] = []
-    for side, impl in (("server", s_impl), ("client", c_impl)):
+    for side in ("server", "client"):
         cpu = run.pidstat.get(side)
         if cpu is not None:
             window = qp.steady_window(cpu)

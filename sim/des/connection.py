@@ -62,7 +62,7 @@ class RunConfig:
     prefix_extend: float = 4.0
     #: Receiver ACK threshold capped at this fraction of the sender's cwnd
     #: (0 = TRANSPORT.md's fixed ack_every_packets; see Receiver).
-    ack_window_fraction: float = 0.0
+    ack_window_fraction: float = 0.25
     #: True: cwnd grows on every ACK, also when not cwnd-limited (RFC 9002 §7.8 off).
     grow_always: bool = False
     timeseries_interval_s: float = 0.0
@@ -152,9 +152,10 @@ class Connection:
             raise EngineError(f"des: {self.resolved.scenario.describe()}: not finished after "
                               f"max_sim_s={self.config.max_sim_s} s of simulated time")
         notes: list[str] = []
-        if self.config.ack_window_fraction:
-            notes.append(f"not TRANSPORT.md: the receiver ACKs at least every "
-                         f"{self.config.ack_window_fraction:g} × the sender's cwnd")
+        if self.config.ack_window_fraction != 0.25:
+            notes.append(f"not TRANSPORT.md: the receiver's ACK threshold is capped at "
+                         f"{self.config.ack_window_fraction:g} × the sender's cwnd "
+                         "(spec: 0.25; 0 = no cap)")
         if self.config.grow_always:
             notes.append("not RFC 9002 §7.8: cwnd grows on every ACK, also when the "
                          "sender is not cwnd-limited")

@@ -50,9 +50,9 @@ class DesEngine:
     ``max_units`` the prefix length in records (0 = no limit); ``timeseries``
     and ``timeseries_interval_s`` for per-interval series in the Prediction;
     ``workers`` processes for ``predict_batch`` (1 = in this process);
-    ``ack_window_fraction`` > 0 departs from TRANSPORT.md: the receiver ACKs
-    at least every that fraction of the sender's cwnd (a sensitivity option,
-    noted in the Prediction); ``grow_always`` lets cwnd grow on every ACK
+    ``ack_window_fraction`` the receiver's ACK-threshold cap as a fraction of
+    the sender's cwnd (TRANSPORT.md: 0.25; 0 switches the cap off, noted in
+    the Prediction); ``grow_always`` lets cwnd grow on every ACK
     (no RFC 9002 §7.8 cwnd-limited check; opt-in, noted).
     Raises ValueError for an unknown granularity or a bad option.
     """
@@ -65,7 +65,7 @@ class DesEngine:
                  max_units: int = DEFAULT_MAX_UNITS, unit_cwnd_divisor: int = 8,
                  timeseries: bool = False, timeseries_interval_s: float = 0.01,
                  workers: int = 1, max_sim_s: float = 36_000.0,
-                 ack_window_fraction: float = 0.0, grow_always: bool = False):
+                 ack_window_fraction: float = 0.25, grow_always: bool = False):
         if granularity not in GRANULARITIES:
             raise ValueError(f'granularity={granularity!r}: allowed "packet" | "batch"')
         if max_packets is not None and max_packets < 0:

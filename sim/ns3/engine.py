@@ -23,14 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.ns3.build import ensure_binary
 from quiclab.sim.ns3.results import RunResult, limit_fractions, limit_of
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
-
-from quiclab.errors import EngineError, ScenarioError
 
 ENGINE_VERSION = "ns3-1.0"
 #: Default build cache when the caller passes none (the CLI passes ``paths.cache / "ns3"``).
@@ -61,9 +60,8 @@ class Ns3Engine:
     ``jobs`` simulations run in parallel by ``predict_batch``;
     ``prefix_packets``/``warm_fraction`` bound the simulated part of long
     transfers; ``progress`` receives the one-line build notice (default:
-    stderr); ``ack_window_fraction`` > 0 is the DES's opt-in departure from
-    TRANSPORT.md (the receiver ACKs at least every that fraction of the
-    sender's cwnd), ``grow_always`` its opt-in growth of cwnd on every ACK
+    stderr); ``ack_window_fraction`` the receiver's ACK-threshold cap as a fraction
+    of the sender's cwnd (TRANSPORT.md: 0.25; 0 = no cap), ``grow_always`` its opt-in growth of cwnd on every ACK
     (RFC 9002 §7.8 off). Raises EngineError (one line) if the build or a run
     fails.
     """
@@ -75,7 +73,7 @@ class Ns3Engine:
                  prefix_packets: int = DEFAULT_PREFIX_PACKETS,
                  warm_fraction: float = DEFAULT_WARM_FRACTION, compiler: str | None = None,
                  progress: Callable[[str], None] | None = _stderr, timeout_s: float = 3600.0,
-                 ack_window_fraction: float = 0.0, grow_always: bool = False,
+                 ack_window_fraction: float = 0.25, grow_always: bool = False,
                  min_window_events: int = DEFAULT_MIN_WINDOW_EVENTS,
                  prefix_extend: float = DEFAULT_PREFIX_EXTEND):
         if jobs < 1:
@@ -240,9 +238,10 @@ class Ns3Engine:
                  "handshake modelled as one RTT without CPU"]
         if s.cc == "bbr":
             notes.append("bbr: approximated by CUBIC (sim/TRANSPORT.md)")
-        if self.ack_window_fraction:
-            notes.append(f"not TRANSPORT.md: the receiver ACKs at least every "
-                         f"{self.ack_window_fraction:g} × the sender's cwnd")
+        if self.ack_window_fraction != 0.25:
+            notes.append(f"not TRANSPORT.md: the receiver's ACK threshold is capped at "
+                         f"{self.ack_window_fraction:g} × the sender's cwnd "
+                         "(spec: 0.25; 0 = no cap)")
         if self.grow_always:
             notes.append("not RFC 9002 §7.8: cwnd grows on every ACK, also when the "
                          "sender is not cwnd-limited")

@@ -320,7 +320,7 @@ QuicReceiver::OnPacketProcessed(CpuServer::Item item, Ptr<ns3::Packet> packet)
         double every = m_p.ackEvery;
         if (m_p.ackWindowFraction > 0)
         {
-            // Opt-in departure (the DES's ack_window_fraction): draft-ietf-quic-
+            // TRANSPORT.md ACK-threshold cap (0 switches it off): draft-ietf-quic-
             // ack-frequency lets the sender ask for ACKs within its window.
             double window = m_p.ackWindowFraction * static_cast<double>(m_conn->sender->Cwnd()) /
                             m_p.udpPayload;

@@ -73,7 +73,7 @@ struct Params
     double interopBusy = 1.0;
     // Not TRANSPORT.md (off = 0): ACK at least every this fraction of the
     // sender's cwnd, as the ACK-frequency extension would request.
-    double ackWindowFraction = 0.0;
+    double ackWindowFraction = 0.25;  // TRANSPORT.md: ACK threshold ≤ ¼ cwnd
     // Not RFC 9002 §7.8 (off = false): cwnd grows on every ACK, also when the
     // sender is not cwnd-limited (the DES's grow_always).
     bool growAlways = false;

@@ -90,7 +90,8 @@ def test_batch_equals_single_and_never_exceeds_the_link():
     rng = np.random.default_rng(1)
     scenarios = [Scenario(server=str(rng.choice(["fast", "slow"])), client="fast",
                           link_gbps=float(rng.uniform(0.1, 40)), rtt_ms=float(rng.uniform(0, 100)),
-                          loss_pct=float(rng.uniform(0, 2)), mtu_bytes=int(rng.choice([1500, 9000])))
+                          loss_pct=float(rng.uniform(0, 2)),
+                          mtu_bytes=int(rng.choice([1500, 9000])))
                  for _ in range(50)]
     batch = e.predict_batch(scenarios)
     for s, p in zip(scenarios, batch, strict=True):
@@ -122,7 +123,7 @@ def test_bounds_names_every_resource_and_unknown_names_are_refused():
     reg = synthetic_registry()
     b = bounds(resolve(Scenario(server="fast", client="slow"), reg))
     assert set(b) == {"sender_cpu", "receiver_cpu", "interop", "link", "cwnd", "flow_control"}
-    with pytest.raises(ScenarioError, match="server='nope'.*one of: fast, slow"):
+    with pytest.raises(ScenarioError, match=r"server='nope'.*one of: fast, slow"):
         AnalyticEngine(reg).predict(Scenario(server="nope"))
-    with pytest.raises(ScenarioError, match="cpu='EPYC'.*matches"):
+    with pytest.raises(ScenarioError, match=r"cpu='EPYC'.*matches"):
         AnalyticEngine(reg).predict(Scenario(server="fast", client="fast", cpu="EPYC"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
+
 from quiclab.models.registry import Registry
 from quiclab.sim.contract import CONTRACT_CASES, contract_registry
 from quiclab.sim.engine import get_engine

@@ -10,7 +10,8 @@ from quiclab.sim.scenario import Scenario, coerce, parse_assignments
 
 def test_defaults_are_the_qir_10g_baseline():
     s = Scenario()
-    assert (s.link_gbps, s.mtu_bytes, s.rtt_ms, s.cpu, s.app) == (10.0, 1500, 0.0, "EPYC 7543", "h3")
+    assert (s.link_gbps, s.mtu_bytes, s.rtt_ms) == (10.0, 1500, 0.0)
+    assert (s.cpu, s.app) == ("EPYC 7543", "h3")
     assert s.transfer_bytes == 8 * 2**30
     assert s.rcvbuf_bytes == 212992  # 208 KiB, seed 002 §2.3
 
@@ -42,9 +43,9 @@ def test_udp_payload_must_fit_the_mtu_and_quic_minimum():
 def test_from_dict_coerces_strings_and_names_unknown_keys():
     s = Scenario.from_dict({"mtu_bytes": "9000", "gso": "false", "rtt_ms": "10"})
     assert (s.mtu_bytes, s.gso, s.rtt_ms) == (9000, False, 10.0)
-    with pytest.raises(ScenarioError, match="mtu=9000.*a Scenario field"):
+    with pytest.raises(ScenarioError, match=r"mtu=9000.*a Scenario field"):
         Scenario.from_dict({"mtu": 9000})
-    with pytest.raises(ScenarioError, match="spec.yaml: mtu_bytes"):
+    with pytest.raises(ScenarioError, match=r"spec\.yaml: mtu_bytes"):
         Scenario.from_dict({"mtu_bytes": 1}, source="spec.yaml")
 
 
