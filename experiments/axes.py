@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from quiclab.experiments.schema import check_keys, fail, need_list, need_number
 from quiclab.sim.scenario import Scenario, field_names
 

@@ -78,6 +78,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="report folder (default <data dir>/reports/validation)")
     p.add_argument("--reproduce", action="store_true",
                    help="run `quiclab reproduce --all` first (into --reproductions)")
+    p.add_argument("--fresh-models", metavar="DIR",
+                   help="this host's models for --source fresh (default <data dir>/models-fresh, "
+                        "written by `quiclab calibrate --source fresh`)")
     p.add_argument("--reproductions", metavar="DIR",
                    help="folder of `quiclab reproduce` results to summarise (default: "
                         "<data dir>/reports/reproductions)")

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
+
 from quiclab.experiments.findings import ReproSpec
 from quiclab.models.registry import Registry
 from quiclab.sim.resolve import Endpoint, Resolved, resolve

@@ -24,12 +24,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from typing import Any
 
+from quiclab.errors import QuiclabError
 from quiclab.models.registry import Registry
 from quiclab.sim.engine import Engine, get_engine
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario
-
-from quiclab.errors import QuiclabError
 
 EXECUTORS = ("local", "dask")
 

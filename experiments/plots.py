@@ -23,6 +23,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+
 from quiclab.experiments.evaluate import FAIL, PASS, Result
 
 COLOURS = {PASS: "#4c9a2a", FAIL: "#c0392b"}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
 from quiclab.experiments import runner
 from quiclab.experiments.evaluate import (
     FAIL,
@@ -83,7 +84,6 @@ def load_points(catalog: Path | None) -> pd.DataFrame:
     """Published points: the catalog's table if it has one, else the packaged CSVs."""
     if catalog is not None and Path(catalog).is_file():
         from quiclab.datasets.catalog import Catalog
-
         from quiclab.errors import DataError
 
         try:

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+
+from quiclab.errors import SpecError
 from quiclab.experiments import provenance as prov
 from quiclab.experiments.executors import DaskExecutor, LocalExecutor, Outcome
 from quiclab.experiments.progress import ProgressReporter
@@ -30,8 +32,6 @@ from quiclab.experiments.store import PartStore, write_json_atomic
 from quiclab.models.registry import Registry
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario, field_names
-
-from quiclab.errors import SpecError
 
 #: Points per analytic task: "a whole sweep in one predict_batch call" up to this size.
 ANALYTIC_TASK_POINTS = 200_000

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from quiclab.experiments import runner
 
 from quiclab.errors import DataError
+from quiclab.experiments import runner
 
 SOURCES = ("published", "dataset", "fresh")
 WORST = 8
@@ -43,8 +43,14 @@ class SourceItems:
     skipped: list[tuple[str, str]]
 
 
-def load_evidence(catalog_path: Path, sources: list[str] | None) -> list[SourceItems]:
-    """Evidence per source from the catalog; sources=None means every one with data."""
+def load_evidence(catalog_path: Path, sources: list[str] | None,
+                  fresh_registry: Any = None, fresh_defaults: dict[str, Any] | None = None
+                  ) -> list[SourceItems]:
+    """Evidence per source from the catalog; sources=None means every one with data.
+
+    Fresh runs are predicted with this host's models (``fresh_registry``), for
+    the stacks those models cover, with the veth path's defaults.
+    """
     from quiclab.calibration.evidence import dataset_cells, published_points
     from quiclab.datasets.catalog import Catalog
 
@@ -72,7 +78,18 @@ def load_evidence(catalog_path: Path, sources: list[str] | None) -> list[SourceI
                     raise DataError(catalog_path, f"no runs with source={kind!r} (run `{hint}`)",
                                     field="runs")
                 continue
-            evidence, skipped = dataset_cells(sub, source=source), []
+            if source == "fresh":
+                if fresh_registry is None:
+                    if sources:
+                        raise DataError("--fresh-models", "no models for this host (run "
+                                        "`quiclab calibrate --source fresh`)")
+                    continue
+                evidence = dataset_cells(sub, source="fresh", known=fresh_registry.names(),
+                                         defaults=fresh_defaults)
+                missing = sorted(set(sub["server_impl"]) - set(fresh_registry.names()))
+                skipped = [(name, "no fresh model for this stack") for name in missing]
+            else:
+                evidence, skipped = dataset_cells(sub, source=source), []
         out.append(SourceItems(source, evidence, skipped))
     return out
 
@@ -105,6 +122,8 @@ def predict_source(items: SourceItems, engine: str, registry: Any, executor: Any
             "signed_error_pct": (predicted / e.goodput_mbps - 1.0) * 100.0
             if e.goodput_mbps > 0 else math.nan,
             "limit": row.get("limit_resource") if row else None, "n": e.n,
+            # Noise of the measurement itself: coefficient of variation over repetitions.
+            "noise_cv_pct": e.cv * 100.0 if e.cv == e.cv else math.nan,
         })
     return pd.DataFrame(rows), report.failed
 
@@ -118,7 +137,9 @@ def summarise(items: pd.DataFrame) -> pd.DataFrame:
                      "median_ape_pct": float(np.median(ape)) if len(ape) else math.nan,
                      "p95_ape_pct": float(np.percentile(ape, 95)) if len(ape) else math.nan,
                      "within_10_pct": float((ape <= 10).mean() * 100) if len(ape) else math.nan,
-                     "within_25_pct": float((ape <= 25).mean() * 100) if len(ape) else math.nan})
+                     "within_25_pct": float((ape <= 25).mean() * 100) if len(ape) else math.nan,
+                     "median_noise_cv_pct": float(g["noise_cv_pct"].median())
+                     if "noise_cv_pct" in g and g["noise_cv_pct"].notna().any() else math.nan})
     return pd.DataFrame(rows)
 
 
@@ -249,7 +270,17 @@ def main_validate(args: argparse.Namespace) -> int:
     from quiclab.experiments.cli import _executor, runtime_options
     from quiclab.models.registry import Registry
 
+    import json
+
     registry = Registry.load(args.paths.models)
+    fresh_dir = Path(args.fresh_models) if getattr(args, "fresh_models", None) \
+        else args.paths.data_dir / "models-fresh"
+    fresh_registry = fresh_defaults = None
+    if (fresh_dir / "cpus.json").is_file():
+        fresh_registry = Registry.load(fresh_dir)
+        meta = json.loads((fresh_dir / "cpus.json").read_text())
+        fresh_defaults = {"base_rtt_us": float(meta.get("base_rtt_us", 100.0)),
+                          "link_gbps": float(meta.get("link_gbps", 40.0))}
     executor = _executor(args)
     repro_dir = Path(args.reproductions) if args.reproductions \
         else args.paths.reports / "reproductions"
@@ -260,12 +291,13 @@ def main_validate(args: argparse.Namespace) -> int:
                                    "out": str(repro_dir), "no_catalog": False})
         main_reproduce(ns)
     sources = load_evidence(args.catalog, list(dict.fromkeys(args.source))
-                            if args.source else None)
+                            if args.source else None, fresh_registry, fresh_defaults)
     engines = list(dict.fromkeys(args.engine)) if args.engine else ["analytic"]
     frames = []
     for items in sources:
         for engine in engines:
-            frame, failed = predict_source(items, engine, registry, executor,
+            reg = fresh_registry if items.source == "fresh" else registry
+            frame, failed = predict_source(items, engine, reg, executor,
                                            args.paths.data_dir, runtime_options(args),
                                            not args.quiet)
             runner.print_failures(runner.RunReport(out=Path("."), failed=failed))
