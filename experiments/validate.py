@@ -267,20 +267,21 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
 
 
 def main_validate(args: argparse.Namespace) -> int:
+    import json
+
     from quiclab.experiments.cli import _executor, runtime_options
     from quiclab.models.registry import Registry
-
-    import json
 
     registry = Registry.load(args.paths.models)
     fresh_dir = Path(args.fresh_models) if getattr(args, "fresh_models", None) \
         else args.paths.data_dir / "models-fresh"
     fresh_registry = fresh_defaults = None
-    if (fresh_dir / "cpus.json").is_file():
+    if fresh_dir.is_dir() and any(p.name != "cpus.json" for p in fresh_dir.glob("*.json")):
         fresh_registry = Registry.load(fresh_dir)
-        meta = json.loads((fresh_dir / "cpus.json").read_text())
-        fresh_defaults = {"base_rtt_us": float(meta.get("base_rtt_us", 100.0)),
-                          "link_gbps": float(meta.get("link_gbps", 40.0))}
+        if (fresh_dir / "cpus.json").is_file():
+            meta = json.loads((fresh_dir / "cpus.json").read_text())
+            fresh_defaults = {"base_rtt_us": float(meta.get("base_rtt_us", 100.0)),
+                              "link_gbps": float(meta.get("link_gbps", 40.0))}
     executor = _executor(args)
     repro_dir = Path(args.reproductions) if args.reproductions \
         else args.paths.reports / "reproductions"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from quiclab.models.registry import Registry
 from quiclab.models.testing import synthetic_model, synthetic_registry
 

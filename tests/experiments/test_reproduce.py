@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from quiclab.cli import main
 from quiclab.experiments.evaluate import FAIL, NOT_COVERED, PASS, verdict
 from quiclab.experiments.executors import LocalExecutor
 from quiclab.experiments.findings import load_repro
@@ -15,8 +17,6 @@ from quiclab.experiments.reproduce import run_one, update_summary, write_one
 from quiclab.models.registry import Registry
 from quiclab.sim.engine import get_engine
 from quiclab.sim.scenario import Scenario
-
-from quiclab.cli import main
 
 from .conftest import write
 

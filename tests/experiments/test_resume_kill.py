@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+
 from quiclab.datasets.catalog import Catalog
 from quiclab.experiments.runner import scenario_key
 from quiclab.experiments.spec import load_sweep

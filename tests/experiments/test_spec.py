@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from quiclab.experiments.findings import load_repro
-from quiclab.experiments.spec import find_spec, load_sweep, packaged_dir
 
 from quiclab.errors import ScenarioError, SpecError
+from quiclab.experiments.findings import load_repro
+from quiclab.experiments.spec import find_spec, load_sweep, packaged_dir
 
 from .conftest import write
 

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+
+from quiclab.cli import main
 from quiclab.datasets.catalog import Catalog
+from quiclab.errors import SpecError
 from quiclab.experiments import runner
 from quiclab.experiments.executors import DaskExecutor, LocalExecutor
 from quiclab.experiments.spec import load_sweep
@@ -14,9 +17,6 @@ from quiclab.experiments.store import PartStore
 from quiclab.models.registry import Registry
 from quiclab.sim.engine import get_engine
 from quiclab.sim.scenario import Scenario
-
-from quiclab.cli import main
-from quiclab.errors import SpecError
 
 from .conftest import write
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from quiclab.cli import main
 from quiclab.datasets.catalog import Catalog
 from quiclab.models.testing import synthetic_model, synthetic_registry
 from quiclab.sim.engine import get_engine
 from quiclab.sim.scenario import Scenario
-
-from quiclab.cli import main
 
 from .conftest import MODELS
 
@@ -47,7 +47,8 @@ def test_validate_tiny_catalog(tmp_path: Path, catalog: Path, models_dir: Path,
                                capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "validation"
     assert main(["--models", str(models_dir), "--catalog", str(catalog), "validate",
-                 "--quiet", "--out", str(out), "--reproductions", str(tmp_path / "none")]) == 0
+                 "--quiet", "--out", str(out), "--reproductions", str(tmp_path / "none"),
+                 "--fresh-models", str(models_dir)]) == 0
     printed = capsys.readouterr().out
     assert "median_ape_pct" in printed and "published" in printed and "fresh" in printed
     items = pd.read_csv(out / "validation.csv")
