@@ -251,7 +251,24 @@ class _RateModel:
                                              rate_cc, rate_fc]), 1.0)
 
 
+#: Scenarios evaluated per block: the ~40 vector operations per solver step then
+#: stay in the CPU cache instead of streaming 8-byte arrays through memory.
+BLOCK = 16384
+
+
 def evaluate(inp: Inputs, iterations: int = 8) -> Outputs:
+    """Solve the bottleneck model for every scenario, block by block (see _evaluate)."""
+    x = inp.broadcast()
+    n = len(x.payload_bytes)
+    if n <= BLOCK:
+        return _evaluate(x, iterations)
+    parts = [_evaluate(Inputs(*[getattr(x, f.name)[i:i + BLOCK] for f in fields(Inputs)]),
+                       iterations) for i in range(0, n, BLOCK)]
+    return Outputs(*[np.concatenate([getattr(p, f.name) for p in parts])
+                     for f in fields(Outputs)])
+
+
+def _evaluate(inp: Inputs, iterations: int = 8) -> Outputs:
     """Solve the bottleneck model for every scenario (see the module docstring).
 
     Goodput ``g`` is the fixed point ``g = f(g)``, where ``f`` gives the
