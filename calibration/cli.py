@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "calibrate", help="fit per-implementation cost models from the catalog",
         description="Fit CPU cost models (stage A: CPU regressions; stage C: a joint fit of "
@@ -68,7 +68,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.cv in ("pairs", "all"):
         cv["pairs"] = cvmod.leave_one_pair_out(frames, cal, progress=progress)
     report_dir = Path(args.report) if args.report else args.paths.reports / "calibration"
-    headline = write_report(cal, report_dir, cv)  # type: ignore[arg-type]
+    headline = write_report(cal, report_dir, cv)
     print(f"report: {report_dir / 'calibration.md'} ({time.perf_counter() - started:.0f} s)")
     for key, value in headline.items():
         print(f"  {key:42s} {value:6.1f}")

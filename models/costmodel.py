@@ -15,6 +15,19 @@ the cost of building, encrypting and sending one ACK packet). ``crypto(P) =
 crypto_ns_per_packet + crypto_ns_per_byte·P`` for the scenario's cipher
 (Mukherjee et al. 2025, Table 3: a fixed per-packet initialisation plus a
 per-byte part).
+
+Request and handshake workloads (issue 10) add, per role (sender = the
+server's end, receiver = the client's end): ``ns_per_connection`` (the
+handshake's TLS work — key exchange, certificate signature or verification,
+key schedule — and connection state, beyond its packets), ``ns_per_request``
+(stream open/close, HTTP/3 HEADERS with QPACK, request parsing, the
+application's lookup), ``ns_per_stream_frame`` (each STREAM frame beyond the
+one a data packet carries, e.g. several small responses in one packet),
+``request_cores`` / ``request_cores_half`` (how many cores request work
+spreads over as connections grow) and ``connection_wait_us`` (time a
+connection is held without CPU, e.g. timers). They have defaults so that
+model files written before them still load; how the request engines combine
+them is in :mod:`quiclab.sim.request_costs`.
 """
 
 from __future__ import annotations
@@ -31,6 +44,13 @@ from quiclab.errors import DataError
 SCHEMA = "quiclab.costmodel/1"
 ROLES = ("sender", "receiver")
 ROLE_COSTS = ("ns_per_packet", "ns_per_byte", "ns_per_syscall", "ns_per_segment", "ns_per_ack")
+#: Request-workload terms of a role (issue 10); optional in JSON (defaults below).
+REQUEST_COSTS = ("ns_per_connection", "ns_per_request", "ns_per_stream_frame", "request_cores",
+                 "request_cores_half", "connection_wait_us")
+#: Of those, the CPU costs (scaled by a variant's cost factor and the CPU rule).
+REQUEST_CPU_COSTS = ("ns_per_connection", "ns_per_request", "ns_per_stream_frame")
+#: Provenance of a request term a model file does not carry.
+UNCALIBRATED = "assumed: not in this model file (bulk-only model, written before issue 10)"
 
 
 @dataclass(frozen=True)
@@ -100,6 +120,23 @@ class RoleCosts:
     app_ns_per_byte: dict[str, Param] = field(default_factory=dict)
     #: Effective cores the role can use for its packet path (1 = single thread).
     cores: Param = field(default_factory=lambda: Param(1, 1, 1, "cores", "assumed: single thread"))
+    # --- request workloads (issue 10); see the module docstring -------------------
+    #: CPU per connection beyond its handshake packets: TLS 1.3 key exchange and
+    #: certificate signature (server) or verification (client), key schedule,
+    #: handshake messages, connection state set-up and teardown.
+    ns_per_connection: Param = field(default_factory=lambda: Param(0, 0, 0, "ns", UNCALIBRATED))
+    #: CPU per request beyond its packets: stream open/close, HTTP/3 HEADERS
+    #: (QPACK) encoding or decoding, request parsing, the application's lookup.
+    ns_per_request: Param = field(default_factory=lambda: Param(0, 0, 0, "ns", UNCALIBRATED))
+    #: CPU per STREAM frame beyond the one every data packet carries.
+    ns_per_stream_frame: Param = field(default_factory=lambda: Param(0, 0, 0, "ns", UNCALIBRATED))
+    #: Cores request work spreads over with many connections (1 = one event loop).
+    request_cores: Param = field(default_factory=lambda: Param(1, 1, 1, "cores", UNCALIBRATED))
+    #: Connections at which half of the extra request cores are in use (0 = all at once).
+    request_cores_half: Param = field(
+        default_factory=lambda: Param(0, 0, 0, "connections", UNCALIBRATED))
+    #: Time a connection is held at this end without CPU (timers, deferred work), µs.
+    connection_wait_us: Param = field(default_factory=lambda: Param(0, 0, 0, "us", UNCALIBRATED))
 
     def items(self) -> Iterator[tuple[str, Param]]:
         for name in ROLE_COSTS:
@@ -107,11 +144,22 @@ class RoleCosts:
         for app, p in sorted(self.app_ns_per_byte.items()):
             yield f"app_ns_per_byte.{app}", p
         yield "cores", self.cores
+        for name in REQUEST_COSTS:
+            yield name, getattr(self, name)
+
+    def request_cores_at(self, connections: float) -> float:
+        """Cores request work uses with ``connections`` connections:
+        ``1 + (request_cores − 1) · C / (C + request_cores_half)``."""
+        extra = max(self.request_cores.value - 1.0, 0.0)
+        half = self.request_cores_half.value
+        return 1.0 + extra * (connections / (connections + half) if half > 0 else 1.0)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {name: getattr(self, name).to_json() for name in ROLE_COSTS}
         out["app_ns_per_byte"] = {k: v.to_json() for k, v in sorted(self.app_ns_per_byte.items())}
         out["cores"] = self.cores.to_json()
+        for name in REQUEST_COSTS:
+            out[name] = getattr(self, name).to_json()
         return out
 
     @classmethod
@@ -123,7 +171,10 @@ class RoleCosts:
         apps = {k: Param.from_json(v, f"{where}.app_ns_per_byte.{k}")
                 for k, v in data.get("app_ns_per_byte", {}).items()}
         cores = Param.from_json(data.get("cores", 1), f"{where}.cores")
-        return cls(**kwargs, app_ns_per_byte=apps, cores=cores)
+        # Request terms are optional: files written before issue 10 take the defaults.
+        request = {name: Param.from_json(data[name], f"{where}.{name}")
+                   for name in REQUEST_COSTS if name in data}
+        return cls(**kwargs, app_ns_per_byte=apps, cores=cores, **request)
 
 
 @dataclass(frozen=True)
@@ -199,7 +250,8 @@ class Behaviour:
         if unknown:
             raise DataError(where, f"unknown behaviour key {unknown[0]!r} "
                             f"(known: {', '.join(sorted(known))})")
-        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        kwargs: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                  for k, v in data.items()}
         return cls(**kwargs)
 
 
@@ -273,7 +325,8 @@ class CostModel:
                     apps[cost.split(".", 1)[1]] = param
                     target = replace(target, app_ns_per_byte=apps)
                 else:
-                    target = replace(target, **{cost: param})
+                    changes: dict[str, Any] = {cost: param}
+                    target = replace(target, **changes)
                 if role_name == "sender":
                     sender = target
                 else:
@@ -336,5 +389,6 @@ def _scale_role(costs: RoleCosts, factor: float) -> RoleCosts:
     return replace(
         costs,
         **{name: getattr(costs, name).scaled(factor) for name in ROLE_COSTS},
+        **{name: getattr(costs, name).scaled(factor) for name in REQUEST_CPU_COSTS},
         app_ns_per_byte={k: v.scaled(factor) for k, v in costs.app_ns_per_byte.items()},
     )

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="print speed figures of the engines",
                        description="Benchmarks: scenarios/s (analytic), simulated packets per "
                                    "CPU-second (des, ns3).")

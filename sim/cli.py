@@ -10,15 +10,17 @@ from typing import Any
 from quiclab.errors import DataError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("predict", help="predict goodput for one scenario",
                        description="Predict goodput, CPU, packets and the limiting resource "
                                    "of one scenario. Defaults reproduce the QIR-10G baseline.")
     p.add_argument("--server", help="server (sender) implementation, e.g. lsquic or lsquic@march")
     p.add_argument("--client", help="client (receiver) implementation")
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a Scenario field (repeatable; several per flag with spaces), "
-                        "e.g. --set mtu_bytes=9000 --set 'rtt_ms=10 loss_pct=0.5'")
+    p.add_argument("--set", action="extend", nargs="+", default=[], metavar="FIELD=VALUE",
+                   help="override Scenario fields (repeatable; several per flag), e.g. "
+                        "--set mtu_bytes=9000 --set rtt_ms=10 loss_pct=0.5, or a request "
+                        "workload: --set workload=requests request_bytes=630 connections=100 "
+                        "streams=10 requests=1000000")
     p.add_argument("--scenario", metavar="FILE.yaml", help="read scenario fields from YAML/JSON")
     p.add_argument("--engine", default="analytic", choices=("analytic", "des", "ns3"),
                    help="engine to use (default analytic)")
@@ -86,5 +88,9 @@ def format_prediction(pred: Any) -> str:
                                    for k, v in sorted(pred.headroom.items(), key=lambda kv: kv[1])),
         f"  CPU rule  {pred.cpu_rule}",
     ]
+    if s.workload != "bulk":
+        lines[1:1] = [
+            f"  requests  {pred.requests_per_s:12,.0f} req/s   completion {pred.completion_s:.3f} s"
+            f"   latency p50 {pred.latency_p50_ms:.3f} ms  p99 {pred.latency_p99_ms:.3f} ms"]
     lines += [f"  note      {n}" for n in pred.notes]
     return "\n".join(lines)

@@ -36,15 +36,15 @@ def get_engine(name: str, registry: Registry, **options: object) -> Engine:
 
     def analytic() -> Engine:
         from quiclab.sim.analytic import AnalyticEngine
-        return AnalyticEngine(registry, **options)  # type: ignore[arg-type]
+        return AnalyticEngine(registry, **options)
 
     def des() -> Engine:
         from quiclab.sim.des import DesEngine
-        return DesEngine(registry, **options)  # type: ignore[arg-type]
+        return DesEngine(registry, **options)
 
     def ns3() -> Engine:
         from quiclab.sim.ns3 import Ns3Engine
-        return Ns3Engine(registry, **options)  # type: ignore[arg-type]
+        return Ns3Engine(registry, **options)
 
     factories.update(analytic=analytic, des=des, ns3=ns3)
     if name not in factories:

@@ -23,6 +23,7 @@ from quiclab.sim.analytic.core import (
     Outputs,
     evaluate,
 )
+from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, path_for, resolve
 from quiclab.sim.scenario import Scenario
@@ -33,8 +34,17 @@ __all__ = ["ENGINE_VERSION", "AnalyticEngine", "bounds", "inputs_from_resolved"]
 
 
 def _host_key(s: Scenario) -> tuple[object, ...]:
+    # connections: the request cores an endpoint uses depend on them (issue 10).
     return (s.server, s.client, s.cpu, s.cpu_ghz, s.cipher, s.app, s.mtu_bytes, s.gso, s.gro,
-            s.udp_payload_bytes, s.cc)
+            s.udp_payload_bytes, s.cc, s.connections) + _layout_key(s)
+
+
+def _layout_key(s: Scenario) -> tuple[object, ...]:
+    # Pipeline, placement and runtime threads (issue 11, sim/cores.py); the link
+    # rate picks the NIC (and its NUMA node) only when a side is pinned.
+    pinned = s.pin or s.server_core >= 0 or s.client_core >= 0
+    return (s.pipeline, s.pin, s.server_core, s.client_core, s.streams,
+            s.link_gbps if pinned else None)
 
 
 def inputs_from_resolved(items: Sequence[Resolved]) -> Inputs:
@@ -117,7 +127,19 @@ class AnalyticEngine:
         if not scenarios:
             return []
         resolved, out = self.evaluate(scenarios)
-        return [self._prediction(r, out, i) for i, r in enumerate(resolved)]
+        preds = [self._prediction(r, out, i) if r.scenario.workload == "bulk" else None
+                 for i, r in enumerate(resolved)]
+        requests = [i for i, r in enumerate(resolved) if r.scenario.workload != "bulk"]
+        if requests:
+            # Request and handshake workloads: the closed form of sim/analytic/requests.py,
+            # with the bulk model's window rates bounding each connection.
+            from quiclab.sim.analytic.requests import predict_requests
+
+            answered = predict_requests([resolved[i] for i in requests],
+                                        out.rates_bps[requests], self.name, self.version)
+            for i, pred in zip(requests, answered, strict=True):
+                preds[i] = pred
+        return preds
 
     def _prediction(self, r: Resolved, out: Outputs, i: int) -> Prediction:
         s = r.scenario
@@ -148,7 +170,7 @@ class AnalyticEngine:
         notes = [f"pair interplay: busy {r.interop_busy:.2f} ({r.interop_source})"]
         if s.cc == "bbr":
             notes.append("bbr: modelled as loss-insensitive below 20 % loss")
-        return Prediction(
+        return annotate(Prediction(
             scenario=s,
             engine=self.name,
             engine_version=self.version,
@@ -175,5 +197,5 @@ class AnalyticEngine:
             model_versions=r.model_versions,
             cpu_rule=r.describe_cpu(),
             notes=tuple(notes),
-        )
+        ), r)
 
