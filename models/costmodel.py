@@ -107,6 +107,13 @@ def _r(x: float) -> float:
     return float(f"{x:.6g}")
 
 
+# Defaults of the request terms a model file does not carry (Param is immutable).
+_NO_NS = Param(0.0, 0.0, 0.0, "ns", UNCALIBRATED)
+_ONE_CORE = Param(1.0, 1.0, 1.0, "cores", UNCALIBRATED)
+_NO_CONNECTIONS = Param(0.0, 0.0, 0.0, "connections", UNCALIBRATED)
+_NO_WAIT = Param(0.0, 0.0, 0.0, "us", UNCALIBRATED)
+
+
 @dataclass(frozen=True)
 class RoleCosts:
     """CPU cost of one role (sender or receiver), ns on the reference CPU."""
@@ -124,19 +131,18 @@ class RoleCosts:
     #: CPU per connection beyond its handshake packets: TLS 1.3 key exchange and
     #: certificate signature (server) or verification (client), key schedule,
     #: handshake messages, connection state set-up and teardown.
-    ns_per_connection: Param = field(default_factory=lambda: Param(0, 0, 0, "ns", UNCALIBRATED))
+    ns_per_connection: Param = _NO_NS
     #: CPU per request beyond its packets: stream open/close, HTTP/3 HEADERS
     #: (QPACK) encoding or decoding, request parsing, the application's lookup.
-    ns_per_request: Param = field(default_factory=lambda: Param(0, 0, 0, "ns", UNCALIBRATED))
+    ns_per_request: Param = _NO_NS
     #: CPU per STREAM frame beyond the one every data packet carries.
-    ns_per_stream_frame: Param = field(default_factory=lambda: Param(0, 0, 0, "ns", UNCALIBRATED))
+    ns_per_stream_frame: Param = _NO_NS
     #: Cores request work spreads over with many connections (1 = one event loop).
-    request_cores: Param = field(default_factory=lambda: Param(1, 1, 1, "cores", UNCALIBRATED))
+    request_cores: Param = _ONE_CORE
     #: Connections at which half of the extra request cores are in use (0 = all at once).
-    request_cores_half: Param = field(
-        default_factory=lambda: Param(0, 0, 0, "connections", UNCALIBRATED))
+    request_cores_half: Param = _NO_CONNECTIONS
     #: Time a connection is held at this end without CPU (timers, deferred work), µs.
-    connection_wait_us: Param = field(default_factory=lambda: Param(0, 0, 0, "us", UNCALIBRATED))
+    connection_wait_us: Param = _NO_WAIT
 
     def items(self) -> Iterator[tuple[str, Param]]:
         for name in ROLE_COSTS:
