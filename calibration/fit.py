@@ -128,8 +128,10 @@ class Calibrator:
     def __init__(self, cpus: CpuCatalog | None = None, exclude: Sequence[str] = (),
                  max_nfev: int = 400, ridge_role: float = 1.0, ridge_pair: float = 1.0,
                  progress: Callable[[str], None] | None = None,
-                 warm_start: dict[str, float] | None = None):
+                 warm_start: dict[str, float] | None = None, requests: bool = True):
         self.cpus = cpus or CpuCatalog.packaged()
+        #: Also calibrate the request-workload terms (quiclab.calibration.requests).
+        self.requests = requests
         #: Parameter values (fit space) to start from, e.g. a previous full fit.
         self.warm_start = dict(warm_start or {})
         self.exclude = tuple(exclude)
@@ -570,6 +572,13 @@ class Calibrator:
         self.theta_ = result.x
         specs, interop = self._apply(result.x)
         self.models_ = self._models(specs)
+        if self.requests:
+            # Request-workload terms (issue 10): seeds 003/004 on top of the bulk fit;
+            # they change no bulk cost of a model the bulk evidence identifies.
+            from quiclab.calibration.requests import RequestCalibrator
+
+            self.requests_ = RequestCalibrator(self.cpus).fit(self.models_, frames.points)
+            self.models_ = self.requests_.models_
         self.interop_ = interop
         self.registry_ = Registry(self.models_, self.cpus, interop, source="calibration")
         pred_all = self._predict(result.x, self.all_evidence_)

@@ -196,3 +196,86 @@ REQUEST_SERVERS = {
     "proto-quic": "Google proto-quic (gQUIC), " + S004,
     "caddy": "Caddy (quic-go), " + S004,
 }
+
+
+# --- Request and handshake workloads (issue 10) ---------------------------------------
+
+#: Which bulk model gives each request server its packet-path structure
+#: (per-packet, per-byte, system-call and crypto split, packet size); the cost
+#: level is then fitted (``quiclab.calibration.requests``).
+REQUEST_SERVER_BASES: dict[str, Fact] = {
+    "lsws": Fact("lsquic", S004 + ": LiteSpeed Web Server is built on lsquic"),
+    "caddy": Fact("quic-go", S004 + ": Caddy serves QUIC with quic-go"),
+    "proto-quic": Fact("lsquic", "assumed: a C/C++ stack on BoringSSL without GSO has "
+                                 "lsquic's cost structure; its level is fitted (seed 004)"),
+    "quiche-g": Fact("lsquic", "assumed: as proto-quic (Google QUICHE, C++, BoringSSL); "
+                               "level fitted (seed 003)"),
+    "nginx-quic": Fact("lsquic", "assumed: a C stack (nginx's own QUIC code, OpenSSL-compatible "
+                                 "TLS) with lsquic's cost structure; level fitted (seed 003)"),
+}
+#: Language and TLS library of the request servers, for the record.
+REQUEST_SERVER_FACTS: dict[str, tuple[str, str]] = {
+    "lsws": ("C", "BoringSSL"), "caddy": ("Go", "Go crypto/tls"),
+    "proto-quic": ("C++", "BoringSSL"), "quiche-g": ("C++", "BoringSSL"),
+    "nginx-quic": ("C", "OpenSSL-compatible (quictls/BoringSSL)"),
+}
+#: Build variants that exist only for the request benchmarks.
+REQUEST_VARIANTS: dict[str, dict[str, Fact]] = {
+    "quic-go": {"gquic": Fact("2018 gQUIC quic-go server benchmarked by LiteSpeed",
+                              S004 + " Rounds 1–2 (server quic-go)")},
+}
+#: UDP payload of the request servers (packet size of their responses).
+REQUEST_SERVER_PAYLOAD: dict[str, Fact] = {
+    "proto-quic": Fact(1350, "assumed: gQUIC's default maximum packet size (1350 bytes)"),
+    "quiche-g": Fact(1350, S003 + ": max_udp_payload_size 1350 in every test"),
+    "nginx-quic": Fact(1350, S003 + ": max_udp_payload_size 1350 in every test"),
+}
+#: Threads a client uses for its requests (request cores of its receiver role).
+CLIENT_THREADS: dict[str, Fact] = {
+    "tquic": Fact(4.0, S003 + ": the TQUIC stress client runs several threads (--threads) "
+                        "so that the single-threaded servers reach 100 % CPU; the count is "
+                        "not stated, 4 assumed"),
+}
+
+#: Handshake cryptography (TLS 1.3 with X25519 and an ECDSA P-256 certificate, as
+#: the testbed's certificate), measured with ``openssl speed -seconds 1..3
+#: ecdhx25519 ecdsap256`` (OpenSSL 3.0.19) on the testbed host, an Intel Xeon
+#: (Cascade Lake) at 2.5 GHz, 2026-11-22: the best of four runs; run-to-run
+#: spread on this shared two-core VM about ±30 %. µs per operation.
+HANDSHAKE_CRYPTO_US: dict[str, Fact] = {
+    "x25519": Fact(40.1, "measured: openssl speed ecdhx25519, 24 914 op/s (best of 4)"),
+    "ecdsa_p256_sign": Fact(26.1, "measured: openssl speed ecdsap256, 38 274 sign/s"),
+    "ecdsa_p256_verify": Fact(77.6, "measured: openssl speed ecdsap256, 12 894 verify/s"),
+}
+#: The host those numbers were measured on (moved to a model's reference CPU by the CPU rule).
+HANDSHAKE_CRYPTO_CPU = {"name": "testbed host Intel Xeon @ 2.50GHz", "vendor": "Intel",
+                        "microarchitecture": "cascade-lake", "ghz": 2.5}
+#: Relative interval of the measured handshake cryptography (run-to-run spread).
+HANDSHAKE_CRYPTO_REL = 0.3
+#: TLS and connection work of a handshake besides its public-key operations
+#: (handshake messages, transcript hashes, about ten HKDF expansions, transport
+#: parameters, connection IDs and state), in units of one data packet's protocol
+#: work (ns_per_packet + ns_per_segment) of the same role. Assumed; ×/÷ 3.
+HANDSHAKE_PROTOCOL_PACKETS = Fact(10.0, "assumed: the non-cryptographic handshake work equals "
+                                        "the protocol work of ten data packets; ×/÷ 3")
+#: One STREAM frame beyond the first in a packet, as a share of the role's
+#: per-packet protocol work. Not identifiable from the seeds.
+STREAM_FRAME_SHARE = Fact(0.1, "assumed: a STREAM frame header, stream lookup and "
+                               "reassembly bookkeeping, a tenth of a data packet's protocol "
+                               "work (ns_per_packet); not identifiable from the seeds, ×/÷ 3")
+
+#: The request benchmarks' testbeds as Scenario fields; the reproduction specs
+#: (experiments/repro-tquic-*.yaml, repro-litespeed-*.yaml) use the same values.
+REQUEST_TESTBEDS: dict[str, dict[str, Any]] = {
+    # Seed 003: one AMD EPYC 7K62 host, client and server on separate cores,
+    # max_udp_payload_size 1350, HTTP/3. Connections and streams are not stated:
+    # 100 connections with one request each in flight assumed.
+    "003": {"cpu": "AMD EPYC 7K62", "app": "h3", "client": "tquic", "udp_payload_bytes": 1350,
+            "connections": 100},
+    # Seed 004: two machines on a 10G link; the CPU is not stated — a Broadwell
+    # server of the benchmark's time (the catalog's Xeon E5-2640 v4) is assumed.
+    # gQUIC is approximated by the HTTP/3 application model, with gQUIC's 1350-byte
+    # default packets. One lsquic http_client.
+    "004": {"cpu": "Intel Xeon E5-2640 v4", "link_gbps": 10.0, "app": "h3",
+            "client": "lsquic", "udp_payload_bytes": 1350},
+}

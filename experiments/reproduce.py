@@ -37,9 +37,13 @@ from quiclab.experiments.findings import ReproSpec, load_repro
 from quiclab.experiments.spec import find_spec, packaged_dir
 from quiclab.models.registry import Registry
 
-#: Engines for request workloads: none yet (issue 10).
-REQUEST_REASON = ("request workloads are not modelled yet: the DES refuses workload != bulk "
-                  "and the analytic engine predicts bulk goodput only (issue 10)")
+#: Request and handshake workloads (issue 10) run in the analytic engine and the DES;
+#: the ns-3 engine simulates one bulk connection.
+REQUEST_REASON = ("request and handshake workloads are modelled by the analytic engine and "
+                  "the DES only; the ns-3 engine simulates one bulk connection")
+#: Several connections of a bulk transfer: no engine splits one transfer over connections.
+CONNECTIONS_REASON = ("a bulk transfer over several connections is not modelled (use "
+                      "workload=requests for many connections)")
 
 
 PIPELINE_REASON = ("pipelined stacks (Scenario.pipeline) are not modelled by any engine yet "
@@ -48,10 +52,12 @@ PIN_REASON = ("core pinning and NUMA placement (Scenario.pin) are not modelled b
               "yet")
 
 
-def unmodelled(scenario: Any) -> str | None:
-    """Why no engine can predict this scenario today, or None."""
-    if scenario.workload != "bulk" or scenario.connections != 1:
+def unmodelled(scenario: Any, engine: str | None = None) -> str | None:
+    """Why ``engine`` (any engine when None) cannot predict this scenario today, or None."""
+    if scenario.workload != "bulk" and engine == "ns3":
         return REQUEST_REASON
+    if scenario.workload == "bulk" and scenario.connections != 1:
+        return CONNECTIONS_REASON
     if scenario.pipeline != "none":
         return PIPELINE_REASON
     if scenario.pin:
@@ -140,7 +146,7 @@ def run_one(spec: ReproSpec, registry: Registry | None, points: pd.DataFrame,
             names = list(dict.fromkeys(names))
             runnable = []
             for n in names:
-                reason = unmodelled(spec.named[n])
+                reason = unmodelled(spec.named[n], engine)
                 if reason:
                     failures[(n, engine)] = reason
                 else:

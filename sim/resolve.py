@@ -17,6 +17,7 @@ from quiclab.errors import ScenarioError
 from quiclab.models.costmodel import CostModel, RoleCosts
 from quiclab.models.cpus import CpuScaling
 from quiclab.models.registry import Registry
+from quiclab.sim.request_costs import endpoint_fields
 from quiclab.sim.scenario import Scenario
 
 #: IPv4 (20) + UDP (8) header bytes between the MTU and the UDP payload.
@@ -62,6 +63,23 @@ class Endpoint:
     rx_stall_rate_hz: float
     rx_stall_min_s: float
     rx_stall_alpha: float
+    # Request workloads (issue 10; sim/request_costs.py). Sending a packet uses the
+    # implementation's sender-role costs, receiving one its receiver-role costs,
+    # whichever end this is: fixed ns per packet (protocol, crypto, segment),
+    # ns per UDP payload byte, ns per system call.
+    tx_ns_packet: float = 0.0
+    tx_ns_byte: float = 0.0
+    tx_ns_call: float = 0.0
+    rx_ns_packet: float = 0.0
+    rx_ns_byte: float = 0.0
+    rx_ns_call: float = 0.0
+    app_ns_byte: float = 0.0  # application cost per response byte (the scenario's app)
+    ns_per_connection: float = 0.0  # handshake TLS work and state, beyond its packets
+    ns_per_request: float = 0.0
+    ns_per_stream_frame: float = 0.0
+    request_cores: float = 1.0  # cores request work uses at the scenario's connections
+    connection_wait_s: float = 0.0
+    request_source: str = ""
 
     @property
     def ns_per_data_packet(self) -> float:
@@ -201,6 +219,8 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
         rx_stall_rate_hz=beh.rx_stall_rate_hz,
         rx_stall_min_s=beh.rx_stall_min_us * 1e-6,
         rx_stall_alpha=beh.rx_stall_alpha,
+        **endpoint_fields(model, role_name, scenario.cipher, scenario.app,
+                          scenario.connections, f),
     )
 
 
