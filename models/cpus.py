@@ -50,11 +50,30 @@ class Cpu:
     nic_numa_node: int
     aes_ni: bool
     sources: tuple[str, ...]
+    #: NICs of the hosts with this CPU as (rate Gbit/s, NUMA node), where the seeds
+    #: name more than one (seed 002 Fig. 10); empty: one NIC on ``nic_numa_node``.
+    nics: tuple[tuple[float, int], ...] = ()
 
     def to_row(self) -> dict[str, Any]:
         row = dict(self.__dict__)
         row["sources"] = "; ".join(self.sources)
+        row.pop("nics", None)  # not a catalog column: nic_numa_node is the default NIC
         return row
+
+    def numa_node_of(self, core: int) -> int:
+        """NUMA node of ``core``: cores are numbered node by node (hwloc's order on
+        the EPYC 7543 in NPS4, seed 002 §4.7: cores 0, 8, 16, 24 cover the four nodes)."""
+        per_node = max(1, self.cores // max(1, self.numa_nodes))
+        return min(self.numa_nodes - 1, core // per_node)
+
+    def nic_node(self, link_gbps: float) -> int:
+        """NUMA node of the NIC a link of ``link_gbps`` runs on: the catalog NIC of
+        exactly that rate, else the slowest one at least as fast, else the default."""
+        exact = [node for gbps, node in self.nics if gbps == link_gbps]
+        if exact:
+            return exact[0]
+        faster = sorted((gbps, node) for gbps, node in self.nics if gbps >= link_gbps)
+        return faster[0][1] if faster else self.nic_numa_node
 
 
 @dataclass(frozen=True)
@@ -105,7 +124,9 @@ class CpuCatalog:
                     base_ghz=float(c.get("base_ghz", c["max_ghz"])), cores=int(c["cores"]),
                     threads=int(c["threads"]), numa_nodes=int(c.get("numa_nodes", 1)),
                     nic_numa_node=int(c.get("nic_numa_node", 0)),
-                    aes_ni=bool(c.get("aes_ni", True)), sources=tuple(c.get("sources", ()))))
+                    aes_ni=bool(c.get("aes_ni", True)), sources=tuple(c.get("sources", ())),
+                    nics=tuple((float(n["gbps"]), int(n["numa_node"]))
+                               for n in c.get("nics", ()))))
             except (KeyError, ValueError) as err:
                 raise DataError(where, f"cpus[{i}]: {err}") from None
         return cls(cpus, uarchs, str(data.get("rule", "")))

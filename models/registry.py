@@ -18,8 +18,11 @@ from typing import Any
 from quiclab.errors import DataError, ScenarioError
 from quiclab.models.costmodel import CostModel
 from quiclab.models.cpus import CpuCatalog
+from quiclab.models.pipelines import HostParams
 
 INTEROP_SCHEMA = "quiclab.interop/1"
+#: The calibrated pipeline/placement parameters beside the cost models (issue 11).
+PIPELINE_FILE = "pipeline.json"
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,12 @@ class Registry:
 
     def __init__(self, models: dict[str, CostModel], cpus: CpuCatalog,
                  interop: Interop | None = None, source: str = "<memory>",
-                 track_versions: bool = True):
+                 track_versions: bool = True, host: HostParams | None = None):
         self.models = dict(models)
+        #: Calibrated pipeline, placement and runtime-thread parameters
+        #: (``pipeline.json``, issue 11); assumed values when absent.
+        self.host = host or HostParams.assumed()
+        self._host_fitted = host is not None
         if not track_versions:
             # Calibration builds thousands of throw-away registries: skip hashing.
             self._versions: dict[str, str] | None = {"calibration": "in-progress"}
@@ -105,6 +112,7 @@ class Registry:
             raise DataError(directory, "model directory does not exist (run `quiclab calibrate`)")
         models: dict[str, CostModel] = {}
         interop = None
+        host = None
         cpus = cpus or CpuCatalog.packaged()
         extra = directory / "cpus.json"
         if extra.is_file():
@@ -121,11 +129,14 @@ class Registry:
             if path.name == "interop.json":
                 interop = Interop.from_json(json.loads(path.read_text()), str(path))
                 continue
+            if path.name == PIPELINE_FILE:
+                host = HostParams.load(path)
+                continue
             model = CostModel.load(path)
             models[model.implementation] = model
         if not models:
             raise DataError(directory, "no cost models (*.json) found (run `quiclab calibrate`)")
-        return cls(models, cpus, interop, str(directory))
+        return cls(models, cpus, interop, str(directory), host=host)
 
     @classmethod
     def packaged(cls) -> Registry:
@@ -167,5 +178,7 @@ class Registry:
         if self.interop.pair_effect or self.interop.server_effect:
             blob = json.dumps(self.interop.to_json(), sort_keys=True).encode()
             out["interop"] = hashlib.sha256(blob).hexdigest()[:10]
+        if self._host_fitted:
+            out["pipeline"] = hashlib.sha256(self.host.dumps().encode()).hexdigest()[:10]
         self._versions = out
         return out

@@ -63,6 +63,16 @@ class Endpoint:
     rx_stall_rate_hz: float
     rx_stall_min_s: float
     rx_stall_alpha: float
+    # Where the work runs (issue 11; sim/cores.py, sim/analytic/pipeline.py):
+    # hand-offs between the cores of a pipeline per data packet (ns); each core as
+    # (stages, share of the endpoint's work, busy polling, queue depth in messages);
+    # the preset and layout; runtime threads' CPU that adds no packet rate (cores);
+    # where the process runs relative to the NIC.
+    ns_handoff: float = 0.0
+    pipeline: tuple[tuple[str, float, bool, int], ...] = ()
+    pipeline_label: str = ""
+    overhead_cores: float = 0.0
+    placement_note: str = ""
     # Request workloads (issue 10; sim/request_costs.py). Sending a packet uses the
     # implementation's sender-role costs, receiving one its receiver-role costs,
     # whichever end this is: fixed ns per packet (protocol, crypto, segment),
@@ -84,7 +94,8 @@ class Endpoint:
     @property
     def ns_per_data_packet(self) -> float:
         """Cost of one data packet without system calls and ACKs."""
-        return self.ns_protocol + self.ns_crypto + self.ns_app + self.ns_segment
+        return (self.ns_protocol + self.ns_crypto + self.ns_app + self.ns_segment
+                + self.ns_handoff)
 
     def ns_per_packet_amortised(self, acks_per_packet: float) -> float:
         """All CPU per data packet: packet work, its share of a call, and of ACKs."""
@@ -265,6 +276,11 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     if pair_acks is not None:
         # The pair's measured ACK frequency replaces the client's usual one.
         receiver = replace(receiver, ack_every_packets=pair_acks)
-    return Resolved(scenario=scenario, sender=sender, receiver=receiver, path=path,
-                    interop_busy=busy, interop_lo=lo, interop_hi=hi, interop_source=src,
-                    cpu=s_scale, cc=scenario.cc, model_versions=registry.versions())
+    resolved = Resolved(scenario=scenario, sender=sender, receiver=receiver, path=path,
+                        interop_busy=busy, interop_lo=lo, interop_hi=hi, interop_source=src,
+                        cpu=s_scale, cc=scenario.cc, model_versions=registry.versions())
+    # Pipelines, core placement and runtime threads (issue 11): the last step,
+    # so that every engine starts from the same per-core numbers.
+    from quiclab.sim.cores import apply
+
+    return apply(resolved, registry)

@@ -77,8 +77,13 @@ class Scenario:
     cpu_ghz: float = 0.0
     #: Pinned to the best core (near the NIC) or left to the scheduler.
     pin: bool = False
-    #: Named pipeline configuration (issue 11), "none" = the stack as shipped.
+    #: Named pipeline configuration (issue 11, ``models/pipelines.json``),
+    #: "none" = the stack as shipped.
     pipeline: str = "none"
+    #: Core the server / client is pinned to (``taskset``); -1 = the core near the
+    #: NIC when ``pin``, else wherever the scheduler puts it (seed 002 §4.7).
+    server_core: int = -1
+    client_core: int = -1
     # --- application --------------------------------------------------------
     transfer_bytes: int = QIR_TRANSFER_BYTES
     streams: int = 1
@@ -112,6 +117,8 @@ class Scenario:
         "streams": (1, 100_000),
         "chunks": (1, 1_000_000),
         "udp_payload_bytes": (0, 65527),
+        "server_core": (-1, 4095),
+        "client_core": (-1, 4095),
         "request_bytes": (0, 2**40),
         "requests": (0, 10**9),
         "connections": (1, 1_000_000),
@@ -132,13 +139,14 @@ class Scenario:
                 raise ScenarioError(name, value, f"{lo:g} … {hi:g}")
         for name in ("mtu_bytes", "queue_bytes", "rcvbuf_bytes", "sndbuf_bytes",
                      "transfer_bytes", "streams", "chunks", "udp_payload_bytes",
-                     "request_bytes", "requests", "connections", "seed", "run"):
+                     "request_bytes", "requests", "connections", "seed", "run",
+                     "server_core", "client_core"):
             if not isinstance(getattr(self, name), int):
                 raise ScenarioError(name, getattr(self, name), "a whole number")
         for name in ("gso", "gro", "pin"):
             _bool(getattr(self, name), name)
         for name, allowed in (("cipher", CIPHERS), ("app", APPS), ("cc", CCS),
-                              ("workload", WORKLOADS)):
+                              ("workload", WORKLOADS), ("pipeline", _pipelines())):
             if getattr(self, name) not in allowed:
                 raise ScenarioError(name, getattr(self, name), " | ".join(allowed))
         if self.udp_payload_bytes and self.udp_payload_bytes > self.mtu_bytes - 28:
@@ -211,6 +219,13 @@ class Scenario:
         diffs = [f"{f}={getattr(self, f)}" for f in field_names()
                  if f not in ("server", "client") and getattr(self, f) != getattr(default, f)]
         return f"{self.server}→{self.client}" + (f" [{', '.join(diffs)}]" if diffs else "")
+
+
+def _pipelines() -> tuple[str, ...]:
+    """``none`` and the presets of ``models/pipelines.json`` (packaged data)."""
+    from quiclab.models.pipelines import preset_names
+
+    return preset_names()
 
 
 def field_names() -> list[str]:

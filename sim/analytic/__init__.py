@@ -36,7 +36,7 @@ __all__ = ["ENGINE_VERSION", "AnalyticEngine", "bounds", "inputs_from_resolved"]
 def _host_key(s: Scenario) -> tuple[object, ...]:
     # connections: the request cores an endpoint uses depend on them (issue 10).
     return (s.server, s.client, s.cpu, s.cpu_ghz, s.cipher, s.app, s.mtu_bytes, s.gso, s.gro,
-            s.udp_payload_bytes, s.cc, s.connections) + _layout_key(s)
+            s.udp_payload_bytes, s.cc, s.connections, *_layout_key(s))
 
 
 def _layout_key(s: Scenario) -> tuple[object, ...]:

@@ -1,0 +1,142 @@
+"""Where an endpoint's work runs: pipelines, core placement and runtime threads.
+
+:func:`apply` is the last step of :func:`quiclab.sim.resolve.resolve`. It
+leaves a Scenario without a pipeline, pinning or a multi-threaded runtime
+untouched (the calibrated models are for unpinned, as-shipped stacks) and
+otherwise changes the two :class:`~quiclab.sim.resolve.Endpoint` s, so that
+every engine sees the same numbers:
+
+- **Pipelines** (``Scenario.pipeline``, presets in ``models/pipelines.json``):
+  stage costs, per-core loads and effective cores from
+  :mod:`quiclab.sim.analytic.pipeline`; the implementation's own ``cores`` is
+  replaced by the pipeline's.
+- **Placement** (``Scenario.pin``, ``server_core``, ``client_core``; seed 002
+  §4.7, Fig. 11): on a CPU with several NUMA nodes, a process on a core of
+  another node than the NIC's pays ``1 + δ`` for its work (remote memory for
+  packet buffers and the NIC's queues), with a separate δ per role. Unpinned,
+  the scheduler puts a process on any node: Kempf et al. take the mean over
+  all pinnings as "no pinning", so the calibrated (unpinned) cost is the
+  expectation over a uniformly drawn node, and a pinned cost is relative to
+  it: near the NIC ``e``, far ``(1 + δ)·e`` with ``e = E[1/(1 + δ·far)]`` —
+  rates, not costs, average over the draws. One NUMA node: no effect.
+- **Runtime threads** (seed 000 Fig. 7): a runtime such as Go's spreads
+  goroutines over cores — CPU time grows with the streams, the connection's
+  packet path does not get faster. ``overhead_cores`` is that extra CPU; the
+  engines add it to the utilisation they report and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from quiclab.errors import ScenarioError
+from quiclab.models.pipelines import NONE, HostParams, PipelineCatalog
+from quiclab.sim.analytic import pipeline as pipe
+
+if TYPE_CHECKING:
+    from quiclab.models.cpus import Cpu
+    from quiclab.models.registry import Registry
+    from quiclab.sim.resolve import Endpoint, Resolved
+    from quiclab.sim.scenario import Scenario
+
+#: Endpoint cost fields a placement factor scales (the bulk path).
+COST_FIELDS = ("ns_protocol", "ns_crypto", "ns_app", "ns_segment", "ns_per_call", "ns_per_ack",
+               "ns_handoff")
+
+
+def host_params(registry: Registry) -> HostParams:
+    """The registry's calibrated pipeline/placement parameters, or the assumed ones."""
+    params = getattr(registry, "host", None)
+    return params if isinstance(params, HostParams) else HostParams.assumed()
+
+
+def is_pinned(scenario: Scenario, role: str) -> bool:
+    core = scenario.server_core if role == "sender" else scenario.client_core
+    return scenario.pin or core >= 0
+
+
+def near_factor(nodes: int, delta: float) -> float:
+    """``e = E[1/m]`` over a uniformly drawn node, ``m`` = 1 near the NIC, ``1 + δ`` far."""
+    if nodes <= 1:
+        return 1.0
+    return (1.0 + (nodes - 1) / (1.0 + delta)) / nodes
+
+
+def placement(scenario: Scenario, cpu: Cpu, role: str, params: HostParams
+              ) -> tuple[float, str]:
+    """(cost multiplier relative to unpinned, note) for one endpoint.
+
+    Raises ScenarioError if the core does not exist on ``cpu``.
+    """
+    field = "server_core" if role == "sender" else "client_core"
+    core = getattr(scenario, field)
+    if core >= cpu.cores:
+        raise ScenarioError(field, core, f"-1 … {cpu.cores - 1} ({cpu.name} has "
+                                         f"{cpu.cores} cores)")
+    nodes = max(1, cpu.numa_nodes)
+    nic = cpu.nic_node(scenario.link_gbps)
+    delta = (params.sender_far_penalty if role == "sender" else params.receiver_far_penalty).value
+    e = near_factor(nodes, delta)
+    if not is_pinned(scenario, role):
+        if nodes <= 1 or delta <= 0:
+            return 1.0, ""
+        lo, hi = 1.0 / ((1.0 + delta) * e), 1.0 / e
+        return 1.0, (f"unpinned on {nodes} NUMA nodes: the core the scheduler picks moves this "
+                     f"side's CPU rate between {lo * 100 - 100:+.0f} % and {hi * 100 - 100:+.0f} % "
+                     "(seed 002 Fig. 11)")
+    node = cpu.numa_node_of(core) if core >= 0 else nic
+    where = f"core {core}" if core >= 0 else "the NIC's node"
+    if nodes <= 1:
+        return 1.0, f"pinned to {where} (one NUMA node: no placement effect)"
+    near = node == nic
+    factor = e if near else (1.0 + delta) * e
+    return factor, (f"pinned to {where} (NUMA node {node}, NIC on node {nic}: "
+                    f"{'near' if near else 'far'}) — CPU cost × {factor:.3f} vs unpinned")
+
+
+def _scaled(ep: Endpoint, factor: float) -> Endpoint:
+    if factor == 1.0:
+        return ep
+    return replace(ep, **{f: getattr(ep, f) * factor for f in COST_FIELDS})
+
+
+def _pipelined(ep: Endpoint, role: str, impl: str, resolved: Resolved, params: HostParams,
+               scale: float) -> Endpoint:
+    catalog = PipelineCatalog.packaged()
+    presets = catalog.choices(resolved.scenario.pipeline, impl)
+    acks = resolved.acks_per_packet
+    split = pipe.resplit(pipe.model_stages(ep, acks), params.profile(impl, role))
+    chosen = pipe.choose(presets, role, split, params.handoff_ns.value * scale,
+                         params.bypass_io_ns.value * scale, params.bypass_udpip_ns.value * scale)
+    return pipe.pipelined_endpoint(ep, acks, chosen, split)
+
+
+def apply(resolved: Resolved, registry: Registry) -> Resolved:
+    """Pipelines, placement and runtime threads for ``resolved`` (see the module docstring)."""
+    s = resolved.scenario
+    params = host_params(registry)
+    threads = {"sender": params.runtime(s.server, "sender"),
+               "receiver": params.runtime(s.client, "receiver")}
+    cpu = registry.cpus.find(s.cpu)
+    multi_node = cpu.numa_nodes > 1
+    if s.pipeline == NONE and not any(threads.values()) and not multi_node and \
+            not (s.pin or s.server_core >= 0 or s.client_core >= 0):
+        return resolved
+    out: dict[str, Endpoint] = {}
+    for role, ep, impl in (("sender", resolved.sender, s.server),
+                           ("receiver", resolved.receiver, s.client)):
+        model = registry.model(impl, field="server" if role == "sender" else "client")
+        scale = registry.cpus.scaling(model.reference_cpu, cpu.name, s.cpu_ghz).factor
+        if s.pipeline != NONE:
+            ep = _pipelined(ep, role, impl, resolved, params, scale)
+        factor, note = placement(s, cpu, role, params)
+        ep = _scaled(ep, factor)
+        runtime = threads[role]
+        overhead = runtime.overhead_cores(s.streams) if runtime else 0.0
+        if note or overhead:
+            ep = replace(ep, placement_note=note, overhead_cores=overhead)
+        out[role] = ep
+    if out["sender"] is resolved.sender and out["receiver"] is resolved.receiver:
+        return resolved
+    return replace(resolved, sender=out["sender"], receiver=out["receiver"])
