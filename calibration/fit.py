@@ -581,6 +581,14 @@ class Calibrator:
             self.models_ = self.requests_.models_
         self.interop_ = interop
         self.registry_ = Registry(self.models_, self.cpus, interop, source="calibration")
+        # Pipelines, core placement and runtime threads (issue 11), fitted on these
+        # models; they change no cost model (quiclab.calibration.pipeline).
+        from quiclab.calibration.pipeline import HostCalibrator
+
+        self.host_ = HostCalibrator(self.progress).fit(frames.points, frames.perf,
+                                                       self.registry_)
+        self.registry_ = Registry(self.models_, self.cpus, interop, source="calibration",
+                                  host=self.host_.params_)
         pred_all = self._predict(result.x, self.all_evidence_)
         rows = []
         for e, p in zip(self.all_evidence_, pred_all, strict=True):
@@ -624,4 +632,9 @@ class Calibrator:
         (directory / "interop.json").write_text(
             json.dumps(self.interop_.to_json(), indent=1, sort_keys=True) + "\n")
         written.append("interop.json")
+        if hasattr(self, "host_"):
+            from quiclab.models.registry import PIPELINE_FILE
+
+            (directory / PIPELINE_FILE).write_text(self.host_.params_.dumps())
+            written.append(PIPELINE_FILE)
         return written
