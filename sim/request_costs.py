@@ -112,6 +112,7 @@ class RequestCosts:
     client_ns: float
     server_request_ns: float  # without the connection share
     client_request_ns: float
+    client_send_ns: float  # of client_request_ns: before the request leaves (DES order)
     server_conn_ns: float  # one connection's handshake CPU at the server
     client_conn_ns: float
     server_cores: float
@@ -178,6 +179,8 @@ def request_costs(r: Any) -> RequestCosts:
                   + pk_req * (srv.rx_ns_packet + srv.rx_ns_call) + srv.rx_ns_byte * req_udp
                   + acks * srv.ns_per_ack
                   + srv.ns_per_request + extra_frames * srv.ns_per_stream_frame)
+    client_send = (pk_req * (cli.tx_ns_packet + cli.tx_ns_call) + cli.tx_ns_byte * req_udp
+                   + 0.5 * cli.ns_per_request)
     client_req = (pk_req * (cli.tx_ns_packet + cli.tx_ns_call) + cli.tx_ns_byte * req_udp
                   + pk_resp * cli.rx_ns_packet + cli.rx_ns_byte * resp_udp
                   + pk_resp / batch_c * cli.rx_ns_call + cli.app_ns_byte * s.request_bytes
@@ -207,7 +210,7 @@ def request_costs(r: Any) -> RequestCosts:
         request_stream_bytes=req, response_packets=pk_resp, request_packets=pk_req,
         acks=acks,
         server_ns=server_req + share * server_conn, client_ns=client_req + share * client_conn,
-        server_request_ns=server_req, client_request_ns=client_req,
+        server_request_ns=server_req, client_request_ns=client_req, client_send_ns=client_send,
         server_conn_ns=server_conn, client_conn_ns=client_conn,
         server_cores=srv.request_cores, client_cores=cli.request_cores,
         wire_down_bytes=resp_udp + pk_resp * WIRE_OVERHEAD_BYTES + share * hs_down,

@@ -21,7 +21,8 @@ per-request work of :mod:`quiclab.sim.request_costs`:
   with ``z = Z/D`` and ``a = (N − 1)/N``; ``X = u / D``. Few requests in
   flight make the round trips bind (``X → N / (D + Z)``), many make the
   bottleneck bind (``X → 1 / D``);
-- latency: mean ``N / X`` (Little's law); a request waits at the bottleneck
+- latency: mean ``N / X`` (Little's law) less the time a connection is held
+  without CPU after its request (``connection_wait``); a request waits at the bottleneck
   with probability ``u·a`` (arrival theorem), and then for the requests ahead
   of it, each an exponential service of mean ``D``: an Erlang (Gamma) wait of
   shape = the mean number ahead. Percentiles come from that mixture. CPU
@@ -141,8 +142,10 @@ def evaluate_requests(costs: Sequence[RequestCosts], window_bps: np.ndarray) -> 
     z = np.maximum(r0 - own, 0.0)
     u = schweitzer_utilisation(n, z / demand)
     x = u / demand
-    latency = n / x
-    fixed = z + own
+    # A request's latency excludes the time its connection is held afterwards
+    # without CPU (connection_wait): that occupies the slot, not the request.
+    latency = n / x - wait
+    fixed = z + own - wait
     mean_wait = np.maximum(latency - fixed, 0.0)
     p_wait = np.clip(u * (n - 1.0) / n, 0.0, 1.0)
     p50 = fixed + wait_quantile(0.5, mean_wait, p_wait, demand)

@@ -101,12 +101,15 @@ class DesEngine:
 
     # ------------------------------------------------------------------ API
     def predict(self, scenario: Scenario) -> Prediction:
-        """Simulate one scenario. Raises ScenarioError for what the DES does not
-        model (request and handshake workloads, several connections) and
+        """Simulate one scenario. Request and handshake workloads run the request
+        model of :mod:`quiclab.sim.des.requests`. Raises ScenarioError for what the
+        DES does not model (a bulk transfer over several connections) and
         EngineError if the simulation does not finish."""
         if scenario.workload != "bulk":
-            raise ScenarioError("workload", scenario.workload,
-                                "bulk (the DES simulates one bulk transfer)")
+            from quiclab.sim.des.requests import predict_requests_des
+
+            return predict_requests_des(resolve(scenario, self.registry), self.name,
+                                        self.version)
         if scenario.connections != 1:
             raise ScenarioError("connections", scenario.connections,
                                 "1 (the DES simulates one connection)")
