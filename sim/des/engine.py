@@ -21,6 +21,7 @@ from typing import Any
 
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic import bounds
+from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.des.connection import Connection, RunConfig, RunResult
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
@@ -245,7 +246,8 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
         notes.append("bbr: approximated by CUBIC")
     notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
     losses = tot["rcvbuf_drops"] + tot["queue_drops"] + tot["path_losses"]
-    return Prediction(
+    # Busy polling, runtime threads and placement notes (issue 11).
+    return annotate(Prediction(
         scenario=s,
         engine=engine,
         engine_version=version,
@@ -273,4 +275,4 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
         cpu_rule=resolved.describe_cpu(),
         notes=tuple(notes),
         timeseries=result.timeseries,
-    )
+    ), resolved)

@@ -30,8 +30,9 @@ from typing import Any
 
 import simpy
 from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
-from quiclab.sim.des.host import CpuServers, Stalls
+from quiclab.sim.des.host import Stalls
 from quiclab.sim.des.link import CAUSE_RCVBUF, ReverseLink
+from quiclab.sim.des.pipeline import cpu_for
 from quiclab.sim.des.recovery import R_COUNT, R_LEN, R_OFF, R_SID, R_SIZE
 from quiclab.sim.des.sender import Sender
 from quiclab.sim.resolve import Resolved
@@ -65,7 +66,8 @@ class Receiver:
         self.stalls = stalls
         self.on_progress = on_progress
         self.lookahead_s = resolved.path.rtt_s / 2.0
-        self.cpu = CpuServers(ep.cores)
+        # One server per core, or the pipeline's cores (issue 11, sim/des/pipeline.py).
+        self.cpu = cpu_for(ep)
         self.ns_packet = ep.ns_per_data_packet
         self.ns_call = ep.ns_per_call
         self.ns_ack = ep.ns_per_ack

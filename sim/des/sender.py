@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import simpy
 from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
 from quiclab.sim.des.cc import RttEstimator, congestion_controller
-from quiclab.sim.des.host import CpuServers
 from quiclab.sim.des.link import CAUSE_PATH, CAUSE_QUEUE, ForwardLink
+from quiclab.sim.des.pipeline import cpu_for
 from quiclab.sim.des.recovery import A_TIME, Record, Recovery
 from quiclab.sim.resolve import ETHERNET_WIRE_OVERHEAD_BYTES, IP_UDP_HEADER_BYTES, Resolved
 from simpy.events import Timeout
@@ -63,7 +63,8 @@ class Sender(Recovery):
         self.link = link
         self.rx: Receiver | None = None
         self.lookahead_s = resolved.path.rtt_s / 2.0
-        self.cpu = CpuServers(ep.cores)
+        # One server per core, or the pipeline's cores (issue 11, sim/des/pipeline.py).
+        self.cpu = cpu_for(ep)
         self.ns_packet = ep.ns_per_data_packet
         self.ns_call = ep.ns_per_call
         self.ns_ack = ep.ns_per_ack
