@@ -25,6 +25,7 @@ from typing import Any
 
 from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Registry
+from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.ns3.build import ensure_binary
 from quiclab.sim.ns3.results import RunResult, limit_fractions, limit_of
 from quiclab.sim.prediction import Prediction
@@ -245,11 +246,17 @@ class Ns3Engine:
         if self.grow_always:
             notes.append("not RFC 9002 §7.8: cwnd grows on every ACK, also when the "
                          "sender is not cwnd-limited")
+        if r.sender.pipeline or r.receiver.pipeline:
+            # Issue 11: a pipeline reaches ns-3 as its capacity (W / max L effective
+            # cores, sim/analytic/pipeline.py), not as stages in series (the DES's).
+            notes.append("pipeline run as its capacity: ⌈c⌉ round-robin cores at the "
+                         "slowest stage's rate, not as stages in series")
         notes += res.notes()
         notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
         total = res.extrapolated
         duration = res.duration_s
-        return Prediction(
+        # Busy polling, runtime threads and placement (issue 11).
+        return annotate(Prediction(
             scenario=s,
             engine=self.name,
             engine_version=self.version,
@@ -276,4 +283,4 @@ class Ns3Engine:
             model_versions=r.model_versions,
             cpu_rule=r.describe_cpu(),
             notes=tuple(notes),
-        )
+        ), r)
