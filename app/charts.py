@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
+
 from quiclab.sim.prediction import Prediction
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 import streamlit as st
+
 from quiclab.app.charts import SCHEMA, Spec, records
 from quiclab.app.config import AppConfig
 from quiclab.app.resources import (
@@ -21,7 +22,6 @@ from quiclab.app.resources import (
     catalog_tables,
     run_user_sql,
 )
-
 from quiclab.errors import QuiclabError
 
 EXAMPLE_SQL = """-- Median goodput per implementation pair of the default-buffer baseline

@@ -21,6 +21,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import streamlit as st
+
 from quiclab.app import worker as engines
 from quiclab.app.charts import pair_label
 from quiclab.sim.prediction import Prediction

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 
 import streamlit as st
+
 from quiclab.app import explore, reproductions, sweep, whatif
 from quiclab.app.config import AppConfig, parse_config
 from quiclab.app.resources import (
@@ -23,9 +24,8 @@ from quiclab.app.resources import (
 )
 from quiclab.app.urlstate import PAGES, Selection, decode, encode
 from quiclab.app.widgets import scenario_ui, seed_widgets
-from quiclab.models.registry import Registry
-
 from quiclab.errors import QuiclabError, ScenarioError
+from quiclab.models.registry import Registry
 
 SELECTION_KEY = "app.selection"
 

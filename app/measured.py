@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from quiclab.sim.scenario import Scenario
 
 #: Scenario fields a measurement can state, and the runs column of each.

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+
 from quiclab.app.config import AppConfig
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".json")

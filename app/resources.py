@@ -26,13 +26,13 @@ from typing import Any
 import duckdb
 import pandas as pd
 import streamlit as st
+
 from quiclab.app.measured import PairRows, index_rows, match, pair_rows
+from quiclab.errors import DataError
 from quiclab.models.registry import Registry
 from quiclab.sim.engine import Engine, get_engine
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario
-
-from quiclab.errors import DataError
 
 #: Longest a user's SQL may run on the Data page before it is interrupted.
 SQL_TIMEOUT_S = 30.0

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import streamlit as st
+
 from quiclab.app import jobs
 from quiclab.app.charts import pair_label, sweep_chart
 from quiclab.app.config import AppConfig
@@ -29,11 +30,10 @@ from quiclab.app.resources import (
     models_stamp,
 )
 from quiclab.app.urlstate import Selection
+from quiclab.errors import QuiclabError, ScenarioError
 from quiclab.sim.engine import ENGINES
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario, coerce
-
-from quiclab.errors import QuiclabError, ScenarioError
 
 #: Sweepable numeric fields: (default low, default high, logarithmic by default).
 AXES: dict[str, tuple[float, float, bool]] = {

@@ -18,10 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from quiclab.errors import ScenarioError
 from quiclab.sim.engine import ENGINES
 from quiclab.sim.scenario import Scenario, coerce, field_names
-
-from quiclab.errors import ScenarioError
 
 #: The app's pages: URL name → title.
 PAGES = {"whatif": "What-if", "sweep": "Sweep", "reproductions": "Reproductions",

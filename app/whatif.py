@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+
 from quiclab.app import jobs
 from quiclab.app.charts import (
     cpu_chart,
@@ -34,10 +35,9 @@ from quiclab.app.resources import (
     models_stamp,
 )
 from quiclab.app.urlstate import Selection
+from quiclab.errors import QuiclabError
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario
-
-from quiclab.errors import QuiclabError
 
 #: Metric label of the first pair's analytic goodput (the browser test reads it).
 GOODPUT_LABEL = "Predicted goodput (analytic)"

@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import streamlit as st
+
 from quiclab.app.urlstate import MAX_PAIRS, Selection
+from quiclab.errors import ScenarioError
 from quiclab.sim.engine import ENGINES
 from quiclab.sim.scenario import APPS, CCS, CIPHERS, Scenario
-
-from quiclab.errors import ScenarioError
 
 KIB = 1024
 #: The browser holds numbers as doubles: whole numbers beyond 2**53 - 1 are not exact.

@@ -12,12 +12,11 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from quiclab.errors import QuiclabError
 from quiclab.models.registry import Registry
 from quiclab.sim.engine import Engine, get_engine
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario
-
-from quiclab.errors import QuiclabError
 
 
 @functools.lru_cache(maxsize=8)

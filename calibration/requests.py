@@ -211,7 +211,8 @@ class RequestCalibrator:
             if (name, role, "request_cores") not in self.fitted_:
                 threads = kb.CLIENT_THREADS.get(name) if role == "receiver" else None
                 value = float(threads.value) if threads else 1.0
-                src = threads.source if threads else "assumed: request work on one event loop"
+                src = (f"assumed: {threads.source}" if threads
+                       else "assumed: request work on one event loop")
                 self._put(name, role, "request_cores", _param(value, value, value, "cores",
                                                               src))
                 self._put(name, role, "request_cores_half", _param(

@@ -198,7 +198,8 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
                             f"{' | '.join(sorted(model.crypto))} for {model.implementation}")
     stream_bytes = max(1, payload - beh.overhead_bytes)
     if scenario.app == "h3":
-        stream_bytes = max(1, stream_bytes - math.ceil(stream_bytes * H3_FRAME_BYTES_PER_16K / 16384))
+        framing = math.ceil(stream_bytes * H3_FRAME_BYTES_PER_16K / 16384)
+        stream_bytes = max(1, stream_bytes - framing)
     f = scale.factor
     offload = (scenario.gso and beh.supports_gso) if role_name == "sender" else (
         scenario.gro and beh.supports_gro)

@@ -8,8 +8,9 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from quiclab.app.reproductions import VERDICTS
 from streamlit.testing.v1 import AppTest
+
+from quiclab.app.reproductions import VERDICTS
 
 from .appdata import RUNS, AppData, tiny_png
 from .conftest import SCRIPT

@@ -11,6 +11,7 @@ import altair as alt
 import duckdb
 import pandas as pd
 import pytest
+
 from quiclab.app import cli as app_cli
 from quiclab.app.charts import (
     cpu_chart,
@@ -25,12 +26,11 @@ from quiclab.app.explore import ChartParams, quick_chart
 from quiclab.app.measured import COLUMNS, index_rows, match, measured_points, pair_rows
 from quiclab.app.reproductions import find_reproductions, read_table, verdicts
 from quiclab.app.urlstate import Selection, decode, encode
+from quiclab.cli import build_parser
 from quiclab.models.registry import Registry
+from quiclab.paths import Paths
 from quiclab.sim.engine import get_engine
 from quiclab.sim.scenario import Scenario
-
-from quiclab.cli import build_parser
-from quiclab.paths import Paths
 
 from .appdata import CPU, AppData
 

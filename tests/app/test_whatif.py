@@ -7,8 +7,9 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from quiclab.app.whatif import GOODPUT_LABEL
 from streamlit.testing.v1 import AppTest
+
+from quiclab.app.whatif import GOODPUT_LABEL
 
 Predict = Callable[..., dict[str, Any]]
 

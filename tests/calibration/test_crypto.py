@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from quiclab.calibration.crypto import fit_table3, table3_rows
 from quiclab.datasets.sources.published import packaged_dir, read_csv
-
-import pandas as pd
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from quiclab.datasets.catalog import Catalog
 
 from .fixtures import QirTree, build_qir_tree

@@ -6,8 +6,8 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from quiclab.datasets.sources.files import iter_files, sha256_file
 
+from quiclab.datasets.sources.files import iter_files, sha256_file
 from quiclab.errors import DataError
 
 from .fixtures import QirTree, pack_tarball

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import zstandard
-from quiclab.datasets.sources.perf import CategoryMapping, fold, fold_zstd, process_prefix
 
+from quiclab.datasets.sources.perf import CategoryMapping, fold, fold_zstd, process_prefix
 from quiclab.errors import DataError
 
 from .fixtures import PERF_FOLDED_SENDMSG, PERF_MAPPING, perf_script_text

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from quiclab.datasets.catalog import Catalog
 from quiclab.datasets.sources import published
-
 from quiclab.errors import DataError
 
 from . import fixtures as fx

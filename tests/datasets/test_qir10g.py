@@ -8,10 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from quiclab.datasets.catalog import Catalog
 from quiclab.datasets.sources import published, qir10g
 from quiclab.datasets.sources import qir_parsers as qp
-
 from quiclab.errors import DataError
 
 from . import fixtures as fx

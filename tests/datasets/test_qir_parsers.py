@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from quiclab.datasets.sources import qir_parsers as qp
 
+from quiclab.datasets.sources import qir_parsers as qp
 from quiclab.errors import DataError
 
 from .fixtures import ethtool_text, netstat_text, output_text, pidstat_text, result_json

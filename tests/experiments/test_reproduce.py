@@ -56,7 +56,7 @@ base: {transfer_bytes: 100000000}
 scenarios:
   fast: {implementation: fast}
   slow: {implementation: slow}
-  requests: {implementation: fast, workload: requests, request_bytes: 630, requests: 1000}
+  multi: {implementation: fast, connections: 4}
 series:
   rtt:
     set: {implementation: fast}
@@ -85,10 +85,10 @@ findings:
          reason: synthetic}
     shapes:
       - {type: ratio, scenario: slow, baseline: fast, max: 0.5, reason: synthetic}
-  - id: requests
-    claim: a request workload no engine models
+  - id: multi
+    claim: a bulk transfer split over connections, which no engine models
     checks:
-      - {point: p-close, scenario: requests, metric: completion_s, tolerance: {rel: 0.2},
+      - {point: p-close, scenario: multi, tolerance: {rel: 0.2},
          reason: synthetic}
 plot: {kind: lines, series: [rtt], x: rtt_ms}
 """
@@ -124,11 +124,11 @@ def test_checks_shapes_and_verdicts(tmp_path: Path, registry: Registry) -> None:
     assert by[("far", "p-far")].status == FAIL
     assert by[("bound", "p-bound")].status == PASS  # fast is ~4× slow: far above +50 %
     assert by[("bound", "shape:ratio")].status == PASS
-    req = by[("requests", "p-close")]
-    assert req.status == NOT_COVERED and "request workloads" in req.reason
+    multi = by[("multi", "p-close")]
+    assert multi.status == NOT_COVERED and "several connections" in multi.reason
     verdicts = rep.verdicts()
     assert verdicts == {("close", "analytic"): PASS, ("far", "analytic"): FAIL,
-                        ("bound", "analytic"): PASS, ("requests", "analytic"): NOT_COVERED}
+                        ("bound", "analytic"): PASS, ("multi", "analytic"): NOT_COVERED}
     # The series the plot draws are predicted too (rtt: 3 points).
     assert {n for n, _ in rep.rows} >= {"rtt[0]", "rtt[10]", "rtt[50]"}
 
@@ -189,7 +189,7 @@ def test_several_engines_per_finding(tmp_path: Path) -> None:
     far = [f for f in spec.findings if f.id == "far"]
     assert [f.engine for f in far] == ["des", "analytic"]
     assert spec.engines() == ["analytic", "des"]
-    assert spec.finding_ids() == ["close", "far", "bound", "requests"]
+    assert spec.finding_ids() == ["close", "far", "bound", "multi"]
     only = with_engine(spec, "des")
     assert [(f.id, f.engine) for f in only.findings] == [
         ("close", "des"), ("far", "des"), ("bound", "des"), ("requests", "des")]

@@ -85,9 +85,8 @@ def test_bad_options(registry: Registry) -> None:
         DesEngine(registry, unit_packets=0)
     with pytest.raises(ValueError, match="workers"):
         DesEngine(registry, workers=0)
-    with pytest.raises(ScenarioError, match="workload"):
-        DesEngine(registry).predict(Scenario(server="fast", client="fast", workload="requests",
-                                             request_bytes=1000, requests=10))
+    with pytest.raises(ScenarioError, match="connections"):
+        DesEngine(registry).predict(Scenario(server="fast", client="fast", connections=4))
 
 
 def test_determinism_bit_for_bit(registry: Registry) -> None:
