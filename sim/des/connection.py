@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
+from simpy.events import Timeout
+
+from quiclab.errors import EngineError
 from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
 from quiclab.sim.des.host import Stalls
 from quiclab.sim.des.link import CAUSE_RCVBUF, ForwardLink, ReverseLink
@@ -21,9 +24,6 @@ from quiclab.sim.des.receiver import Receiver
 from quiclab.sim.des.sender import Sender
 from quiclab.sim.des.timeseries import Recorder
 from quiclab.sim.resolve import Resolved
-from simpy.events import Timeout
-
-from quiclab.errors import EngineError
 
 #: Counters every snapshot holds (all cumulative since t = 0).
 COUNTERS = (

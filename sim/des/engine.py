@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from quiclab.errors import ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic import bounds
 from quiclab.sim.analytic.pipeline import annotate
@@ -26,8 +27,6 @@ from quiclab.sim.des.connection import Connection, RunConfig, RunResult
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
-
-from quiclab.errors import ScenarioError
 
 ENGINE_VERSION = "des-1.0"
 GRANULARITIES = ("packet", "batch")

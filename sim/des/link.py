@@ -12,6 +12,7 @@ pattern identical in packet and batch granularity for the same seed.
 from __future__ import annotations
 
 import numpy as np
+
 from quiclab.sim.resolve import ACK_PACKET_BYTES, Path
 
 #: Drop causes recorded on a sent packet (for the ``rcvbuf`` limit rule).

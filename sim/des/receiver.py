@@ -29,6 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 import simpy
+from simpy.events import Timeout
+
 from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
 from quiclab.sim.des.host import Stalls
 from quiclab.sim.des.link import CAUSE_RCVBUF, ReverseLink
@@ -36,7 +38,6 @@ from quiclab.sim.des.pipeline import cpu_for
 from quiclab.sim.des.recovery import R_COUNT, R_LEN, R_OFF, R_SID, R_SIZE
 from quiclab.sim.des.sender import Sender
 from quiclab.sim.resolve import Resolved
-from simpy.events import Timeout
 
 #: RFC 9000 §19.3: ACK ranges a frame carries at most (a receiver-side cap; the
 #: stacks in the seeds keep 32–256). Older ranges are dropped.

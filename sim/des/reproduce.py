@@ -21,11 +21,10 @@ from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import Any
 
+from quiclab.errors import ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.engine import Engine
 from quiclab.sim.scenario import DEFAULT_RCVBUF_BYTES, Scenario
-
-from quiclab.errors import ScenarioError
 
 #: Kempf et al. 2024 Fig. 3/4 x-axis: multiples of the 208 KiB default buffer
 #: (the published raw data holds 0.5 … 32, see datasets/published/README.md).

@@ -29,13 +29,14 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import simpy
+from simpy.events import Timeout
+
 from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
 from quiclab.sim.des.cc import RttEstimator, congestion_controller
 from quiclab.sim.des.link import CAUSE_PATH, CAUSE_QUEUE, ForwardLink
 from quiclab.sim.des.pipeline import cpu_for
 from quiclab.sim.des.recovery import A_TIME, Record, Recovery
 from quiclab.sim.resolve import ETHERNET_WIRE_OVERHEAD_BYTES, IP_UDP_HEADER_BYTES, Resolved
-from simpy.events import Timeout
 
 if TYPE_CHECKING:
     from quiclab.sim.des.receiver import Receiver

@@ -62,9 +62,9 @@ class Ns3Engine:
     ``prefix_packets``/``warm_fraction`` bound the simulated part of long
     transfers; ``progress`` receives the one-line build notice (default:
     stderr); ``ack_window_fraction`` the receiver's ACK-threshold cap as a fraction
-    of the sender's cwnd (TRANSPORT.md: 0.25; 0 = no cap), ``grow_always`` its opt-in growth of cwnd on every ACK
-    (RFC 9002 §7.8 off). Raises EngineError (one line) if the build or a run
-    fails.
+    of the sender's cwnd (TRANSPORT.md: 0.25; 0 = no cap), ``grow_always`` its
+    opt-in growth of cwnd on every ACK (RFC 9002 §7.8 off). Raises EngineError
+    (one line) if the build or a run fails.
     """
 
     name = "ns3"

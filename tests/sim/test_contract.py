@@ -11,6 +11,7 @@ To add an engine, add its name to ``ENGINES`` and its test-speed options to
 from __future__ import annotations
 
 import pytest
+
 from quiclab.models.registry import Registry
 from quiclab.sim.contract import (
     CONTRACT_CASES,

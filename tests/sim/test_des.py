@@ -13,6 +13,8 @@ import tracemalloc
 from typing import Any
 
 import pytest
+
+from quiclab.errors import ScenarioError
 from quiclab.models.registry import Interop, Registry
 from quiclab.models.testing import synthetic_model, synthetic_registry
 from quiclab.sim.des import DesEngine
@@ -20,8 +22,6 @@ from quiclab.sim.des.connection import Connection, RunConfig, RunResult
 from quiclab.sim.engine import Engine, get_engine
 from quiclab.sim.resolve import resolve
 from quiclab.sim.scenario import Scenario
-
-from quiclab.errors import ScenarioError
 
 MB = 1_000_000
 #: Goodput bits per packet of the synthetic models (1400-byte packets, h3).
@@ -229,8 +229,8 @@ def test_ack_frequency(registry: Registry, model: str, every: float) -> None:
 def test_max_ack_delay_paces_a_tiny_window(registry: Registry) -> None:
     """3 packets of credit, ACK every 10: only the 25 ms ACK timer returns credit
     (with the window cap off, which would otherwise ACK every ¼ cwnd)."""
-    pred = des(registry, ack_window_fraction=0.0).predict(Scenario(server="tinywin", client="tinywin", rtt_ms=1.0,
-                                          transfer_bytes=300_000))
+    scenario = Scenario(server="tinywin", client="tinywin", rtt_ms=1.0, transfer_bytes=300_000)
+    pred = des(registry, ack_window_fraction=0.0).predict(scenario)
     per_round = 3 * 1360 * 8 / (1.05e-3 + 25e-3) / 1e6  # Mbit/s
     assert pred.limit == "flow_control"
     assert pred.goodput_mbps == pytest.approx(per_round, rel=0.1)

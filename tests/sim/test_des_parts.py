@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from quiclab.sim.des.cc import (
     CUBIC_ALPHA,
     Cubic,

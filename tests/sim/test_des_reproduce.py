@@ -9,6 +9,7 @@ the sweeps.
 from __future__ import annotations
 
 import pytest
+
 from quiclab.models.registry import Registry
 from quiclab.models.testing import synthetic_model, synthetic_registry
 from quiclab.sim.des import DesEngine
