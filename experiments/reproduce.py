@@ -14,9 +14,12 @@ every reproduction run so far (one row per check / per finding).
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import re
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -46,22 +49,12 @@ CONNECTIONS_REASON = ("a bulk transfer over several connections is not modelled 
                       "workload=requests for many connections)")
 
 
-PIPELINE_REASON = ("pipelined stacks (Scenario.pipeline) are not modelled by any engine yet "
-                   "(issue 11)")
-PIN_REASON = ("core pinning and NUMA placement (Scenario.pin) are not modelled by any engine "
-              "yet")
-
-
 def unmodelled(scenario: Any, engine: str | None = None) -> str | None:
     """Why ``engine`` (any engine when None) cannot predict this scenario today, or None."""
     if scenario.workload != "bulk" and engine == "ns3":
         return REQUEST_REASON
     if scenario.workload == "bulk" and scenario.connections != 1:
         return CONNECTIONS_REASON
-    if scenario.pipeline != "none":
-        return PIPELINE_REASON
-    if scenario.pin:
-        return PIN_REASON
     return None
 
 
@@ -105,12 +98,37 @@ def load_points(catalog: Path | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def fitted_ids(points: pd.DataFrame) -> set[str]:
-    """Point ids the joint calibration fits (so their checks are in-sample)."""
+#: A published point's id inside a provenance string (datasets/published/*.csv).
+POINT_ID = re.compile(r"\b(?:kempf24|koenig25|mukherjee25|litespeed|tquic)-\d{3}\b")
+
+
+def fitted_ids(points: pd.DataFrame, models_dir: Path | None = None) -> set[str]:
+    """Point ids the calibration used (so their checks are in-sample): the joint
+    fit's evidence, plus every id named by a ``fit:`` or ``published:`` source in
+    the model files of ``models_dir`` (the request and pipeline stages fit or set
+    single terms from single points)."""
     from quiclab.calibration.evidence import published_points
 
     evidence, _ = published_points(points)
-    return {e.ident for e in evidence}
+    ids = {e.ident for e in evidence}
+    for path in sorted(models_dir.glob("*.json")) if models_dir else ():
+        for source in _sources(json.loads(path.read_text())):
+            if source.startswith(("fit:", "published:")):
+                ids.update(POINT_ID.findall(source))
+    return ids
+
+
+def _sources(data: Any) -> Iterator[str]:
+    """Every ``source`` string (and provenance value) anywhere in a model file."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(value, str) and (key == "source" or ":" in value[:12]):
+                yield value
+            else:
+                yield from _sources(value)
+    elif isinstance(data, list):
+        for item in data:
+            yield from _sources(item)
 
 
 def with_engine(spec: ReproSpec, engine: str) -> ReproSpec:
@@ -313,7 +331,7 @@ def main_reproduce(args: argparse.Namespace) -> int:
     specs = [load_repro(p) for p in paths]
     registry = Registry.load(args.paths.models)
     points = load_points(args.catalog)
-    fitted = fitted_ids(points)
+    fitted = fitted_ids(points, Path(args.paths.models))
     executor = _executor(args)
     out = Path(args.out) if args.out else args.paths.reports / "reproductions"
     engines = list(dict.fromkeys(args.engine)) if args.engine else [None]

@@ -3,6 +3,7 @@ not-covered findings, the written table/plot/summary, and the CLI."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from quiclab.cli import main
 from quiclab.experiments.evaluate import FAIL, NOT_COVERED, PASS, verdict
 from quiclab.experiments.executors import LocalExecutor
 from quiclab.experiments.findings import load_repro
-from quiclab.experiments.reproduce import run_one, update_summary, write_one
+from quiclab.experiments.reproduce import fitted_ids, run_one, update_summary, write_one
 from quiclab.models.registry import Registry
 from quiclab.sim.engine import get_engine
 from quiclab.sim.scenario import Scenario
@@ -192,4 +193,20 @@ def test_several_engines_per_finding(tmp_path: Path) -> None:
     assert spec.finding_ids() == ["close", "far", "bound", "multi"]
     only = with_engine(spec, "des")
     assert [(f.id, f.engine) for f in only.findings] == [
-        ("close", "des"), ("far", "des"), ("bound", "des"), ("requests", "des")]
+        ("close", "des"), ("far", "des"), ("bound", "des"), ("multi", "des")]
+
+
+def test_fitted_ids_include_single_term_fits(tmp_path: Path) -> None:
+    """Points a request or pipeline term was fitted to (named in a model file's
+    ``fit:``/``published:`` source) count as in-sample; ``assumed:`` ones do not."""
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "x.json").write_text(json.dumps({
+        "sender": {"ns_per_request": {"value": 1.0, "source": "fit: seed 004 litespeed-029"}},
+        "provenance": {"sources": {"a": "published: seed 003 tquic-006 — 100 % CPU",
+                                   "b": "assumed: like litespeed-040"}},
+        "pipeline": [{"source": "fit: §5 gains (mukherjee25-079, mukherjee25-088)"}]}))
+    empty = pd.DataFrame(columns=["point_id", "quantity", "value", "unit", "conditions"])
+    base = fitted_ids(empty)
+    got = fitted_ids(empty, models) - base
+    assert got == {"litespeed-029", "tquic-006", "mukherjee25-079", "mukherjee25-088"}
