@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from quiclab.errors import ScenarioError
+from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic import bounds
 from quiclab.sim.analytic.pipeline import annotate
@@ -169,8 +169,15 @@ def totals(result: RunResult, transfer_bytes: float) -> tuple[float, dict[str, f
     if result.completed:
         return end["t_s"], dict(end)
     start = result.window_start
+    if end["consumed_bytes"] <= start["consumed_bytes"]:
+        # Nothing delivered in the window (e.g. a retransmission timeout spans
+        # it): extrapolate from the whole prefix instead.
+        start = {k: 0.0 for k in end}
     d_bytes = end["consumed_bytes"] - start["consumed_bytes"]
     d_t = end["t_s"] - start["t_s"]
+    if d_bytes <= 0:
+        raise EngineError(f"DES: the simulated prefix ({end['t_s']:.3g} s) delivered no data; "
+                          "raise max_units or max_packets")
     remaining = transfer_bytes - end["consumed_bytes"]
     scale = remaining / d_bytes
     out = {k: end[k] + (end[k] - start[k]) * scale for k in end}

@@ -179,3 +179,24 @@ def test_stall_fraction_is_poisson_union() -> None:
         stalls._advance()
     # E[τ] = τm · α / (α − 1) = 0.4 ms.
     assert stalls.total_s / horizon_s == pytest.approx(1 - math.exp(-0.4), rel=0.03)
+
+
+def test_prefix_extrapolation_survives_an_empty_window() -> None:
+    """A timeout spanning the measurement window: extrapolate from the whole
+    prefix; a prefix that delivered nothing is one clear EngineError."""
+    from quiclab.errors import EngineError
+    from quiclab.sim.des.connection import RunResult
+    from quiclab.sim.des.engine import totals
+
+    start = {"t_s": 1.0, "consumed_bytes": 4000.0, "acks": 10.0}
+    end = {"t_s": 2.0, "consumed_bytes": 4000.0, "acks": 12.0}
+    run = RunResult(completed=False, end=end, window_start=start, data_start_s=0.0,
+                    unit_packets=1)
+    t, out = totals(run, 8000.0)
+    assert t == pytest.approx(4.0) and out["consumed_bytes"] == 8000.0
+    assert out["acks"] == pytest.approx(24.0)
+    empty = RunResult(completed=False, end={**end, "consumed_bytes": 0.0},
+                      window_start={**start, "consumed_bytes": 0.0}, data_start_s=0.0,
+                      unit_packets=1)
+    with pytest.raises(EngineError, match="max_units"):
+        totals(empty, 8000.0)
