@@ -5,6 +5,14 @@
 // and closes its side; the server answers with that many bytes and closes.
 // Each side prints one JSON line with what quic-go can tell about the
 // connection (ConnectionStats: RTT, cwnd, packets, losses).
+//
+// Request mode (issue 10), with --requests=N: a request is one stream of the
+// same protocol (8-byte size, then that many bytes). The client issues N
+// requests of --bytes each over --connections connections with --streams
+// concurrent streams each, or, with --new-connection=true, opens a new
+// connection per request (--connections of them at a time); it reports
+// requests/s and latency percentiles. The server answers every stream of every
+// connection and exits after N requests.
 package main
 
 import (
@@ -16,8 +24,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -40,6 +52,10 @@ type options struct {
 	qlogDir       string
 	cc            string
 	once          bool
+	requests      int
+	connections   int
+	streams       int
+	newConn       bool
 }
 
 func fail(format string, args ...any) {
@@ -66,6 +82,10 @@ func main() {
 	flag.StringVar(&o.qlogDir, "qlog", "", "write qlog files to this directory")
 	flag.StringVar(&o.cc, "cc", "cubic", "congestion control (quic-go has only cubic)")
 	flag.BoolVar(&o.once, "once", false, "server: exit after one connection")
+	flag.IntVar(&o.requests, "requests", 0, "request mode: requests to issue (client) or serve before exiting (server); 0 = one bulk transfer")
+	flag.IntVar(&o.connections, "connections", 1, "client, request mode: concurrent connections")
+	flag.IntVar(&o.streams, "streams", 1, "client, request mode: concurrent streams per connection")
+	flag.BoolVar(&o.newConn, "new-connection", false, "client, request mode: a new connection per request")
 	flag.Parse()
 	if o.cc != "cubic" {
 		fail("cc=%s not supported: quic-go implements cubic only", o.cc)
@@ -77,10 +97,14 @@ func main() {
 	if o.qlogDir != "" {
 		_ = os.Setenv("QLOGDIR", o.qlogDir)
 	}
-	switch o.role {
-	case "server":
+	switch {
+	case o.role == "server" && o.requests > 0:
+		requestServer(o)
+	case o.role == "client" && o.requests > 0:
+		requestClient(o)
+	case o.role == "server":
 		server(o)
-	case "client":
+	case o.role == "client":
 		client(o)
 	default:
 		fail("role=%q: allowed server | client", o.role)
@@ -89,6 +113,9 @@ func main() {
 
 func config(o options) *quic.Config {
 	c := &quic.Config{MaxIdleTimeout: 30 * time.Second}
+	if o.streams > 100 {
+		c.MaxIncomingStreams = int64(o.streams)
+	}
 	if o.maxUDPPayload > 0 {
 		c.InitialPacketSize = uint16(o.maxUDPPayload)
 		c.DisablePathMTUDiscovery = true
@@ -277,5 +304,288 @@ func client(o options) {
 	}
 	emit(out)
 	// Let the CONNECTION_CLOSE leave before the process exits.
+	time.Sleep(50 * time.Millisecond)
+}
+
+// ---------------------------------------------------------------- request mode
+
+func serverTLS(o options) *tls.Config {
+	cert, err := tls.LoadX509KeyPair(o.cert, o.key)
+	if err != nil {
+		fail("load certificate: %v", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"perf"}}
+}
+
+func clientTLS(o options) *tls.Config {
+	conf := &tls.Config{ServerName: o.serverName, NextProtos: []string{"perf"}}
+	if o.ca == "" {
+		conf.InsecureSkipVerify = true
+		return conf
+	}
+	pem, err := os.ReadFile(o.ca)
+	if err != nil {
+		fail("read ca: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		fail("ca %s: no PEM certificate", o.ca)
+	}
+	conf.RootCAs = pool
+	return conf
+}
+
+// answer serves one request stream: read the 8-byte size, send that many bytes.
+func answer(str *quic.Stream, buf []byte) (uint64, error) {
+	var req [8]byte
+	if _, err := io.ReadFull(str, req[:]); err != nil {
+		return 0, err
+	}
+	// The client ends its side after the size: read up to that FIN so the stream
+	// is complete in both directions once the response is sent, and its credit
+	// (MAX_STREAMS) returns to the client.
+	if _, err := io.Copy(io.Discard, str); err != nil {
+		return 0, err
+	}
+	want := binary.BigEndian.Uint64(req[:])
+	var sent uint64
+	for sent < want {
+		n := uint64(len(buf))
+		if want-sent < n {
+			n = want - sent
+		}
+		w, err := str.Write(buf[:n])
+		sent += uint64(w)
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, str.Close()
+}
+
+// sumStats adds up the packet counters of several connections (request mode).
+func sumStats(conns []*quic.Conn) map[string]any {
+	var sent, received, lost, bytesLost uint64
+	for _, c := range conns {
+		s := c.ConnectionStats()
+		sent += s.PacketsSent
+		received += s.PacketsReceived
+		lost += s.PacketsLost
+		bytesLost += s.BytesLost
+	}
+	return map[string]any{"packets_sent": sent, "packets_received": received,
+		"packets_lost": lost, "bytes_lost": bytesLost}
+}
+
+func requestServer(o options) {
+	ln, err := transport(o, o.addr).Listen(serverTLS(o), config(o))
+	if err != nil {
+		fail("listen: %v", err)
+	}
+	var served, bytes, failed atomic.Int64
+	var mu sync.Mutex
+	var conns []*quic.Conn
+	done := make(chan struct{})
+	var once sync.Once
+	start := time.Now()
+	go func() {
+		for {
+			conn, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+			go func(conn *quic.Conn) {
+				for {
+					str, err := conn.AcceptStream(context.Background())
+					if err != nil {
+						return
+					}
+					go func() {
+						n, err := answer(str, make([]byte, 32*1024))
+						bytes.Add(int64(n))
+						if err != nil {
+							failed.Add(1)
+						}
+						if served.Add(1) >= int64(o.requests) {
+							once.Do(func() { close(done) })
+						}
+					}()
+				}
+			}(conn)
+		}
+	}()
+	<-done
+	// Let the last responses and the clients' CONNECTION_CLOSEs arrive.
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	out := sumStats(conns)
+	out["connections"] = len(conns)
+	mu.Unlock()
+	out["role"] = "server"
+	out["requests"] = served.Load()
+	out["bytes"] = bytes.Load()
+	out["transfer_s"] = time.Since(start).Seconds()
+	out["max_udp_payload_bytes"] = 1452
+	if f := failed.Load(); f > 0 {
+		out["error"] = fmt.Sprintf("%d of %d requests failed", f, served.Load())
+	}
+	emit(out)
+}
+
+// fetch issues one request on conn and reads the whole response.
+func fetch(conn *quic.Conn, size uint64, buf []byte) (uint64, error) {
+	str, err := conn.OpenStreamSync(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	var req [8]byte
+	binary.BigEndian.PutUint64(req[:], size)
+	if _, err := str.Write(req[:]); err != nil {
+		return 0, err
+	}
+	_ = str.Close()
+	var got uint64
+	for {
+		n, err := str.Read(buf)
+		got += uint64(n)
+		if err == io.EOF {
+			return got, nil
+		}
+		if err != nil {
+			return got, err
+		}
+	}
+}
+
+// percentile is the nearest-rank percentile (q in 0..1) of sorted latencies.
+func percentile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// requestClient issues o.requests requests of o.bytes: on o.connections connections
+// with o.streams streams each, or (o.newConn) one new connection per request with
+// o.connections of them at a time. Latency is per request, from opening its stream
+// (or dialing its connection) to the response's last byte.
+func requestClient(o options) {
+	tr := transport(o, "0.0.0.0:0")
+	remote, err := net.ResolveUDPAddr("udp", o.addr)
+	if err != nil {
+		fail("resolve %s: %v", o.addr, err)
+	}
+	tlsConf := clientTLS(o)
+	var issued, ok, failures atomic.Int64
+	var got atomic.Uint64
+	var mu sync.Mutex
+	var latencies, handshakes []float64
+	var conns []*quic.Conn
+	var firstErr atomic.Value
+	take := func() bool { return issued.Add(1) <= int64(o.requests) }
+	keep := func(lat, hs []float64, conn *quic.Conn) {
+		mu.Lock()
+		latencies = append(latencies, lat...)
+		handshakes = append(handshakes, hs...)
+		if conn != nil {
+			conns = append(conns, conn)
+		}
+		mu.Unlock()
+	}
+	bad := func(err error) {
+		failures.Add(1)
+		firstErr.CompareAndSwap(nil, err.Error())
+	}
+	// one runs a request on conn and records its latency since t0.
+	one := func(conn *quic.Conn, t0 time.Time, buf []byte, lat *[]float64) {
+		n, err := fetch(conn, o.bytes, buf)
+		got.Add(n)
+		if err != nil || n != o.bytes {
+			bad(fmt.Errorf("request: %v (%d of %d bytes)", err, n, o.bytes))
+			return
+		}
+		ok.Add(1)
+		*lat = append(*lat, float64(time.Since(t0))/1e6)
+	}
+	dial := func() (*quic.Conn, float64, error) {
+		t0 := time.Now()
+		conn, err := tr.Dial(context.Background(), remote, tlsConf, config(o))
+		return conn, float64(time.Since(t0)) / 1e6, err
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := 0; c < o.connections; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 64*1024)
+			if o.newConn {
+				var lat, hs []float64
+				for take() {
+					t0 := time.Now()
+					conn, ms, err := dial()
+					if err != nil {
+						bad(fmt.Errorf("dial: %v", err))
+						continue
+					}
+					hs = append(hs, ms)
+					one(conn, t0, buf, &lat)
+					_ = conn.CloseWithError(0, "done")
+					keep(nil, nil, conn)
+				}
+				keep(lat, hs, nil)
+				return
+			}
+			conn, ms, err := dial()
+			if err != nil {
+				bad(fmt.Errorf("dial: %v", err))
+				return
+			}
+			keep(nil, []float64{ms}, conn)
+			var inner sync.WaitGroup
+			for k := 0; k < o.streams; k++ {
+				inner.Add(1)
+				go func() {
+					defer inner.Done()
+					buf := make([]byte, 64*1024)
+					var lat []float64
+					for take() {
+						one(conn, time.Now(), buf, &lat)
+					}
+					keep(lat, nil, nil)
+				}()
+			}
+			inner.Wait()
+			_ = conn.CloseWithError(0, "done")
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	sort.Float64s(latencies)
+	var hsSum float64
+	for _, h := range handshakes {
+		hsSum += h
+	}
+	done := ok.Load()
+	out := sumStats(conns)
+	for k, v := range map[string]any{"role": "client", "requests": done, "bytes": got.Load(),
+		"transfer_s": elapsed, "requests_per_s": float64(done) / elapsed,
+		"goodput_mbps":   float64(got.Load()) * 8 / elapsed / 1e6,
+		"latency_p50_ms": percentile(latencies, 0.50), "latency_p90_ms": percentile(latencies, 0.90),
+		"latency_p99_ms": percentile(latencies, 0.99), "connections_opened": len(handshakes),
+		"request_bytes": o.bytes, "new_connection": o.newConn} {
+		out[k] = v
+	}
+	if len(handshakes) > 0 {
+		out["handshake_ms"] = hsSum / float64(len(handshakes))
+	}
+	if f := failures.Load(); f > 0 {
+		out["error"] = fmt.Sprintf("%d of %d requests failed: %v", f, o.requests, firstErr.Load())
+	}
+	emit(out)
 	time.Sleep(50 * time.Millisecond)
 }
