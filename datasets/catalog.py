@@ -28,7 +28,10 @@ import duckdb
 
 from quiclab.errors import DataError
 
-SCHEMA_VERSION = 1
+#: 2: ``runs`` gained the request-workload columns (``workload``, ``request_bytes``,
+#: ``connections``, ``latency_p90_ms``); a version-1 file gets them (NULL) when
+#: opened for writing.
+SCHEMA_VERSION = 2
 
 RUN_COLUMNS: list[tuple[str, str]] = [
     ("run_id", "VARCHAR PRIMARY KEY"),
@@ -115,6 +118,11 @@ RUN_COLUMNS: list[tuple[str, str]] = [
     ("latency_p50_ms", "DOUBLE"),
     ("latency_p99_ms", "DOUBLE"),
     ("extra", "JSON"),
+    # Schema version 2 (request workloads, issue 10); NULL for bulk transfers.
+    ("workload", "VARCHAR"),
+    ("request_bytes", "BIGINT"),
+    ("connections", "INTEGER"),
+    ("latency_p90_ms", "DOUBLE"),
 ]
 
 DDL = [
@@ -222,6 +230,11 @@ class Catalog:
     def ensure_schema(self) -> None:
         for stmt in DDL:
             self.con.execute(stmt)
+        # Columns added after a file was created (nullable; older rows read NULL).
+        have = set(self.columns("runs"))
+        for name, kind in RUN_COLUMNS:
+            if name not in have:
+                self.con.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
         self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                          [str(SCHEMA_VERSION)])
 
