@@ -3,7 +3,12 @@
 - CPU seconds (user, system) come from ``wait4()``'s rusage when the peer
   exits: exact, all threads, and children included.
 - Per-second samples read ``/proc/<pid>/stat`` of the process tree (utime,
-  stime, last core) once a second.
+  stime) once a second.
+- The core a side ran on: every ``core_interval_s`` (0.1 s) the sampler reads
+  each thread's ``/proc/<pid>/task/<tid>/stat`` (field 39, the core it last ran
+  on, and its CPU time) and credits the thread's CPU time since the previous
+  read to that core; the side's core is the one credited most (a busy peer's
+  threads seldom move within 0.1 s, so this is close to where its CPU went).
 - System calls are counted by ``perf stat -e raw_syscalls:sys_enter`` wrapped
   around the peer when available (a counting tracepoint, no sampling).
 """
@@ -59,10 +64,11 @@ def tree(pid: int) -> list[int]:
     return seen
 
 
-def stat_times(pid: int) -> tuple[float, float, int | None]:
-    """(user s, system s, last core) of one process from /proc/<pid>/stat; zeros if gone."""
+def stat_times(pid: int, path: str | None = None) -> tuple[float, float, int | None]:
+    """(user s, system s, last core) of one process from /proc/<pid>/stat (or of one
+    thread, from ``path``); zeros if gone."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        text = Path(path or f"/proc/{pid}/stat").read_text()
     except OSError:
         return 0.0, 0.0, None
     # The command name may contain spaces: fields start after the last ')'.
@@ -72,17 +78,36 @@ def stat_times(pid: int) -> tuple[float, float, int | None]:
     return utime / CLOCK_TICKS, stime / CLOCK_TICKS, core
 
 
-class CpuSampler:
-    """Samples the CPU of a process tree once per ``interval_s`` in a thread."""
+def thread_times(pid: int) -> dict[tuple[int, int], tuple[float, int | None]]:
+    """{(pid, tid): (CPU s, last core)} of every thread of one process ({} if gone)."""
+    out: dict[tuple[int, int], tuple[float, int | None]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        user, system, core = stat_times(pid, f"/proc/{pid}/task/{tid}/stat")
+        out[(pid, int(tid))] = (user + system, core)
+    return out
 
-    def __init__(self, pid: int, interval_s: float = 1.0):
+
+class CpuSampler:
+    """Samples the CPU of a process tree once per ``interval_s``, and where its
+    threads ran every ``core_interval_s``, in a thread."""
+
+    def __init__(self, pid: int, interval_s: float = 1.0, core_interval_s: float = 0.1):
         self.pid = pid
         self.interval_s = interval_s
+        self.core_interval_s = min(core_interval_s, interval_s)
         self.samples: list[CpuSample] = []
+        #: CPU seconds credited to each core (see the module docstring).
+        self.core_seconds: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         # Per-pid last reading, so exited descendants don't make the sum go backwards.
         self._last: dict[int, tuple[float, float]] = {}
+        self._threads: dict[tuple[int, int], float] = {}
+        self._window: dict[int, float] = {}  # core seconds since the last sample
 
     def start(self) -> CpuSampler:
         self._thread.start()
@@ -93,31 +118,58 @@ class CpuSampler:
         self._thread.join(timeout=5)
         return self.samples
 
-    def _read(self) -> tuple[float, float, int | None]:
-        core = None
+    def core_shares(self) -> dict[int, float]:
+        """Share of the observed CPU time per core ({} when none was observed)."""
+        total = sum(self.core_seconds.values())
+        return {c: v / total for c, v in sorted(self.core_seconds.items())} if total else {}
+
+    def main_core(self) -> int | None:
+        """The core credited with the most CPU time (None when none was observed)."""
+        return _busiest(self.core_seconds)
+
+    def _read(self) -> tuple[float, float]:
         for pid in tree(self.pid):
-            user, system, c = stat_times(pid)
-            if pid == self.pid or core is None:
-                core = c if c is not None else core
+            user, system, _ = stat_times(pid)
             if user or system:
                 self._last[pid] = (user, system)
         return (sum(u for u, _ in self._last.values()),
-                sum(s for _, s in self._last.values()), core)
+                sum(s for _, s in self._last.values()))
+
+    def _read_cores(self) -> None:
+        """Credit each thread's CPU time since the previous read to its current core."""
+        for pid in tree(self.pid):
+            for key, (cpu_s, core) in thread_times(pid).items():
+                # A thread seen for the first time started since the previous read
+                # (or with the process): all its CPU time is new.
+                delta = cpu_s - self._threads.get(key, 0.0)
+                self._threads[key] = cpu_s
+                if core is not None and delta > 0:
+                    self.core_seconds[core] = self.core_seconds.get(core, 0.0) + delta
+                    self._window[core] = self._window.get(core, 0.0) + delta
 
     def _loop(self) -> None:
         t0 = time.time_ns()
-        prev_ns, (prev_u, prev_s, _) = t0, self._read()
+        self._read_cores()
+        prev_ns, (prev_u, prev_s) = t0, self._read()
         t = 0
-        while not self._stop.wait(self.interval_s):
+        while not self._stop.wait(self.core_interval_s):
+            self._read_cores()
             now = time.time_ns()
-            user, system, core = self._read()
+            if now - prev_ns < self.interval_s * 1e9 * 0.999:
+                continue
+            user, system = self._read()
             span = (now - prev_ns) / 1e9
             if span > 0:
                 self.samples.append(CpuSample(t, 100 * (user - prev_u) / span,
-                                              100 * (system - prev_s) / span, core,
-                                              prev_ns, now))
+                                              100 * (system - prev_s) / span,
+                                              _busiest(self._window), prev_ns, now))
+            self._window = {}
             t += 1
             prev_ns, prev_u, prev_s = now, user, system
+
+
+def _busiest(seconds: dict[int, float]) -> int | None:
+    return max(seconds, key=lambda c: (seconds[c], -c)) if seconds else None
 
 
 @dataclass

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from quiclab.errors import ScenarioError
 from quiclab.sim.scenario import Scenario, parse_assignments
 from quiclab.testbed.errors import TestbedError
 from quiclab.testbed.stacks import TESTBED_KNOBS, Stack
-
-from quiclab.errors import ScenarioError
 
 #: Bytes per run when neither --bytes nor transfer_bytes is given (a few seconds
 #: for the slowest stack; the Scenario default of 8 GiB is the QIR's file size).
@@ -31,14 +31,42 @@ NOT_TESTBED = {
     "cpu_ghz": "the testbed runs at this host's clock",
     "base_rtt_us": "the veth path has its own base RTT",
     "pipeline": "pipelines are not built into the peers",
-    "workload": "the peers run bulk transfers only",
-    "request_bytes": "the peers run bulk transfers only",
-    "requests": "the peers run bulk transfers only",
-    "connections": "the peers run one connection",
-    "streams": "the peers transfer on one stream",
     "chunks": "the peers transfer in one request",
     "app": "the application protocol is the stacks' own (perf, or h3 for wrapped tools)",
 }
+
+
+#: Scenario fields of request workloads (issue 10), with their bulk default: a
+#: bulk run is one transfer on one connection and one stream.
+REQUEST_FIELDS: dict[str, int] = {"request_bytes": 0, "requests": 0, "connections": 1,
+                                  "streams": 1}
+
+
+def request_count(scenario: Scenario) -> int:
+    """Requests a request or handshake run issues: ``requests``, or for handshakes
+    without it one per connection (the Scenario's rule, ``sim.request_costs``)."""
+    return scenario.requests if scenario.requests > 0 else scenario.connections
+
+
+def _request_changes(changes: dict[str, Any], transfer_bytes: int | None) -> None:
+    """Check the request fields against the workload; a request run's transfer_bytes is
+    requests × request_bytes (what the client receives). Raises TestbedError."""
+    workload = changes.get("workload", "bulk")
+    if workload == "bulk":
+        for name, default in REQUEST_FIELDS.items():
+            if name in changes and changes[name] != default:
+                raise TestbedError(f"{name}={changes[name]!r} needs workload=requests or "
+                                   "workload=handshakes: a bulk run is one transfer on one "
+                                   "connection and one stream")
+        return
+    if transfer_bytes is not None or "transfer_bytes" in changes:
+        value = transfer_bytes if transfer_bytes is not None else changes["transfer_bytes"]
+        raise TestbedError(f"transfer_bytes={value!r} cannot be set with workload={workload}: "
+                           "a request run moves requests × request_bytes (set those, "
+                           "not --bytes)")
+    if workload == "handshakes" and changes.get("streams", 1) != 1:
+        raise TestbedError(f"streams={changes['streams']!r} cannot be set with "
+                           "workload=handshakes: each request has a new connection of its own")
 
 
 def parse_set(items: list[str], source: str = "--set") -> tuple[dict[str, Any], dict[str, Any]]:
@@ -95,11 +123,15 @@ class RunConfig:
             if name in NOT_TESTBED:
                 raise TestbedError(f"{name}={changes[name]!r} cannot be set on the testbed: "
                                    f"{NOT_TESTBED[name]}")
+        _request_changes(changes, transfer_bytes)
         if transfer_bytes is not None:
             changes["transfer_bytes"] = transfer_bytes
         changes.setdefault("transfer_bytes", DEFAULT_TRANSFER_BYTES)
         explicit = frozenset(changes) | frozenset(knobs or {})
         scenario = Scenario(**{**changes, "server": server, "client": client})
+        if scenario.workload != "bulk":
+            scenario = scenario.with_(
+                transfer_bytes=scenario.request_bytes * request_count(scenario))
         return cls(scenario, {**TESTBED_KNOBS, **(knobs or {})}, explicit, experiment)
 
     def knob(self, name: str) -> Any:
@@ -232,18 +264,56 @@ def resolve(config: RunConfig, server: Stack, client: Stack) -> Resolved:
         eff["veth_segmentation"] = False
         eff["nic_gro"] = False
     eff["tso"] = bool(config.knob("tso"))
+
+    # Request workloads (issue 10): both peers need a request mode; the server is
+    # told the count (it exits after that many) and the streams (its stream limit).
+    eff["workload"] = s.workload
+    if s.workload != "bulk":
+        for stack in stacks.values():
+            if s.workload not in stack.workloads:
+                raise TestbedError(f"workload={s.workload} cannot be honoured by {stack.name}: "
+                                   f"its peer runs {' | '.join(stack.workloads)} only")
+        n = request_count(s)
+        streams = 1 if s.workload == "handshakes" else s.streams
+        for role in stacks:
+            args[role] += [f"--requests={n}", f"--connections={s.connections}",
+                           f"--streams={streams}"]
+        if s.workload == "handshakes":
+            args["client"].append("--new-connection=true")
+        eff.update(requests=n, request_bytes=s.request_bytes, connections=s.connections,
+                   streams=streams)
+
+    # Pinning: explicit cores (server_core/client_core), else pin=true puts the
+    # server on core 0 and the client on core 1.
+    cores = os.cpu_count() or 1
+    for role, field_name in (("server", "server_core"), ("client", "client_core")):
+        core = getattr(s, field_name)
+        if core >= cores:
+            raise TestbedError(f"{field_name}={core} cannot be honoured: this host has "
+                               f"{cores} core(s), 0 … {cores - 1}")
+        if core < 0 and s.pin:
+            core = 0 if role == "server" else min(1, cores - 1)
+        eff[f"{role}_pinned_core"] = core if core >= 0 else None
     return Resolved(args["server"] + list(server.server_args),
                     args["client"] + list(client.client_args), eff)
 
 
 def expected_seconds(config: RunConfig, server: Stack, client: Stack) -> float:
-    """Transfer time at the slowest plausible goodput of the pair (or the link rate)."""
+    """Transfer time at the slowest plausible goodput of the pair (or the link rate);
+    request runs add their requests (or new connections) at the pair's slowest rate."""
     mbps = min(server.min_goodput_mbps, client.min_goodput_mbps)
     if config.scenario.link_gbps and "link_gbps" in config.explicit:
         mbps = min(mbps, config.scenario.link_gbps * 1e3)
     if config.scenario.loss_pct > 0:
         mbps /= 1 + config.scenario.loss_pct  # loss-bound cwnd: slower
-    return config.scenario.transfer_bytes * 8 / (mbps * 1e6)
+    seconds = config.scenario.transfer_bytes * 8 / (mbps * 1e6)
+    if config.scenario.workload == "requests":
+        rate = min(server.min_requests_per_s, client.min_requests_per_s)
+        seconds += request_count(config.scenario) / rate
+    elif config.scenario.workload == "handshakes":
+        rate = min(server.min_handshakes_per_s, client.min_handshakes_per_s)
+        seconds += request_count(config.scenario) / rate
+    return seconds
 
 
 def timeout_seconds(config: RunConfig, server: Stack, client: Stack,

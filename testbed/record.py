@@ -9,7 +9,15 @@ send/receive calls, peer reports) go to ``extra`` (JSON).
 Packets: ``/proc/net/snmp`` ``OutDatagrams`` counts send calls and
 ``InDatagrams`` coalesced receives when GSO/GRO are on, and veth counters
 count batches; wire packets come from the stack's own statistics where it
-has them (``data_packets``), else bytes ÷ UDP payload (``extra.wire_packets_est``).
+has them (``data_packets``), else, when the server sent without GSO, from its
+``OutDatagrams`` (one datagram is one packet; ``ack_packets`` likewise from the
+client's), else bytes ÷ UDP payload (``extra.wire_packets_est``).
+
+Request workloads (issue 10) fill ``workload``, ``request_bytes``,
+``requests``, ``connections``, ``streams``, ``requests_per_s`` and the latency
+percentiles from the client's report; ``runtime_s`` is then the completion
+time of all requests (connection set-up included). ``server_core`` /
+``client_core`` are the pinned core, else the one observed (``extra.cores``).
 """
 
 from __future__ import annotations
@@ -61,6 +69,19 @@ def _udp(side: Side) -> dict[str, int | None]:
             "rx_errors": udp.get("InErrors")}
 
 
+def _packets(result: RunResult, side: Side, role: str) -> tuple[Any, str | None]:
+    """(packets side sent, where the number comes from): the stack's statistics, else
+    its UDP datagrams when it sent without GSO (each datagram one packet on the veth)."""
+    reported = _num(side.report, "packets_sent")
+    if reported is not None:
+        return reported, "stack"
+    gso = result.effective.get("gso") if role == "server" else False
+    datagrams = _udp(side)["sent"]
+    if not gso and datagrams is not None and result.status == "ok":
+        return datagrams, "udp_datagrams"
+    return None, None
+
+
 def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
             provenance: dict[str, Any] | None = None) -> dict[str, Any]:
     """One ``runs`` row."""
@@ -70,6 +91,9 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
     runtime_s = _num(cli.report, "transfer_s")
     if runtime_s is None and result.end_ns > result.start_ns:
         runtime_s = (result.end_ns - result.start_ns) / 1e9
+    requests = s.workload != "bulk"
+    data_packets, data_from = _packets(result, srv, "server")
+    ack_packets, ack_from = _packets(result, cli, "client")
     row: dict[str, Any] = {
         "run_id": result.run_id, "source": "fresh", "experiment": result.config.experiment,
         "setting": s.describe(), "logdir": result.logdir, "hostpair": "veth",
@@ -91,12 +115,19 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
         or eff.get("udp_payload_bytes"),
         "link_gbps": s.link_gbps if "link_gbps" in result.config.explicit else None,
         "rtt_ms": s.rtt_ms, "loss_pct": s.loss_pct, "reorder_pct": s.reorder_pct,
-        "streams": 1, "chunks": 1, "cc": eff.get("cc"),
+        "streams": eff.get("streams", 1) if requests else 1, "chunks": 1, "cc": eff.get("cc"),
         "server_core": srv.core, "client_core": cli.core,
-        "data_packets": _num(srv.report, "packets_sent"),
-        "ack_packets": _num(cli.report, "packets_sent"),
+        "data_packets": data_packets, "ack_packets": ack_packets,
         "server_syscalls": srv.syscalls, "client_syscalls": cli.syscalls,
         "handshake_ms": _num(cli.report, "handshake_ms"),
+        "workload": s.workload,
+        "request_bytes": s.request_bytes if requests else None,
+        "requests": _num(cli.report, "requests") if requests else None,
+        "connections": s.connections if requests else None,
+        "requests_per_s": result.requests_per_s,
+        "latency_p50_ms": _num(cli.report, "latency_p50_ms") if requests else None,
+        "latency_p90_ms": _num(cli.report, "latency_p90_ms") if requests else None,
+        "latency_p99_ms": _num(cli.report, "latency_p99_ms") if requests else None,
     }
     for prefix, side in (("server", srv), ("client", cli)):
         if side.exit is not None:
@@ -121,6 +152,11 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
         "topology": result.topology, "timeout_s": result.timeout_s,
         "expected_s": result.expected_s,
         "wire_packets_est": (s.transfer_bytes // payload) if payload else None,
+        "packets_from": {"data_packets": data_from, "ack_packets": ack_from},
+        "cores": {role: {"core": side.core, "source": side.core_source,
+                         "shares": {str(c): round(v, 4) for c, v in side.core_shares.items()}}
+                  for role, side in (("server", srv), ("client", cli))},
+        "requests_wanted": eff.get("requests") if requests else None,
         "server_report": srv.report, "client_report": cli.report,
         "server_stderr": srv.stderr_tail, "client_stderr": cli.stderr_tail,
         "server_exit": srv.exit.__dict__ if srv.exit else None,

@@ -58,7 +58,11 @@ class Side:
     syscalls: int | None = None
     snmp: dict[str, dict[str, int]] = field(default_factory=dict)
     link: dict[str, int] = field(default_factory=dict)
+    #: The core it ran on: the pinned one, else the one its threads used most
+    #: (``core_source`` says which; ``core_shares`` is CPU time per observed core).
     core: int | None = None
+    core_source: str | None = None
+    core_shares: dict[int, float] = field(default_factory=dict)
     stderr_tail: str = ""
 
 
@@ -83,8 +87,20 @@ class RunResult:
 
     @property
     def goodput_mbps(self) -> float | None:
-        value = self.client.report.get("goodput_mbps")
-        return float(value) if isinstance(value, int | float) else None
+        return self._client_number("goodput_mbps")
+
+    @property
+    def requests_per_s(self) -> float | None:
+        """Requests answered per second (request workloads; None for bulk runs)."""
+        if self.config.scenario.workload == "bulk":
+            return None
+        return self._client_number("requests_per_s")
+
+    def _client_number(self, key: str) -> float | None:
+        value = self.client.report.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return float(value)
 
     def summary(self) -> dict[str, Any]:
         """The one JSON object ``quiclab testbed run --json`` prints."""
@@ -101,7 +117,24 @@ class RunResult:
             "transfer_bytes": self.config.scenario.transfer_bytes,
             **{k: self.effective.get(k) for k in ("gso", "gro", "udp_payload_bytes", "cc",
                                                    "veth_segmentation")},
+            "server_core": self.server.core, "client_core": self.client.core,
+            "core_source": {"server": self.server.core_source,
+                            "client": self.client.core_source},
+            "workload": self.config.scenario.workload,
+            **(self._request_summary() if self.config.scenario.workload != "bulk" else {}),
         }
+
+    def _request_summary(self) -> dict[str, Any]:
+        def num(key: str, digits: int) -> float | None:
+            value = self._client_number(key)
+            return None if value is None else round(value, digits)
+        return {k: self.effective.get(k)
+                for k in ("requests", "request_bytes", "connections", "streams")} | {
+            "requests_done": self.client.report.get("requests"),
+            "requests_per_s": num("requests_per_s", 1), "completion_s": num("transfer_s", 4),
+            "latency_p50_ms": num("latency_p50_ms", 3),
+            "latency_p90_ms": num("latency_p90_ms", 3),
+            "latency_p99_ms": num("latency_p99_ms", 3)}
 
 
 def last_json(text: str) -> dict[str, Any]:
@@ -208,29 +241,31 @@ class Testbed:
         return result
 
     # ------------------------------------------------------------------
-    def _command(self, topo: Topology, role: str, stack: Stack, args: list[str],
+    def _command(self, topo: Topology, role: str, stack: Stack, resolved: Resolved,
                  logdir: Path, config: RunConfig) -> list[str]:
         argv = [*topo.exec_prefix(role)]
-        if config.scenario.pin:
-            # Server on core 0, client on core 1: one core each (the VM has two).
-            core = 0 if role == "server" else min(1, (os.cpu_count() or 1) - 1)
+        core = resolved.effective.get(f"{role}_pinned_core")
+        if core is not None:
             argv += ["taskset", "-c", str(core)]
         if config.knob("count_syscalls") and self.perf_ok():
             argv += collect.perf_prefix(logdir / f"{role}.perf")
         argv += stack.argv(self.paths.build_dir, self.paths.peers_dir)
         cert, key = self.builder.certs()
+        s = config.scenario
+        # --bytes: one transfer's size, or one response's in request mode.
+        nbytes = s.transfer_bytes if s.workload == "bulk" else s.request_bytes
         if role == "server":
-            # --bytes: wrapped HTTP/3 servers prepare a response of that size.
+            # Wrapped HTTP/3 servers prepare a response of that size.
             argv += ["--role=server", f"--addr={topo.server_listen}", f"--cert={cert}",
-                     f"--key={key}", "--once=true", f"--bytes={config.scenario.transfer_bytes}"]
+                     f"--key={key}", "--once=true", f"--bytes={nbytes}"]
         else:
             argv += ["--role=client", f"--addr={topo.client_target}", f"--ca={cert}",
-                     "--server-name=quiclab", f"--bytes={config.scenario.transfer_bytes}"]
+                     "--server-name=quiclab", f"--bytes={nbytes}"]
         if config.knob("qlog"):
             qlog = logdir / f"qlog-{role}"
             qlog.mkdir(exist_ok=True)
             argv.append(f"--qlog={qlog}")
-        return argv + args
+        return argv + (resolved.server_args if role == "server" else resolved.client_args)
 
     def _start(self, argv: list[str], logdir: Path, name: str,
                stack: Stack | None) -> subprocess.Popen[bytes]:
@@ -247,8 +282,8 @@ class Testbed:
         relay = None
         if topo.link.relayed:
             relay = self._start(self._relay_argv(topo), logdir, "relay", None)
-        srv = self._start(self._command(topo, "server", server, resolved.server_args, logdir,
-                                        config), logdir, "server", server)
+        srv = self._start(self._command(topo, "server", server, resolved, logdir, config),
+                          logdir, "server", server)
         cli: subprocess.Popen[bytes] | None = None
         try:
             srv_sampler = collect.CpuSampler(srv.pid).start()
@@ -261,8 +296,8 @@ class Testbed:
                 time.sleep(0.02)
             result.start_ns = time.time_ns()
             t0 = time.monotonic()
-            cli = self._start(self._command(topo, "client", client, resolved.client_args,
-                                            logdir, config), logdir, "client", client)
+            cli = self._start(self._command(topo, "client", client, resolved, logdir, config),
+                              logdir, "client", client)
             cli_sampler = collect.CpuSampler(cli.pid).start()
             cli_exit = collect.wait(cli, result.timeout_s, t0)
             result.end_ns = time.time_ns()
@@ -289,14 +324,19 @@ class Testbed:
                     collect.kill_group(proc, signal.SIGKILL)
                     proc.wait()
         result.client.exit, result.server.exit = cli_exit, srv_exit
-        for side, role in ((result.server, "server"), (result.client, "client")):
+        for side, role, sampler in ((result.server, "server", srv_sampler),
+                                    (result.client, "client", cli_sampler)):
             side.report = last_json((logdir / f"{role}.out").read_text(errors="replace"))
             side.stderr_tail = _tail(logdir / f"{role}.err", 2)
             side.syscalls = collect.parse_perf(logdir / f"{role}.perf")
             side.snmp = topo.snmp(role)
             side.link = topo.link_stats(role)
-            if config.scenario.pin:
-                side.core = 0 if role == "server" else 1
+            side.core_shares = sampler.core_shares()
+            pinned = resolved.effective.get(f"{role}_pinned_core")
+            if pinned is not None:
+                side.core, side.core_source = int(pinned), "pinned"
+            elif (observed := sampler.main_core()) is not None:
+                side.core, side.core_source = observed, "observed"
         result.topology = {"mode": "relayed" if topo.link.relayed else "direct",
                            "namespaces": list(topo.ns.values()), "applied": topo.applied,
                            "qdisc": topo.qdisc_stats("server")}
@@ -334,6 +374,10 @@ def _verdict(result: RunResult, cli_exit: collect.Exit, client: Stack,
                           f"{result.client.stderr_tail or 'no output'}")
     if not report:
         return "failed", "client printed no JSON report"
+    if config.scenario.workload != "bulk" and report.get("requests") != result.effective.get(
+            "requests"):
+        return "failed", (f"client completed {report.get('requests')} of "
+                          f"{result.effective.get('requests')} requests")
     if report.get("bytes") not in (None, config.scenario.transfer_bytes):
         return "failed", (f"client received {report.get('bytes')} of "
                           f"{config.scenario.transfer_bytes} bytes")

@@ -19,6 +19,9 @@ Facts recorded here (issue 7/8, measured on this kind of machine):
   UDP_GRO on.
 - aioquic and qh3 send one datagram per system call (no GSO/GRO); aioquic
   does no path-MTU discovery (1200 B unless told).
+- Request workloads (issue 10): only the quic-go and x/net/quic peers have a
+  request mode (``--requests``, ``--connections``, ``--streams``,
+  ``--new-connection``); the other peers run one bulk transfer.
 """
 
 from __future__ import annotations
@@ -93,6 +96,13 @@ class Stack:
     qlog: bool = False
     #: Slowest plausible goodput here, Mbit/s: sets the hang timeout.
     min_goodput_mbps: float = 50.0
+    #: Workloads its peer runs: "bulk" (one transfer), "requests" (N requests over
+    #: C connections × K streams), "handshakes" (a new connection per request).
+    workloads: tuple[str, ...] = ("bulk",)
+    #: Slowest plausible request and new-connection rates here (per second, any
+    #: concurrency): with the bytes they set the hang timeout of request runs.
+    min_requests_per_s: float = 200.0
+    min_handshakes_per_s: float = 20.0
     #: Extra environment for the peer processes.
     env: tuple[tuple[str, str], ...] = ()
     #: Debian packages the build needs.
@@ -126,7 +136,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         build="go", source="quic-go", command=("{build}/bin/quic-go-peer",),
         version="quic-go v0.65.0", max_udp_payload_bytes=1452, default_udp_payload_bytes=1452,
         gso="switch", gro="off", ccs=("cubic",), ciphers=("aes-ni",), qlog=True,
-        min_goodput_mbps=200.0,
+        min_goodput_mbps=200.0, workloads=("bulk", "requests", "handshakes"),
         notes="1452 B packet cap; GSO via QUIC_GO_DISABLE_GSO; no GRO; cubic only"),
     Stack(
         name="quinn", origin="crates.io: quinn 0.11.12 (rustls/ring)",
@@ -165,6 +175,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         version="golang.org/x/net/quic v0.56.0", max_udp_payload_bytes=1200,
         default_udp_payload_bytes=1200, gso="off", gro="off", ccs=("reno",),
         default_cc="reno", ciphers=("aes-ni",), min_goodput_mbps=50.0, payload_flag=False,
+        workloads=("bulk", "requests", "handshakes"),
         notes="1200 B packets, NewReno, no statistics API, no GSO/GRO"),
     Stack(
         name="quiche", origin="crates.io: quiche 0.30.0 (BoringSSL; needs libclang-dev)",
@@ -232,5 +243,6 @@ def coverage_table(stacks: dict[str, Stack] | None = None) -> list[dict[str, Any
             "stack": s.name, "app": s.app, "max_udp_payload": s.max_udp_payload_bytes,
             "jumbo": jumbo, "gso": s.gso, "gro": s.gro, "cc": "/".join(s.ccs),
             "cipher": "/".join(s.ciphers), "flow_control": s.flow_control,
-            "socket_buffers": s.socket_buffers, "qlog": s.qlog})
+            "socket_buffers": s.socket_buffers, "qlog": s.qlog,
+            "workloads": "/".join(s.workloads)})
     return rows
