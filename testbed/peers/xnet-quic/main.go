@@ -64,7 +64,8 @@ func main() {
 	newConn := flag.Bool("new-connection", false, "client, request mode: a new connection per request")
 	flag.Parse()
 
-	conf := &quic.Config{MaxIdleTimeout: 30 * time.Second, MaxBidiRemoteStreams: 100}
+	// Concurrent streams the peer may open: 100, or the request mode's --streams.
+	conf := &quic.Config{MaxIdleTimeout: 30 * time.Second, MaxBidiRemoteStreams: int64(max(100, *streams))}
 	if *streamWindow > 0 {
 		conf.MaxStreamReadBufferSize = *streamWindow
 		conf.MaxStreamWriteBufferSize = *streamWindow
