@@ -317,6 +317,27 @@ def evaluate_shape(ctx: Context, finding: Finding, shape: Shape) -> Result:
             value = min(ratios) if lo is not None else max(ratios)
             shown = f"{min(ratios):.3g}…{max(ratios):.3g}"
             pub = f"{p.get('mode', 'all')} in {_interval(lo, hi)}"
+        elif shape.type == "dominant_axis":
+            # A heatmap's row/column pattern (seed 002 Fig. 11): the range of the mean
+            # along each axis (the other axes averaged out); the expected axis's range
+            # must be at least `min` times every other axis's.
+            fields_, values, names = ctx.spec.series[p["series"]]
+            ys = [ctx.metric(n, finding.engine, metric) for n in names]
+            effects: dict[str, float] = {}
+            for i, name in enumerate(fields_):
+                groups: dict[Any, list[float]] = {}
+                for v, y in zip(values, ys, strict=True):
+                    groups.setdefault(v[i], []).append(y)
+                means = [sum(g) / len(g) for g in groups.values()]
+                effects[name] = max(means) - min(means)
+            others = max([e for f, e in effects.items() if f != p["expect"]] or [0.0])
+            own = effects[p["expect"]]
+            # A flat grid has no pattern: the expected axis must move the metric at all.
+            value = own / others if others > 0 else (math.inf if own > 0 else 0.0)
+            ok = value >= float(lo if lo is not None else 1.0)
+            shown = (", ".join(f"{f} {e:.3g}" for f, e in effects.items())
+                     + f" (ratio {value:.2g})")
+            pub = f"{p['expect']} ≥ {float(lo if lo is not None else 1.0):g}× every other axis"
         else:  # limit
             key = (p["scenario"], finding.engine)
             if key not in ctx.rows:

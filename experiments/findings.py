@@ -62,7 +62,8 @@ OVER = ("max", "min")
 TOLERANCE_KEYS = ("rel", "abs", "factor")
 SHAPE_KEYS = ("type", "scenario", "baseline", "series", "among", "expect", "metric", "min",
               "max", "direction", "slack", "from", "reason", "description", "mode")
-SHAPE_TYPES = ("ratio", "monotone", "flat_beyond", "argmax", "argmin", "series_ratio", "limit")
+SHAPE_TYPES = ("ratio", "monotone", "flat_beyond", "argmax", "argmin", "series_ratio", "limit",
+               "dominant_axis")
 SERIES_KEYS = ("set", "axes")
 PLOT_KEYS = ("kind", "series", "x", "metric", "title", "xlabel", "ylabel", "xlog", "ylog",
              "baseline_series", "findings", "unit")
@@ -278,6 +279,14 @@ def _parse_shape(data: Any, source: str, path: str, named: dict[str, Scenario],
                        + ", ".join(sorted(series)))
     if kind == "series_ratio" and params.get("baseline") not in series:
         raise fail(source, f"{path}.baseline", "series_ratio needs a series as baseline")
+    if kind == "dominant_axis":
+        fields_ = series.get(str(params.get("series")), ((),))[0]
+        if len(fields_) < 2:
+            raise fail(source, f"{path}.series", "dominant_axis needs a series with two or "
+                                                 "more axes: " + str(params.get("series")))
+        if params.get("expect") not in fields_:
+            raise fail(source, f"{path}.expect", "dominant_axis expects one of the series' "
+                                                 "fields: " + ", ".join(fields_))
     return Shape(kind, params, need_str(data["reason"], source, f"{path}.reason"),
                  str(data.get("description", "")))
 
