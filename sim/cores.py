@@ -101,8 +101,20 @@ def _scaled(ep: Endpoint, factor: float) -> Endpoint:
     return replace(ep, **{f: getattr(ep, f) * factor for f in COST_FIELDS})
 
 
+#: Implementations whose packet path is not QUIC's stages (seed 001 §3): the kernel
+#: runs TCP, segmentation and ACKs, so there is no user-space UDP/IP or protocol stage
+#: to put on a core of its own.
+NOT_STAGED = {"tcp+tls": "the kernel runs TCP (no user-space UDP/IP, crypto-per-packet or "
+                         "QUIC protocol stage to place)"}
+
+
 def _pipelined(ep: Endpoint, role: str, impl: str, resolved: Resolved, params: HostParams,
                scale: float) -> Endpoint:
+    base = impl.split("@")[0]
+    if base in NOT_STAGED:
+        field = "server" if role == "sender" else "client"
+        raise ScenarioError("pipeline", resolved.scenario.pipeline,
+                            f"none with {field}={impl}: {NOT_STAGED[base]}")
     catalog = PipelineCatalog.packaged()
     presets = catalog.choices(resolved.scenario.pipeline, impl)
     acks = resolved.acks_per_packet

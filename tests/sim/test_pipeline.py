@@ -1,0 +1,195 @@
+"""Pipelines, core placement and runtime threads (issue 11): the stage arithmetic, the
+analytic slowest-stage rate, the DES's per-core servers, placement near/far from the
+NIC, threads that add CPU and no goodput, and presets on every packaged model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from quiclab.errors import ScenarioError
+from quiclab.models.costmodel import Param
+from quiclab.models.pipelines import HostParams, PipelineCatalog, RuntimeThreads
+from quiclab.models.registry import Registry
+from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.sim.analytic import AnalyticEngine
+from quiclab.sim.analytic import pipeline as pipe
+from quiclab.sim.cores import near_factor
+from quiclab.sim.engine import get_engine
+from quiclab.sim.resolve import resolve
+from quiclab.sim.scenario import Scenario
+
+
+def _registry(host: HostParams | None = None, **kw: float) -> Registry:
+    model = synthetic_model("x", sender_ns=kw.get("sender_ns", 3000.0),
+                            receiver_ns=kw.get("receiver_ns", 1500.0),
+                            crypto_ns=kw.get("crypto_ns", 0.0),
+                            syscall_ns=kw.get("syscall_ns", 0.0))
+    reg = synthetic_registry(model)
+    if host is None:
+        return reg
+    return Registry(reg.models, reg.cpus, reg.interop, source="synthetic",
+                    track_versions=False, host=host)
+
+
+def _host(**fields: float) -> HostParams:
+    base = HostParams.assumed()
+    return replace(base, **{k: Param.point(v, "", "test") for k, v in fields.items()})
+
+
+def test_hand_offs_are_charged_to_the_dequeuing_core() -> None:
+    catalog = PipelineCatalog.packaged()
+    costs = {"io": 100.0, "udpip": 200.0, "crypto": 300.0, "protocol": 400.0, "app": 0.0}
+    # mvfst's best: io+crypto | udpip+protocol+app. The receiver's path io → udpip →
+    # crypto → protocol crosses cores three times: into core 1, back to 0, into 1.
+    layout = catalog.get("mukherjee-best-mvfst").layout("receiver")
+    loads = pipe.core_loads(costs, layout, "receiver", handoff_ns=10.0)
+    assert [c.ns for c in loads] == [100 + 300 + 10, 200 + 400 + 20]
+    assert pipe.slowest(loads) == 1
+    assert pipe.effective_cores(loads) == pytest.approx((410 + 620) / 620)
+    # The sender's path app → protocol → crypto → udpip → io crosses the same three times,
+    # dequeued on core 0 twice (crypto, io) and on core 1 once (udpip).
+    loads = pipe.core_loads(costs, catalog.get("mukherjee-best-mvfst").layout("sender"),
+                            "sender", handoff_ns=10.0)
+    assert [c.ns for c in loads] == [100 + 300 + 20, 200 + 400 + 10]
+    # One core: no hand-off at all.
+    one = pipe.core_loads(costs, catalog.get("dpdk").layout("sender"), "sender", 10.0)
+    assert [c.ns for c in one] == [1000.0]
+
+
+def test_a_profile_moves_work_between_stages_and_adds_none() -> None:
+    from quiclab.models.pipelines import StageProfile
+
+    stages = {"kernel": 1000.0, "crypto": 500.0, "protocol": 500.0, "app": 50.0}
+    p = StageProfile(Param.point(2.0, "", "t"), Param.point(1.0, "", "t"),
+                     Param.point(0.5, "", "t"), "t")
+    out = pipe.resplit(stages, p)
+    assert sum(out[k] for k in ("kernel", "crypto", "protocol")) == pytest.approx(2000.0)
+    assert out["kernel"] / out["crypto"] == pytest.approx(4.0)
+    assert out["crypto"] / out["protocol"] == pytest.approx(2.0)
+    assert out["app"] == 50.0
+    assert pipe.resplit(stages, None) == stages
+
+
+def test_analytic_rate_is_the_slowest_core() -> None:
+    """Sender-limited synthetic stack: the pipelined goodput is P·8 / max core load."""
+    host = _host(handoff_ns=50.0, bypass_io_ns=100.0, bypass_udpip_ns=40.0)
+    # A kernel path worth moving: a costly system call per (GSO) batch.
+    reg = _registry(host, sender_ns=3000.0, receiver_ns=1000.0, crypto_ns=1200.0,
+                    syscall_ns=20000.0)
+    base = Scenario(server="x", client="x", link_gbps=100.0, transfer_bytes=10**9,
+                    rcvbuf_bytes=6815744, sndbuf_bytes=6815744)
+    engine = AnalyticEngine(reg)
+    plain = engine.predict(base)
+    simple = engine.predict(base.with_(pipeline="mukherjee-simple"))
+    best = engine.predict(base.with_(pipeline="mukherjee-best"))
+    assert plain.limit == simple.limit == "sender_cpu"
+    r0, r1 = resolve(base, reg), resolve(base.with_(pipeline="mukherjee-simple"), reg)
+    w0 = sum(pipe.model_stages(r0.sender, r0.acks_per_packet).values())
+    ep = r1.sender
+    work = (ep.ns_segment + ep.ns_per_call / ep.segments_per_call + ep.ns_crypto
+            + ep.ns_protocol + r1.acks_per_packet * ep.ns_per_ack + ep.ns_app + ep.ns_handoff)
+    slowest_ns = max(share for _label, share, _busy, _q in ep.pipeline) * work
+    assert simple.goodput_mbps / plain.goodput_mbps == pytest.approx(w0 / slowest_ns, rel=0.01)
+    # The best of the paper's configurations is at least as fast as simple.
+    assert plain.goodput_mbps < simple.goodput_mbps <= best.goodput_mbps * (1 + 1e-9)
+    # The limiting core is fully busy and the busy-polling I/O core reports 100 % too.
+    assert simple.server_cpu_util == pytest.approx(2.0, rel=1e-4)
+
+
+def test_des_runs_the_cores_as_servers_and_agrees_with_the_analytic_rate() -> None:
+    reg = _registry(_host(handoff_ns=50.0), sender_ns=3000.0, receiver_ns=1000.0,
+                    crypto_ns=1200.0)
+    s = Scenario(server="x", client="x", link_gbps=100.0, transfer_bytes=200_000_000,
+                 rcvbuf_bytes=6815744, sndbuf_bytes=6815744, pipeline="mukherjee-simple")
+    analytic = AnalyticEngine(reg).predict(s)
+    des = get_engine("des", reg).predict(s)
+    assert des.goodput_mbps == pytest.approx(analytic.goodput_mbps, rel=0.05)
+    assert any("pipeline mukherjee-simple" in n for n in des.notes)
+
+
+def test_a_pipeline_cannot_apply_to_kernel_tcp() -> None:
+    reg = synthetic_registry(synthetic_model("tcp+tls"), synthetic_model("x"))
+    with pytest.raises(ScenarioError, match=r"^pipeline='mukherjee-best' is impossible: "
+                                            r"allowed none with server=tcp\+tls"):
+        resolve(Scenario(server="tcp+tls", client="x", pipeline="mukherjee-best"), reg)
+    # Without a pipeline the TCP reference still resolves.
+    assert resolve(Scenario(server="tcp+tls", client="x"), reg).sender is not None
+
+
+def test_near_factor_keeps_the_unpinned_rate_the_mean() -> None:
+    assert near_factor(1, 0.5) == 1.0
+    e = near_factor(4, 0.5)
+    # Rates of the four nodes (1/e near, 1/(1.5 e) far) average to the unpinned rate 1.
+    assert (1 / e + 3 / (1.5 * e)) / 4 == pytest.approx(1.0)
+
+
+def test_pinning_near_the_nic_gains_far_loses_only_with_numa() -> None:
+    reg = _registry(_host(sender_far_penalty=0.3, receiver_far_penalty=0.3),
+                    sender_ns=3000.0, receiver_ns=1000.0)
+    engine = AnalyticEngine(reg)
+    base = Scenario(server="x", client="x", rcvbuf_bytes=6815744, sndbuf_bytes=6815744)
+    unpinned = engine.predict(base)
+    near = engine.predict(base.with_(server_core=16))   # EPYC 7543: 10G NIC on node 2
+    far = engine.predict(base.with_(server_core=0))
+    assert far.goodput_mbps < unpinned.goodput_mbps < near.goodput_mbps
+    assert near.goodput_mbps == engine.predict(base.with_(pin=True)).goodput_mbps
+    # The client is not the limit: its core changes nothing.
+    assert engine.predict(base.with_(client_core=0)).goodput_mbps == \
+        pytest.approx(unpinned.goodput_mbps)
+    assert any("unpinned on 4 NUMA nodes" in n for n in unpinned.notes)
+    # One NUMA node (Xeon W-2145): pinning is noted and changes nothing.
+    one = base.with_(cpu="W-2145")
+    assert engine.predict(one.with_(server_core=3)).goodput_mbps == \
+        pytest.approx(engine.predict(one).goodput_mbps)
+    with pytest.raises(ScenarioError, match=r"server_core=40 is impossible: allowed -1 … 31"):
+        engine.predict(base.with_(server_core=40))
+
+
+def test_runtime_threads_add_cpu_not_goodput() -> None:
+    one = Param.point(0.5, "cores", "t")
+    sat = Param.point(2.5, "cores", "t")
+    threads = RuntimeThreads(one, sat, 32)
+    assert threads.overhead_cores(1) == 0.5
+    assert threads.overhead_cores(32) == threads.overhead_cores(100) == 2.5
+    assert threads.overhead_cores(4) == pytest.approx(0.5 + 2.0 * 2 / 5)
+    host = replace(HostParams.assumed(), threads={"x": {"receiver": threads}})
+    plain = AnalyticEngine(_registry(None)).predict(Scenario(server="x", client="x",
+                                                             streams=32))
+    threaded = AnalyticEngine(_registry(host)).predict(Scenario(server="x", client="x",
+                                                                streams=32))
+    assert threaded.goodput_mbps == plain.goodput_mbps
+    assert threaded.client_cpu_util == pytest.approx(plain.client_cpu_util + 2.5)
+    assert threaded.server_cpu_util == plain.server_cpu_util
+
+
+MODELS = Path(__file__).resolve().parents[2] / "models" / "fitted"
+
+
+def _app_for(reg: Registry, name: str) -> str:
+    """The first application protocol the model serves as both ends."""
+    apps = reg.model(name).behaviour.apps
+    return next(a for a in ("h3", "hq", "perf") if a in apps)
+
+
+@pytest.mark.skipif(not (MODELS / "pipeline.json").is_file(), reason="no fitted models")
+def test_every_calibrated_stack_takes_every_preset() -> None:
+    """``--set pipeline=…`` works for any calibrated QUIC stack (TCP says why not)."""
+    reg = Registry.load(MODELS)
+    engine = AnalyticEngine(reg)
+    presets = PipelineCatalog.packaged().names()
+    for name in reg.names():
+        scenario = Scenario(server=name, client=name, app=_app_for(reg, name))
+        plain = engine.predict(scenario)
+        for preset in presets:
+            if name == "tcp+tls":
+                with pytest.raises(ScenarioError, match="pipeline="):
+                    engine.predict(scenario.with_(pipeline=preset))
+                continue
+            p = engine.predict(scenario.with_(pipeline=preset))
+            assert p.goodput_mbps > 0, (name, preset)
+            assert any(f"pipeline {preset}" in n or "pipeline mukherjee" in n
+                       for n in p.notes), (name, preset, p.notes)
+        assert plain.goodput_mbps > 0
