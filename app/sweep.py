@@ -52,7 +52,8 @@ AXES: dict[str, tuple[float, float, bool]] = {
 }
 #: Fields a second axis may take (values typed as a comma-separated list).
 SECOND_AXES = ("none", "gso", "gro", "cipher", "app", "cc", "cpu", "mtu_bytes", "rtt_ms",
-               "loss_pct", "rcvbuf_bytes", "link_gbps", "streams", "pin")
+               "loss_pct", "rcvbuf_bytes", "link_gbps", "streams", "pin", "pipeline",
+               "server_core", "client_core")
 MAX_POINTS = 200
 #: Packet-level engines are offered for at most this many runs per click.
 MAX_PACKET_RUNS = 60
@@ -187,7 +188,8 @@ def _default_values(axis2: str) -> str:
             "cc": "cubic, reno, bbr", "cpu": "AMD EPYC 7543, Intel Xeon W-2145",
             "mtu_bytes": "1500, 9000", "rtt_ms": "0, 10, 50", "loss_pct": "0, 0.1, 1",
             "rcvbuf_bytes": "212992, 6815744", "link_gbps": "10, 40",
-            "streams": "1, 8"}.get(axis2, "")
+            "streams": "1, 8", "pipeline": "none, mukherjee-simple, mukherjee-best",
+            "server_core": "0, 8, 16, 24", "client_core": "0, 8, 16, 24"}.get(axis2, "")
 
 
 def axis_values(params: SweepParams) -> list[float | int]:

@@ -17,6 +17,7 @@ import streamlit as st
 
 from quiclab.app.urlstate import MAX_PAIRS, Selection
 from quiclab.errors import ScenarioError
+from quiclab.models.pipelines import NONE, PipelineCatalog, preset_names
 from quiclab.sim.engine import ENGINES
 from quiclab.sim.scenario import APPS, CCS, CIPHERS, Scenario
 
@@ -84,12 +85,29 @@ MORE_NUMBERS = (
     NumberField("chunks", "Chunks (files)", 1, "%d"),
     NumberField("seed", "Seed", 1, "%d"),
 )
-CHOICES: dict[str, Sequence[str]] = {"cipher": CIPHERS, "app": APPS, "cc": CCS}
+#: Where the work runs (issue 11): cores of each side, pinned or not.
+CORE_NUMBERS = (
+    NumberField("server_core", "Server core (−1 = not pinned)", 1, "%d",
+                help="pin the server to this core; cores are numbered node by node "
+                     "(AMD EPYC 7543 in NPS4: 0, 8, 16, 24 are its four NUMA nodes)"),
+    NumberField("client_core", "Client core (−1 = not pinned)", 1, "%d",
+                help="pin the client to this core (same numbering)"),
+)
+CHOICES: dict[str, Sequence[str]] = {"cipher": CIPHERS, "app": APPS, "cc": CCS,
+                                     "pipeline": preset_names()}
 CHECKS = ("gso", "gro", "pin")
 CHOICE_LABELS = {"cipher": "Cipher", "app": "Application protocol",
-                 "cc": "Congestion control"}
+                 "cc": "Congestion control", "pipeline": "Pipeline (stages on cores)"}
 CHECK_LABELS = {"gso": "GSO (send offload)", "gro": "GRO (receive offload)",
-                "pin": "Pin to the core near the NIC"}
+                "pin": "Pin both ends to the NIC's NUMA node"}
+
+
+def pipeline_help() -> str:
+    """One line per preset of ``models/pipelines.json``: its name and description."""
+    catalog = PipelineCatalog.packaged()
+    lines = [f"- **{NONE}**: the stack as shipped (its own threads)"]
+    lines += [f"- **{name}**: {catalog.get(name).description}" for name in catalog.names()]
+    return "\n".join(lines)
 
 
 def widget_values(selection: Selection, cpu_name: str) -> dict[str, Any]:
@@ -98,7 +116,7 @@ def widget_values(selection: Selection, cpu_name: str) -> dict[str, Any]:
     values: dict[str, Any] = {"w.servers": list(selection.servers),
                               "w.clients": list(selection.clients),
                               "w.engines": list(selection.engines), "w.cpu": cpu_name}
-    for spec in (*MAIN_NUMBERS, *MORE_NUMBERS):
+    for spec in (*MAIN_NUMBERS, *CORE_NUMBERS, *MORE_NUMBERS):
         values[spec.key] = spec.to_widget(getattr(base, spec.field))
     for name in (*CHOICES, *CHECKS):
         values[f"w.{name}"] = getattr(base, name)
@@ -156,9 +174,18 @@ def scenario_ui(selection: Selection, impls: Sequence[str], cpus: Sequence[str],
         fields[spec.field] = _number(bar, spec)
     fields["cipher"] = bar.selectbox(CHOICE_LABELS["cipher"], CIPHERS, key="w.cipher")
     fields["app"] = bar.selectbox(CHOICE_LABELS["app"], APPS, key="w.app")
+    bar.subheader("Pipelines and cores")
+    fields["pipeline"] = bar.selectbox(CHOICE_LABELS["pipeline"], CHOICES["pipeline"],
+                                       key="w.pipeline", help=pipeline_help())
+    fields["pin"] = bar.checkbox(CHECK_LABELS["pin"], key="w.pin",
+                                 help="seed 002 §4.7: on a CPU with several NUMA nodes, the "
+                                      "node of the NIC is the fast one; unpinned, the "
+                                      "scheduler picks any")
+    cols = bar.columns(2)
+    for col, spec in zip(cols, CORE_NUMBERS, strict=True):
+        fields[spec.field] = _number(col, spec)
     with bar.expander("More conditions"):
         fields["cc"] = st.selectbox(CHOICE_LABELS["cc"], CCS, key="w.cc")
-        fields["pin"] = st.checkbox(CHECK_LABELS["pin"], key="w.pin")
         for spec in MORE_NUMBERS:
             fields[spec.field] = _number(st, spec)
     if fields["cpu"] == cpu_name:

@@ -80,6 +80,11 @@ def test_default_scenario_equals_quiclab_predict(app: AppTest, predict: Predict)
     ("selectbox", "w.app", "perf", {"app": "perf"}),
     ("selectbox", "w.cc", "reno", {"cc": "reno"}),
     ("selectbox", "w.cpu", "Intel Xeon W-2145", {"cpu": "Intel Xeon W-2145"}),
+    ("selectbox", "w.pipeline", "mukherjee-best", {"pipeline": "mukherjee-best"}),
+    ("selectbox", "w.pipeline", "msquic", {"pipeline": "msquic"}),
+    ("checkbox", "w.pin", True, {"pin": True}),
+    ("number_input", "w.server_core", 0, {"server_core": 0}),
+    ("number_input", "w.client_core", 16, {"client_core": 16}),
 ])
 def test_each_widget_matches_the_cli(app: AppTest, predict: Predict, kind: str, key: str,
                                      value: Any, fields: dict[str, Any]) -> None:
@@ -205,3 +210,32 @@ def test_ns3_runs_on_the_button_and_equals_the_cli(app: AppTest, predict: Predic
     table = predictions(app)
     assert list(table["engine"]) == ["analytic", "ns3"]
     assert_shows(app, predict(engine="ns3", transfer_bytes=20_000_000), row=1)
+
+
+def test_pipeline_presets_and_core_placement(app: AppTest, predict: Predict) -> None:
+    """The explorer offers every preset; a pipeline shows its cores, pinning its node."""
+    from quiclab.models.pipelines import preset_names
+
+    app.run()
+    assert list(app.selectbox(key="w.pipeline").options) == list(preset_names())
+    app.selectbox(key="w.pipeline").set_value("mukherjee-simple")
+    app.number_input(key="w.server_core").set_value(16)
+    app.number_input(key="w.client_core").set_value(0).run()
+    assert not app.error, [e.value for e in app.error]
+    fields = {"pipeline": "mukherjee-simple", "server_core": 16, "client_core": 0}
+    expected = predict(**fields)
+    assert_shows(app, expected)
+    notes = " ".join(m.value for m in app.markdown)
+    assert "sender pipeline mukherjee-simple" in notes and "per core" in notes
+    assert "pinned to core 16 (NUMA node 2, NIC on node 2: near)" in notes
+    assert "pinned to core 0 (NUMA node 0, NIC on node 2: far)" in notes
+    assert {app.query_params[k] for k in fields} == {"mukherjee-simple", "16", "0"}
+
+
+def test_a_core_the_cpu_lacks_is_one_error_line(app: AppTest) -> None:
+    app.run()
+    app.number_input(key="w.server_core").set_value(64).run()
+    assert not app.exception
+    errors = [e.value for e in app.error]
+    assert errors and "server_core=64 is impossible" in errors[0]
+    assert "AMD EPYC 7543 has 32 cores" in errors[0]
