@@ -13,6 +13,14 @@ Each engine predicts each source's scenarios through the sweep runner
 observed), the worst cases, and which seed findings are reproduced (from
 ``quiclab reproduce``'s ``findings.csv``): ``validation.md``,
 ``validation.html`` (plots embedded) and ``validation.csv``.
+
+Fresh request-workload runs (``workload`` = ``requests`` or ``handshakes``,
+issue 10) are not goodput cells: each cell (setting and pair, median over its
+repetitions) is compared on requests/s, completion time and latency p50/p99
+(:data:`REQUEST_QUANTITIES`), with the repetitions' coefficient of variation
+beside each error, for every engine asked for; an engine that does not model
+request workloads gives NaN and is counted as not predicted
+(``requests.csv``, ``requests-summary.csv`` and a section of the report).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import base64
 import html
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +42,25 @@ from quiclab.experiments import runner
 
 SOURCES = ("published", "dataset", "fresh")
 WORST = 8
+#: What a request-workload cell is compared on: (runs column, Prediction field).
+REQUEST_QUANTITIES = (("requests_per_s", "requests_per_s"), ("runtime_s", "completion_s"),
+                      ("latency_p50_ms", "latency_p50_ms"),
+                      ("latency_p99_ms", "latency_p99_ms"))
+REQUEST_ITEM_COLUMNS = ["source", "engine", "ident", "group", "scenario", "workload",
+                        "quantity", "observed", "predicted", "ape_pct", "signed_error_pct",
+                        "limit", "n", "noise_cv_pct"]
+
+
+@dataclass(frozen=True)
+class RequestEvidence:
+    """A cell of fresh request-workload runs: the scenario run and the medians measured."""
+
+    scenario: Any  # Scenario
+    ident: str
+    group: str
+    n: int
+    observed: dict[str, float]  # Prediction field → median over the repetitions
+    cv: dict[str, float]  # Prediction field → coefficient of variation (NaN below 2 runs)
 
 
 @dataclass
@@ -41,6 +68,62 @@ class SourceItems:
     source: str
     evidence: list[Any]  # calibration Evidence
     skipped: list[tuple[str, str]]
+    requests: list[RequestEvidence] = field(default_factory=list)
+
+
+def _is_bulk(runs: pd.DataFrame) -> pd.Series:
+    """Which runs are bulk transfers (a catalog without the workload column has only those)."""
+    if "workload" not in runs.columns:
+        return pd.Series(True, index=runs.index)
+    return runs["workload"].isna() | (runs["workload"] == "bulk")
+
+
+def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | None,
+                  source: str = "fresh") -> list[RequestEvidence]:
+    """One :class:`RequestEvidence` per (experiment, setting, pair) of ok request runs.
+
+    The Scenario is the one the testbed ran (workload, request size and count,
+    connections, streams, path), on this host's CPU with ``defaults`` (the veth's
+    base RTT and link) for what the runs leave empty.
+    """
+    from quiclab.sim.scenario import Scenario
+
+    known = set(known)
+    df = runs[(runs["status"] == "ok") & runs["requests_per_s"].notna()]
+    out = []
+    keys = ["experiment", "setting", "server_impl", "client_impl"]
+    for (exp, setting, server, client), cell in df.groupby(keys, dropna=False):
+        if server not in known or client not in known:
+            continue
+        first = cell.iloc[0]
+        fields: dict[str, Any] = dict(defaults or {})
+        fields.update({
+            "server": server, "client": client, "app": "perf",
+            "cpu": first["cpu"] if isinstance(first["cpu"], str) else "AMD EPYC 7543",
+            "cipher": first["cipher"] if isinstance(first["cipher"], str) else "aes-ni",
+            "workload": str(first["workload"]), "request_bytes": int(first["request_bytes"]),
+            "requests": int(cell["requests"].median()),
+            "connections": int(first["connections"]), "streams": int(first["streams"]),
+            "transfer_bytes": int(first["filesize_bytes"]),
+        })
+        for name in ("rcvbuf_bytes", "mtu_bytes"):
+            if pd.notna(first[name]):
+                fields[name] = int(first[name])
+        for name in ("link_gbps", "rtt_ms", "loss_pct"):
+            if cell[name].notna().any():
+                fields[name] = float(cell[name].median())
+        for name in ("gso", "gro"):
+            if cell[name].notna().any():
+                fields[name] = bool(cell[name].mode().iloc[0])
+        observed, cv = {}, {}
+        for column, quantity in REQUEST_QUANTITIES:
+            values = pd.to_numeric(cell[column], errors="coerce").dropna()
+            observed[quantity] = float(values.median()) if len(values) else math.nan
+            cv[quantity] = float(values.std() / values.mean()) \
+                if len(values) > 1 and values.mean() else math.nan
+        out.append(RequestEvidence(Scenario.from_dict(fields), f"{exp}|{setting}", str(exp),
+                                   len(cell), observed, cv))
+    return out
 
 
 def load_evidence(catalog_path: Path, sources: list[str] | None,
@@ -84,12 +167,16 @@ def load_evidence(catalog_path: Path, sources: list[str] | None,
                         raise DataError("--fresh-models", "no models for this host (run "
                                         "`quiclab calibrate --source fresh`)")
                     continue
-                evidence = dataset_cells(sub, source="fresh", known=fresh_registry.names(),
-                                         defaults=fresh_defaults)
+                bulk = _is_bulk(sub)
+                evidence = dataset_cells(sub[bulk], source="fresh",
+                                         known=fresh_registry.names(), defaults=fresh_defaults)
+                requests = request_cells(sub[~bulk], fresh_registry.names(), fresh_defaults)
                 missing = sorted(set(sub["server_impl"]) - set(fresh_registry.names()))
                 skipped = [(name, "no fresh model for this stack") for name in missing]
+                out.append(SourceItems(source, evidence, skipped, requests))
+                continue
             else:
-                evidence, skipped = dataset_cells(sub, source=source), []
+                evidence, skipped = dataset_cells(sub[_is_bulk(sub)], source=source), []
         out.append(SourceItems(source, evidence, skipped))
     return out
 
@@ -126,6 +213,57 @@ def predict_source(items: SourceItems, engine: str, registry: Any, executor: Any
             "noise_cv_pct": e.cv * 100.0 if e.cv == e.cv else math.nan,
         })
     return pd.DataFrame(rows), report.failed
+
+
+def predict_requests(items: SourceItems, engine: str, registry: Any, executor: Any,
+                     data_dir: Path, runtime: dict[str, dict[str, Any]], progress: bool
+                     ) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
+    """One row per request cell and quantity: observed, predicted, APE, noise (NaN where
+    the engine does not model request workloads or failed)."""
+    scenarios = [e.scenario for e in items.requests]
+    spec = {"kind": "validation", "source": f"{items.source}-requests",
+            "points": sorted({runner.scenario_key(s) for s in scenarios})}
+    chash = runner.content_hash(spec, registry.versions())
+    name = f"validate-{items.source}-requests"
+    out = runner.default_out(data_dir, "validation", name, chash)
+    report = runner.run_points(
+        name=name, kind="validation", spec=spec, scenarios=scenarios, engines=[engine],
+        engine_options={engine: runtime.get(engine, {})}, registry=registry, out=out,
+        executor=executor, progress=progress, chash=chash)
+    table = report.table.to_pylist() if report.table is not None else []
+    by_key = {r["scenario_key"]: r for r in table}
+    rows = []
+    for e in items.requests:
+        row = by_key.get(runner.scenario_key(e.scenario)) or {}
+        for _, quantity in REQUEST_QUANTITIES:
+            observed = e.observed[quantity]
+            value = row.get(quantity)
+            predicted = float(value) if isinstance(value, int | float) else math.nan
+            valid = observed > 0 and math.isfinite(predicted)
+            rows.append({
+                "source": items.source, "engine": engine, "ident": e.ident, "group": e.group,
+                "scenario": e.scenario.describe(), "workload": e.scenario.workload,
+                "quantity": quantity, "observed": observed, "predicted": predicted,
+                "ape_pct": abs(predicted - observed) / observed * 100.0 if valid else math.nan,
+                "signed_error_pct": (predicted / observed - 1.0) * 100.0 if valid else math.nan,
+                "limit": row.get("limit_resource"), "n": e.n,
+                "noise_cv_pct": e.cv[quantity] * 100.0})
+    return pd.DataFrame(rows, columns=REQUEST_ITEM_COLUMNS), report.failed
+
+
+def summarise_requests(items: pd.DataFrame) -> pd.DataFrame:
+    """Per source, engine and quantity: cells, cells predicted, APE median/p95, noise."""
+    rows = []
+    for (source, engine, quantity), g in items.groupby(["source", "engine", "quantity"],
+                                                       sort=False):
+        ape = g["ape_pct"].dropna()
+        rows.append({"source": source, "engine": engine, "quantity": quantity,
+                     "items": len(g), "predicted": len(ape),
+                     "median_ape_pct": float(np.median(ape)) if len(ape) else math.nan,
+                     "p95_ape_pct": float(np.percentile(ape, 95)) if len(ape) else math.nan,
+                     "median_noise_cv_pct": float(g["noise_cv_pct"].median())
+                     if g["noise_cv_pct"].notna().any() else math.nan})
+    return pd.DataFrame(rows)
 
 
 def summarise(items: pd.DataFrame) -> pd.DataFrame:
@@ -192,12 +330,29 @@ def _img(path: Path) -> str:
     return f'<img src="data:image/png;base64,{data}" style="max-width:100%">'
 
 
+def _requests_md(summary: pd.DataFrame, items: pd.DataFrame) -> list[str]:
+    shown = items[["engine", "ident", "quantity", "observed", "predicted", "signed_error_pct",
+                   "noise_cv_pct", "n", "limit"]]
+    return ["## Request workloads (fresh)", "",
+            "Fresh request and handshake runs per cell (median of its repetitions) against "
+            "each engine's prediction; `noise_cv_pct` is the repetitions' coefficient of "
+            "variation, `runtime_s` is compared with the predicted completion time.", "",
+            _fmt_table(summary), "", _fmt_table(shown, floats=2), ""]
+
+
 def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
                  findings: pd.DataFrame | None, repro_dir: Path,
-                 skipped: dict[str, list[tuple[str, str]]]) -> tuple[Path, Path]:
+                 skipped: dict[str, list[tuple[str, str]]],
+                 requests: pd.DataFrame | None = None,
+                 requests_summary: pd.DataFrame | None = None) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     items.to_csv(out / "validation.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
+    has_requests = requests is not None and requests_summary is not None and len(requests)
+    if has_requests:
+        assert requests is not None and requests_summary is not None
+        requests.to_csv(out / "requests.csv", index=False)
+        requests_summary.to_csv(out / "requests-summary.csv", index=False)
     png = out / "validation.png"
     if len(items.dropna(subset=["predicted_mbps"])):
         plot_items(items, png)
@@ -205,7 +360,8 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
         .groupby(["source", "engine"], sort=False).head(WORST)
     md = ["# Validation report", "",
           "Absolute percentage error (APE) of predicted goodput against every measurement of "
-          "each source, per engine.", "", _fmt_table(summary), ""]
+          "each source, per engine.", "",
+          _fmt_table(summary) if len(summary) else "No goodput measurements.", ""]
     md += ["## Worst cases", "", _fmt_table(worst[["source", "engine", "ident", "scenario",
                                                     "observed_mbps", "predicted_mbps",
                                                     "signed_error_pct", "limit"]]), ""]
@@ -213,6 +369,9 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
         if reasons:
             md += [f"{len(reasons)} {source} points are not validated (bounds, duplicates, "
                    "unmodelled conditions); see validation.html.", ""]
+    if has_requests:
+        assert requests is not None and requests_summary is not None
+        md += _requests_md(requests_summary, requests)
     verdict_md = ""
     if findings is not None and not findings.empty:
         counts = findings["verdict"].value_counts().to_dict()
@@ -241,6 +400,11 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
         parts.append(_img(png))
     parts += ["<h2>Worst cases</h2>", worst.to_html(index=False,
                                                     float_format=lambda x: f"{x:.1f}")]
+    if has_requests:
+        assert requests is not None and requests_summary is not None
+        parts += ["<h2>Request workloads (fresh)</h2>",
+                  requests_summary.to_html(index=False, float_format=lambda x: f"{x:.1f}"),
+                  requests.to_html(index=False, float_format=lambda x: f"{x:.2f}")]
     for source, reasons in skipped.items():
         if reasons:
             parts.append(f"<h3>{html.escape(source)}: points not validated</h3>")
@@ -294,25 +458,43 @@ def main_validate(args: argparse.Namespace) -> int:
     sources = load_evidence(args.catalog, list(dict.fromkeys(args.source))
                             if args.source else None, fresh_registry, fresh_defaults)
     engines = list(dict.fromkeys(args.engine)) if args.engine else ["analytic"]
-    frames = []
+    frames, request_frames = [], []
     for items in sources:
         for engine in engines:
             reg = fresh_registry if items.source == "fresh" else registry
-            frame, failed = predict_source(items, engine, reg, executor,
-                                           args.paths.data_dir, runtime_options(args),
-                                           not args.quiet)
-            runner.print_failures(runner.RunReport(out=Path("."), failed=failed))
-            frames.append(frame)
-    if not frames:
+            if items.evidence:
+                frame, failed = predict_source(items, engine, reg, executor,
+                                               args.paths.data_dir, runtime_options(args),
+                                               not args.quiet)
+                runner.print_failures(runner.RunReport(out=Path("."), failed=failed))
+                frames.append(frame)
+            if items.requests:
+                frame, failed = predict_requests(items, engine, reg, executor,
+                                                 args.paths.data_dir, runtime_options(args),
+                                                 not args.quiet)
+                runner.print_failures(runner.RunReport(out=Path("."), failed=failed))
+                request_frames.append(frame)
+    if not frames and not request_frames:
         raise DataError(args.catalog, "nothing to validate (run `quiclab data ingest`)")
-    items_df = pd.concat(frames, ignore_index=True)
+    items_df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["source", "engine", "ident", "group", "scenario", "observed_mbps",
+                 "predicted_mbps", "ape_pct", "signed_error_pct", "limit", "n",
+                 "noise_cv_pct"])
     summary = summarise(items_df)
+    requests_df = pd.concat(request_frames, ignore_index=True) if request_frames else None
+    requests_summary = summarise_requests(requests_df) if requests_df is not None else None
     findings_path = repro_dir / "findings.csv"
     findings = pd.read_csv(findings_path) if findings_path.is_file() else None
     out = Path(args.out) if args.out else args.paths.reports / "validation"
     md, html_path = write_report(out, summary, items_df, findings, repro_dir,
-                                 {s.source: s.skipped for s in sources})
-    print(_fmt_table(summary))
+                                 {s.source: s.skipped for s in sources},
+                                 requests_df, requests_summary)
+    if len(summary):
+        print(_fmt_table(summary))
+    if requests_df is not None and requests_summary is not None:
+        print("\nrequest workloads (fresh):\n" + _fmt_table(requests_summary) + "\n")
+        print(_fmt_table(requests_df[["engine", "ident", "quantity", "observed", "predicted",
+                                      "signed_error_pct", "noise_cv_pct", "n"]], floats=2))
     if findings is not None and not findings.empty:
         counts = findings["verdict"].value_counts().to_dict()
         print(f"\nseed findings: {counts.get('pass', 0)} pass, {counts.get('fail', 0)} fail, "

@@ -1,0 +1,117 @@
+"""``quiclab validate --source fresh`` on request-workload runs (issue 10): cells of fresh
+request and handshake runs compared with each engine on requests/s, completion time and
+latency, with the repetitions' noise; bulk cells stay goodput cells."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from quiclab.cli import main
+from quiclab.datasets.catalog import Catalog
+from quiclab.experiments.validate import request_cells
+from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.sim.engine import get_engine
+from quiclab.sim.scenario import Scenario
+
+from .conftest import MODELS
+
+REQUESTS = dict(workload="requests", request_bytes=1000, requests=200, connections=2, streams=4)
+HANDSHAKES = dict(workload="handshakes", request_bytes=500, requests=40, connections=4,
+                  streams=1)
+
+
+def _run(run_id: str, server: str, status: str = "ok", **fields: object) -> dict:
+    row: dict = {"run_id": run_id, "source": "fresh", "experiment": "fresh-requests",
+                 "server_impl": server, "client_impl": server, "status": status,
+                 "cipher": "aes-ni", "rcvbuf_bytes": 212992, "cpu": "AMD EPYC 7543",
+                 "app": "perf", "mtu_bytes": 1500, "rtt_ms": 0.0, "loss_pct": 0.0,
+                 "gso": True, "gro": False}
+    row.update(fields)
+    return row
+
+
+def _request_run(i: int, server: str, workload: dict, rps: float, status: str = "ok") -> dict:
+    setting = f"{server} {workload['workload']}"
+    n = int(workload["requests"])
+    return _run(f"fresh-{server}-{workload['workload']}-{i}", server, status,
+                setting=setting, filesize_bytes=n * int(workload["request_bytes"]),
+                requests=n, requests_per_s=rps, runtime_s=n / rps, goodput_mbps=1.0,
+                latency_p50_ms=2.0 + i, latency_p90_ms=3.0 + i, latency_p99_ms=4.0 + i,
+                **{k: v for k, v in workload.items() if k != "requests"})
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Path:
+    path = tmp_path / "catalog.duckdb"
+    rows = [_run(f"fresh-bulk-{i}", "lsquic", setting="bulk", workload="bulk",
+                 goodput_mbps=2900.0 + i, filesize_bytes=100_000_000) for i in range(3)]
+    rows += [_request_run(i, "lsquic", REQUESTS, rps) for i, rps in enumerate((900, 1000, 1100))]
+    rows += [_request_run(i, "quiche", HANDSHAKES, rps) for i, rps in enumerate((300, 340))]
+    # Neither a failed run nor a stack without a model is a cell.
+    rows += [_request_run(9, "lsquic", REQUESTS, 1.0, status="failed"),
+             _request_run(0, "nope", REQUESTS, 500.0)]
+    with Catalog(path) as cat:
+        cat.upsert("runs", rows)
+    return path
+
+
+def _scenario(server: str, workload: dict) -> Scenario:
+    n, size = int(workload["requests"]), int(workload["request_bytes"])
+    return Scenario(server=server, client=server, app="perf", cpu="AMD EPYC 7543",
+                    cipher="aes-ni", rcvbuf_bytes=212992, mtu_bytes=1500, rtt_ms=0.0,
+                    loss_pct=0.0, gso=True, gro=False, transfer_bytes=n * size, **workload)
+
+
+def test_request_cells_are_the_runs_medians(catalog: Path) -> None:
+    with Catalog(catalog, read_only=True) as cat:
+        runs = cat.df("SELECT * FROM runs WHERE workload <> 'bulk'")
+    cells = {c.scenario.server: c for c in request_cells(runs, ["lsquic", "quiche"], None)}
+    assert set(cells) == {"lsquic", "quiche"}  # no failed run, no stack without a model
+    lsquic = cells["lsquic"]
+    assert lsquic.scenario == _scenario("lsquic", REQUESTS)
+    assert lsquic.n == 3 and lsquic.observed["requests_per_s"] == 1000.0
+    assert lsquic.cv["requests_per_s"] == pytest.approx(0.1)
+    assert lsquic.observed["completion_s"] == pytest.approx(200 / 1000)
+    assert cells["quiche"].scenario.workload == "handshakes"
+    assert cells["quiche"].observed["latency_p99_ms"] == pytest.approx(4.5)
+
+
+def test_validate_fresh_compares_request_runs(tmp_path: Path, catalog: Path, models_dir: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "validation"
+    assert main(["--models", str(models_dir), "--catalog", str(catalog), "validate",
+                 "--source", "fresh", "--engine", "analytic", "--engine", "des", "--quiet",
+                 "--out", str(out), "--reproductions", str(tmp_path / "none"),
+                 "--fresh-models", str(models_dir)]) == 0
+    printed = capsys.readouterr().out
+    assert "request workloads (fresh)" in printed
+    # Bulk runs stay goodput cells; request runs are not among them.
+    goodput = pd.read_csv(out / "validation.csv")
+    assert set(goodput["ident"]) == {"fresh-requests|bulk"}
+    items = pd.read_csv(out / "requests.csv")
+    assert len(items) == 2 * 2 * 4  # engines × cells × quantities
+    registry = synthetic_registry(*(synthetic_model(n, **kw) for n, kw in MODELS.items()))
+    for engine in ("analytic", "des"):
+        expected = get_engine(engine, registry).predict(_scenario("lsquic", REQUESTS))
+        rps = items[(items["engine"] == engine) & (items["quantity"] == "requests_per_s")
+                    & items["ident"].str.contains("lsquic")].iloc[0]
+        assert rps["observed"] == 1000.0 and rps["n"] == 3
+        assert rps["predicted"] == pytest.approx(expected.requests_per_s, rel=1e-6)
+        assert rps["ape_pct"] == pytest.approx(abs(expected.requests_per_s - 1000) / 10)
+        assert rps["noise_cv_pct"] == pytest.approx(10.0)
+        done = items[(items["engine"] == engine) & (items["quantity"] == "completion_s")
+                     & items["ident"].str.contains("lsquic")].iloc[0]
+        assert done["predicted"] == pytest.approx(expected.completion_s, rel=1e-6)
+    handshakes = items[items["workload"] == "handshakes"]
+    assert len(handshakes) == 8 and handshakes["predicted"].map(math.isfinite).all()
+    summary = pd.read_csv(out / "requests-summary.csv")
+    assert set(summary["quantity"]) == {"requests_per_s", "completion_s", "latency_p50_ms",
+                                        "latency_p99_ms"}
+    assert (summary["predicted"] == 2).all()
+    md = (out / "validation.md").read_text()
+    assert "## Request workloads (fresh)" in md
+    assert "Request workloads" in (out / "validation.html").read_text()
