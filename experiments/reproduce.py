@@ -99,7 +99,7 @@ def load_points(catalog: Path | None) -> pd.DataFrame:
 
 
 #: A published point's id inside a provenance string (datasets/published/*.csv).
-POINT_ID = re.compile(r"\b(?:kempf24|koenig25|mukherjee25|litespeed|tquic)-\d{3}\b")
+POINT_ID = re.compile(r"\b(kempf24|koenig25|mukherjee25|litespeed|tquic)-(\d{3}(?:/\d{3})*)\b")
 
 
 def fitted_ids(points: pd.DataFrame, models_dir: Path | None = None) -> set[str]:
@@ -114,7 +114,9 @@ def fitted_ids(points: pd.DataFrame, models_dir: Path | None = None) -> set[str]
     for path in sorted(models_dir.glob("*.json")) if models_dir else ():
         for source in _sources(json.loads(path.read_text())):
             if source.startswith(("fit:", "published:")):
-                ids.update(POINT_ID.findall(source))
+                # "koenig25-019/020" names two points.
+                ids.update(f"{doc}-{num}" for doc, nums in POINT_ID.findall(source)
+                           for num in nums.split("/"))
     return ids
 
 

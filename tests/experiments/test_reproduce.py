@@ -205,8 +205,10 @@ def test_fitted_ids_include_single_term_fits(tmp_path: Path) -> None:
         "sender": {"ns_per_request": {"value": 1.0, "source": "fit: seed 004 litespeed-029"}},
         "provenance": {"sources": {"a": "published: seed 003 tquic-006 — 100 % CPU",
                                    "b": "assumed: like litespeed-040"}},
-        "pipeline": [{"source": "fit: §5 gains (mukherjee25-079, mukherjee25-088)"}]}))
+        "pipeline": [{"source": "fit: §5 gains (mukherjee25-079, mukherjee25-088)"},
+                     {"source": "fit: seed 000 koenig25-019/020 — client and server CPU"}]}))
     empty = pd.DataFrame(columns=["point_id", "quantity", "value", "unit", "conditions"])
     base = fitted_ids(empty)
     got = fitted_ids(empty, models) - base
-    assert got == {"litespeed-029", "tquic-006", "mukherjee25-079", "mukherjee25-088"}
+    assert got == {"litespeed-029", "tquic-006", "mukherjee25-079", "mukherjee25-088",
+                   "koenig25-019", "koenig25-020"}
