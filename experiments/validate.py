@@ -78,6 +78,22 @@ def _is_bulk(runs: pd.DataFrame) -> pd.Series:
     return runs["workload"].isna() | (runs["workload"] == "bulk")
 
 
+def _fresh_bulk_cells(runs: pd.DataFrame, known: Any,
+                      defaults: dict[str, Any] | None) -> list[Any]:
+    """Goodput cells of fresh bulk runs, each with the congestion controller its runs used
+    (x/net/quic and the Python stacks run NewReno, which the Scenario default, cubic,
+    would contradict)."""
+    from quiclab.calibration.evidence import dataset_cells
+
+    if "cc" not in runs.columns or runs["cc"].isna().all():
+        return dataset_cells(runs, source="fresh", known=known, defaults=defaults)
+    out: list[Any] = []
+    for cc, group in runs.groupby(runs["cc"].fillna(""), sort=True):
+        cell_defaults = dict(defaults or {}) | ({"cc": cc} if cc else {})
+        out += dataset_cells(group, source="fresh", known=known, defaults=cell_defaults)
+    return out
+
+
 def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | None,
                   source: str = "fresh") -> list[RequestEvidence]:
     """One :class:`RequestEvidence` per (experiment, setting, pair) of ok request runs.
@@ -91,8 +107,8 @@ def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | Non
     known = set(known)
     df = runs[(runs["status"] == "ok") & runs["requests_per_s"].notna()]
     out = []
-    keys = ["experiment", "setting", "server_impl", "client_impl"]
-    for (exp, setting, server, client), cell in df.groupby(keys, dropna=False):
+    keys = ["experiment", "setting", "server_impl", "client_impl", "cc"]
+    for (exp, setting, server, client, cc), cell in df.groupby(keys, dropna=False):
         if server not in known or client not in known:
             continue
         first = cell.iloc[0]
@@ -106,6 +122,8 @@ def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | Non
             "connections": int(first["connections"]), "streams": int(first["streams"]),
             "transfer_bytes": int(first["filesize_bytes"]),
         })
+        if isinstance(cc, str) and cc:
+            fields["cc"] = cc
         for name in ("rcvbuf_bytes", "mtu_bytes"):
             if pd.notna(first[name]):
                 fields[name] = int(first[name])
@@ -168,8 +186,7 @@ def load_evidence(catalog_path: Path, sources: list[str] | None,
                                         "`quiclab calibrate --source fresh`)")
                     continue
                 bulk = _is_bulk(sub)
-                evidence = dataset_cells(sub[bulk], source="fresh",
-                                         known=fresh_registry.names(), defaults=fresh_defaults)
+                evidence = _fresh_bulk_cells(sub[bulk], fresh_registry.names(), fresh_defaults)
                 requests = request_cells(sub[~bulk], fresh_registry.names(), fresh_defaults)
                 missing = sorted(set(sub["server_impl"]) - set(fresh_registry.names()))
                 skipped = [(name, "no fresh model for this stack") for name in missing]

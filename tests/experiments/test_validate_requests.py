@@ -12,7 +12,7 @@ import pytest
 
 from quiclab.cli import main
 from quiclab.datasets.catalog import Catalog
-from quiclab.experiments.validate import request_cells
+from quiclab.experiments.validate import _fresh_bulk_cells, request_cells
 from quiclab.models.testing import synthetic_model, synthetic_registry
 from quiclab.sim.engine import get_engine
 from quiclab.sim.scenario import Scenario
@@ -78,6 +78,24 @@ def test_request_cells_are_the_runs_medians(catalog: Path) -> None:
     assert lsquic.observed["completion_s"] == pytest.approx(200 / 1000)
     assert cells["quiche"].scenario.workload == "handshakes"
     assert cells["quiche"].observed["latency_p99_ms"] == pytest.approx(4.5)
+    assert lsquic.scenario.cc == "cubic"  # the runs recorded none: the Scenario default
+    # A cell predicts the congestion controller its runs used.
+    runs.loc[runs["server_impl"] == "quiche", "cc"] = "reno"
+    cells = {c.scenario.server: c for c in request_cells(runs, ["lsquic", "quiche"], None)}
+    assert cells["quiche"].scenario.cc == "reno" and cells["lsquic"].scenario.cc == "cubic"
+
+
+def test_fresh_bulk_cells_keep_each_stacks_congestion_controller(catalog: Path) -> None:
+    with Catalog(catalog, read_only=True) as cat:
+        runs = cat.df("SELECT * FROM runs WHERE workload = 'bulk'")
+    quiche = runs.assign(server_impl="quiche", client_impl="quiche", cc="reno",
+                         run_id=runs["run_id"] + "-q")
+    both = pd.concat([runs.assign(cc="cubic"), quiche], ignore_index=True)
+    cells = {e.scenario.server: e for e in _fresh_bulk_cells(both, ["lsquic", "quiche"],
+                                                              {"base_rtt_us": 90.0})}
+    assert cells["quiche"].scenario.cc == "reno" and cells["lsquic"].scenario.cc == "cubic"
+    assert cells["quiche"].scenario.base_rtt_us == 90.0
+    assert cells["lsquic"].goodput_mbps == 2901.0
 
 
 def test_validate_fresh_compares_request_runs(tmp_path: Path, catalog: Path, models_dir: Path,
