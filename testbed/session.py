@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from quiclab.errors import SpecError
 from quiclab.testbed import record
 from quiclab.testbed.config import NOT_TESTBED, RunConfig, parse_set
 from quiclab.testbed.runner import PACKAGE_DIR, RunResult, Testbed
 from quiclab.testbed.stacks import TESTBED_KNOBS
-
-from quiclab.errors import SpecError
 
 
 @dataclass
@@ -98,9 +98,10 @@ class Session:
             self.store(result)
             self.results.append(result)
             out.append(result)
-            goodput = result.goodput_mbps
+            goodput, rps = result.goodput_mbps, result.requests_per_s
             self.log(f"{config.scenario.server} → {config.scenario.client} rep {rep}: "
                      f"{result.status}"
+                     + (f", {rps:.0f} requests/s" if rps is not None else "")
                      + (f", {goodput:.0f} Mbit/s" if goodput is not None else "")
                      + (f" — {result.failure_reason}" if result.failure_reason else ""))
         return out
