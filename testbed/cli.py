@@ -16,14 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from quiclab.errors import QuiclabError
 from quiclab.testbed import stacks as stacks_mod
 from quiclab.testbed.build import Builder
 from quiclab.testbed.config import RunConfig, parse_set
 from quiclab.testbed.runner import Paths, Testbed
 from quiclab.testbed.session import Session, matrix, noise, sweep
 from quiclab.testbed.topology import clean_stale, exclusive, require_root
-
-from quiclab.errors import QuiclabError
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from quiclab.testbed.build import Builder
 from quiclab.testbed.runner import Paths, Testbed
 from quiclab.testbed.stacks import STACKS

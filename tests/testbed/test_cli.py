@@ -6,6 +6,7 @@ import argparse
 import json
 
 import pytest
+
 from quiclab.testbed import cli
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+
+from quiclab.errors import ScenarioError, SpecError
 from quiclab.testbed import record
 from quiclab.testbed.config import RunConfig, parse_set, resolve, timeout_seconds
 from quiclab.testbed.errors import TestbedError
 from quiclab.testbed.session import expand
 from quiclab.testbed.stacks import STACKS, coverage_table
-
-from quiclab.errors import ScenarioError, SpecError
 
 
 def config(server: str, client: str, *items: str, nbytes: int | None = None) -> RunConfig:

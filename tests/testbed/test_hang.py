@@ -6,6 +6,7 @@ import dataclasses
 import sys
 
 import pytest
+
 from quiclab.datasets.catalog import Catalog
 from quiclab.testbed.config import RunConfig
 from quiclab.testbed.runner import Testbed

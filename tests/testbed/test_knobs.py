@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from quiclab.testbed.config import RunConfig
 from quiclab.testbed.runner import RunResult, Testbed
 

@@ -4,6 +4,7 @@ perf-protocol interop of the first four stacks (slow: `make test-testbed`)."""
 from __future__ import annotations
 
 import pytest
+
 from quiclab.testbed.config import RunConfig
 from quiclab.testbed.runner import Testbed
 from quiclab.testbed.stacks import STACKS

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+
 from quiclab.datasets.catalog import Catalog
 from quiclab.testbed.runner import Testbed
 from quiclab.testbed.session import Session, sweep

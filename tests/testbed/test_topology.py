@@ -10,6 +10,7 @@ import textwrap
 import time
 
 import pytest
+
 from quiclab.testbed.topology import (
     BUFFER_SYSCTLS,
     LinkConfig,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from quiclab.datasets.catalog import RUN_COLUMNS, Catalog
 from quiclab.testbed.config import RunConfig
 from quiclab.testbed.runner import RunResult
