@@ -178,14 +178,52 @@ class Receiver:
 
     # ---------------------------------------------------------------- the loop
     def _run(self, now: float) -> None:
+        """The host's event loop from ``now`` up to the horizon (see the module docstring).
+
+        The receive call and the processing of its datagrams are inlined (they
+        run once per datagram), and so is the common ACK (ranges only, over
+        the reverse link); the rarer cases go through ``_admit``,
+        ``_insert_pn``, ``_stream_data`` and ``_emit_ack``, which do the same
+        arithmetic in the same order.
+        """
         horizon = now + self.lookahead_s
         t = self.clock if self.clock > now else now
         cpu = self.cpu
+        free_at = cpu.free_at
+        slow = cpu.slowdown * 1e-9
         stalls = self.stalls
         arrivals = self.arrivals
+        reordered = self.reordered
         buf = self.buffer
+        cap = self.rcvbuf
+        segments = self.segments
+        ns_packet = self.ns_packet
+        ns_call = self.ns_call
+        ns_ack = self.ns_ack
+        stream_window = self.stream_window
+        stream_fc = self.stream_fc
+        dirty = self.dirty
+        ranges = self.ranges
+        streams = self.streams
+        stream_bytes = self.stream_bytes
+        immediate = self.immediate
+        inv_ack_every = self.inv_ack_every
+        ack_every = self.ack_every
+        ack_window_fraction = self.ack_window_fraction
+        payload = self.payload
+        max_ack_delay_s = self.max_ack_delay_s
+        fc_window = self.fc_window
+        sender = self.sender
+        sender_cc = sender.cc
+        sender_acks = sender.acks
+        reverse = self.reverse
+        reverse_ser_s = reverse.ser_s
+        reverse_prop_s = reverse.prop_s
         while True:
-            ts = cpu.ready_at(t)
+            # cpu.ready_at() inlined.
+            ts = free_at[cpu.next]
+            if ts < t:
+                ts = t
             if ts >= stalls.start_s:
                 ts = stalls.begin(ts)
             if ts >= horizon:
@@ -193,12 +231,11 @@ class Receiver:
                 self._waiting = False
                 self._schedule(ts)
                 return
-            if self.reordered:
+            if reordered:
                 self._admit(ts)
             elif arrivals and arrivals[0][0] <= ts:
                 # _admit() inlined for the common case (in-order arrivals).
                 occ = self.occupancy
-                cap = self.rcvbuf
                 while arrivals and arrivals[0][0] <= ts:
                     item = arrivals.popleft()
                     need = item[2] * item[5]
@@ -213,28 +250,147 @@ class Receiver:
                 self.occupancy = occ
             if self.ack_deadline <= ts:
                 # RFC 9000 §13.2.1: max_ack_delay expired with packets unacknowledged.
-                end = cpu.run(ts, self.ns_ack)
+                end = cpu.run(ts, ns_ack)
                 if end > stalls.start_s:
                     end = stalls.finish(ts, end)
                 self._ack_sent(1.0, False)
                 self._emit_ack(end, 1.0)
                 t = ts
                 continue
-            if buf:
-                self._receive_call(ts)
-                t = ts
-                continue
-            nxt = self._next_arrival()
-            if self.ack_deadline < nxt:
-                nxt = self.ack_deadline
-            if nxt < horizon:
-                t = nxt
-                continue
-            self.clock = ts
-            self._waiting = True
-            if nxt < math.inf:
-                self._schedule(nxt)
-            return
+            if not buf:
+                nxt = self._next_arrival()
+                if self.ack_deadline < nxt:
+                    nxt = self.ack_deadline
+                if nxt < horizon:
+                    t = nxt
+                    continue
+                self.clock = ts
+                self._waiting = True
+                if nxt < math.inf:
+                    self._schedule(nxt)
+                return
+            # ---- one recvmsg (GRO) call of up to `segments` datagrams ----------
+            taken: list[tuple[Any, ...]] = []
+            packets = 0
+            occ = self.occupancy
+            while buf and packets < segments:
+                item = buf.popleft()
+                occ -= item[2] * item[5]
+                taken.append(item)
+                packets += item[2]
+            self.occupancy = occ if buf else 0.0  # (no float drift when empty)
+            calls = -(-packets // segments)
+            self.calls += calls
+            work = calls * ns_call
+            te = ts + work * slow
+            if te > stalls.start_s:
+                te = stalls.finish(ts, te)
+            # ... and the processing of its datagrams (one CPU work item).
+            for item in taken:
+                pn = item[1]
+                delivered = item[2]
+                rec = item[3]
+                w = delivered * ns_packet
+                work += w
+                start = te
+                te += w * slow
+                if te > stalls.start_s:
+                    te = stalls.finish(start, te)
+                self.datagrams += delivered
+                # ACK ranges, pruned below what the sender already knows it has
+                # acked (a stand-in for RFC 9000 §13.2.4's ACK-of-ACK tracking).
+                sla = item[4]
+                if sla > self.prune_floor:
+                    self.prune_floor = sla
+                    while len(ranges) > 1 and ranges[-1][1] < sla:
+                        ranges.pop()
+                if ranges and pn == ranges[0][1] + 1:
+                    ranges[0][1] = pn
+                else:
+                    self._insert_pn(pn)
+                if pn > self.largest:
+                    self.largest = pn
+                    self.largest_time = te
+                # Stream data: the application consumes in-order data at once.
+                length = rec[R_LEN]
+                if delivered < rec[R_COUNT]:
+                    self.partial[pn] = delivered
+                    length = min(length, delivered * stream_bytes)
+                sid = rec[R_SID]
+                st = streams.get(sid)
+                if st is not None:
+                    off = rec[R_OFF]
+                    if off == st[0] and not st[1] and off + length < st[2]:
+                        # In order, no hole, chunk not finished: the common case.
+                        st[0] = off + length
+                        consumed = self.consumed + length
+                        self.consumed = consumed
+                        if stream_fc:
+                            dirty[sid] = off + length + stream_window
+                        if consumed >= self.next_progress:
+                            self.next_progress = consumed + self.progress_step
+                            self.on_progress(te, consumed, False)
+                    else:
+                        self._stream_data(te, st, sid, off, length)
+                # RFC 9000 §13.2: ACK policy.
+                weight = 0.0
+                if immediate and self.gaps:
+                    weight = float(delivered)
+                    keep = False
+                else:
+                    inv = inv_ack_every
+                    if ack_window_fraction:
+                        window = ack_window_fraction * sender_cc.cwnd / payload
+                        if window < ack_every:
+                            inv = 1.0 / max(2.0, window)
+                    credit = self.ack_credit + delivered * inv
+                    if credit >= 1.0 - 1e-9:
+                        weight = float(int(credit + 1e-9))
+                        self.ack_credit = credit - weight
+                        keep = True
+                    else:
+                        self.ack_credit = credit
+                        if self.ack_deadline == math.inf:
+                            self.ack_deadline = te + max_ack_delay_s
+                if self.requests and not weight:
+                    weight = 1.0  # a new request goes out at once, with an ACK
+                    keep = True
+                if not weight:
+                    continue
+                w = weight * ns_ack
+                work += w
+                start = te
+                te += w * slow
+                if te > stalls.start_s:
+                    te = stalls.finish(start, te)
+                # _ack_sent()
+                if not keep:
+                    self.ack_credit = 0.0
+                self.ack_deadline = math.inf
+                self.acks_sent += weight
+                if dirty or self.partial or self.requests:
+                    self._emit_ack(te, weight)
+                    continue
+                # _emit_ack() inlined for an ACK frame of ranges only.
+                if len(ranges) == 1:
+                    r = ranges[0]
+                    snapshot: tuple[tuple[int, int], ...] = ((r[0], r[1]),)
+                else:
+                    snapshot = tuple((r[0], r[1]) for r in ranges)
+                free = reverse.free_at_s
+                if te > free:
+                    free = te
+                free += reverse_ser_s
+                reverse.free_at_s = free
+                arrival = free + reverse_prop_s
+                self.ack_frames += 1
+                sender_acks.append((arrival, weight, snapshot, te - self.largest_time,
+                                    self.consumed + fc_window, _NO_STREAMS, _NO_PARTIAL,
+                                    _NO_REQUESTS))
+                if sender._waiting and arrival < sender._wake_at:
+                    sender._schedule(arrival)
+            cpu.commit(ts, te, work * slow)
+            t = ts
 
     def _admit(self, ts: float) -> None:
         """Datagrams that arrived by ``ts`` enter the socket buffer, or are dropped."""
@@ -266,115 +422,6 @@ class Receiver:
                 occ += fit * each
                 buf.append((item[0], item[1], fit, item[3], item[4], each))
         self.occupancy = occ
-
-    # ----------------------------------------------------------- receive call
-    def _receive_call(self, ts: float) -> None:
-        """One recvmsg (GRO) call of up to ``segments_per_call`` datagrams and their processing."""
-        buf = self.buffer
-        segments = self.segments
-        taken: list[tuple[Any, ...]] = []
-        packets = 0
-        occ = self.occupancy
-        while buf and packets < segments:
-            item = buf.popleft()
-            occ -= item[2] * item[5]
-            taken.append(item)
-            packets += item[2]
-        self.occupancy = occ if buf else 0.0  # (no float drift when empty)
-        calls = -(-packets // segments)
-        self.calls += calls
-        cpu = self.cpu
-        stalls = self.stalls
-        slow = cpu.slowdown * 1e-9
-        ns_packet = self.ns_packet
-        ns_ack = self.ns_ack
-        stream_window = self.stream_window
-        stream_fc = self.stream_fc
-        dirty = self.dirty
-        work = calls * self.ns_call
-        t = ts + work * slow
-        if t > stalls.start_s:
-            t = stalls.finish(ts, t)
-        ranges = self.ranges
-        streams = self.streams
-        for item in taken:
-            pn = item[1]
-            delivered = item[2]
-            rec = item[3]
-            w = delivered * ns_packet
-            work += w
-            start = t
-            t += w * slow
-            if t > stalls.start_s:
-                t = stalls.finish(start, t)
-            self.datagrams += delivered
-            # ACK ranges, pruned below what the sender already knows it has
-            # acked (a stand-in for RFC 9000 §13.2.4's ACK-of-ACK tracking).
-            sla = item[4]
-            if sla > self.prune_floor:
-                self.prune_floor = sla
-                while len(ranges) > 1 and ranges[-1][1] < sla:
-                    ranges.pop()
-            if ranges and pn == ranges[0][1] + 1:
-                ranges[0][1] = pn
-            else:
-                self._insert_pn(pn)
-            if pn > self.largest:
-                self.largest = pn
-                self.largest_time = t
-            # Stream data: the application consumes in-order data at once.
-            length = rec[R_LEN]
-            if delivered < rec[R_COUNT]:
-                self.partial[pn] = delivered
-                length = min(length, delivered * self.stream_bytes)
-            sid = rec[R_SID]
-            st = streams.get(sid)
-            if st is not None:
-                off = rec[R_OFF]
-                if off == st[0] and not st[1] and off + length < st[2]:
-                    # In order, no hole, chunk not finished: the common case.
-                    st[0] = off + length
-                    self.consumed += length
-                    if stream_fc:
-                        dirty[sid] = off + length + stream_window
-                    if self.consumed >= self.next_progress:
-                        self.next_progress = self.consumed + self.progress_step
-                        self.on_progress(t, self.consumed, False)
-                else:
-                    self._stream_data(t, st, sid, off, length)
-            # RFC 9000 §13.2: ACK policy.
-            weight = 0.0
-            if self.immediate and self.gaps:
-                weight = float(delivered)
-                keep = False
-            else:
-                inv = self.inv_ack_every
-                if self.ack_window_fraction:
-                    window = self.ack_window_fraction * self.sender.cc.cwnd / self.payload
-                    if window < self.ack_every:
-                        inv = 1.0 / max(2.0, window)
-                credit = self.ack_credit + delivered * inv
-                if credit >= 1.0 - 1e-9:
-                    weight = float(int(credit + 1e-9))
-                    self.ack_credit = credit - weight
-                    keep = True
-                else:
-                    self.ack_credit = credit
-                    if self.ack_deadline == math.inf:
-                        self.ack_deadline = t + self.max_ack_delay_s
-            if self.requests and not weight:
-                weight = 1.0  # a new request goes out at once, with an ACK
-                keep = True
-            if weight:
-                w = weight * ns_ack
-                work += w
-                start = t
-                t += w * slow
-                if t > stalls.start_s:
-                    t = stalls.finish(start, t)
-                self._ack_sent(weight, keep)
-                self._emit_ack(t, weight)
-        cpu.commit(ts, t, work * slow)
 
     def _insert_pn(self, pn: int) -> None:
         """Add ``pn`` to the ACK ranges (new gap, reordered or duplicate arrival)."""

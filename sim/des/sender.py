@@ -32,10 +32,11 @@ import simpy
 from simpy.events import Timeout
 
 from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
-from quiclab.sim.des.cc import RttEstimator, congestion_controller
+from quiclab.sim.des.cc import GRANULARITY_S, RttEstimator, congestion_controller
+from quiclab.sim.des.host import CpuServers
 from quiclab.sim.des.link import CAUSE_PATH, CAUSE_QUEUE, ForwardLink
 from quiclab.sim.des.pipeline import cpu_for
-from quiclab.sim.des.recovery import A_TIME, Record, Recovery
+from quiclab.sim.des.recovery import Record, Recovery
 from quiclab.sim.resolve import ETHERNET_WIRE_OVERHEAD_BYTES, IP_UDP_HEADER_BYTES, Resolved
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class Sender(Recovery):
         self.lookahead_s = resolved.path.rtt_s / 2.0
         # One server per core, or the pipeline's cores (issue 11, sim/des/pipeline.py).
         self.cpu = cpu_for(ep)
+        self.one_server = type(self.cpu) is CpuServers and self.cpu.n == 1
         self.ns_packet = ep.ns_per_data_packet
         self.ns_call = ep.ns_per_call
         self.ns_ack = ep.ns_per_ack
@@ -171,24 +173,51 @@ class Sender(Recovery):
     def _run(self, now: float) -> None:
         """The host's event loop from ``now`` up to the horizon (see the module docstring).
 
-        The send path is inlined (it runs once per packet); state that does
-        not change within one wake-up is held in locals.
+        The per-packet work is inlined here (it runs once per packet): the send
+        call and its packets' trip over the link and into the receiver's
+        arrivals, the CPU server when it is a single one, and the common case
+        of an ACK frame (in order, nothing outstanding below it: RTT sample,
+        cwnd growth, PTO). Everything else goes through the methods of
+        ``recovery.py``, ``host.py`` and ``link.py``, which do the same
+        arithmetic in the same order. State that does not change within one
+        wake-up is held in locals.
         """
         horizon = now + self.lookahead_s
         t = self.clock if self.clock > now else now
         cpu = self.cpu
         free_at = cpu.free_at
+        one = self.one_server  # a single busy-until server: cpu.run() inlined
+        slowdown = cpu.slowdown
         acks = self.acks
         cc = self.cc
+        rtt = self.rtt
+        mad = self.peer_max_ack_delay_s
         payload = self.payload
         sb = self.stream_bytes
         overhead = self.overhead
         segments = self.segments
         unit_max = self.unit_max
         ns_ack = self.ns_ack
+        ns_packet = self.ns_packet
+        ns_call = self.ns_call
+        hold_factor = self.hold_factor
+        pacing = self.pacing
         streams = self.streams
         rr = self.rr
         retx = self.retx
+        sent = self.sent
+        pending = self.pending
+        causes = self.causes
+        link = self.link
+        inline_link = not link.reorder_on
+        loss = link.loss
+        rate_bps = link.rate_Bps
+        queue_bytes = link.queue_bytes
+        prop_s = link.prop_s
+        rx = self.rx
+        assert rx is not None
+        arrivals = rx.arrivals
+        wire_extra = self.wire_extra
         while True:
             ts = free_at[cpu.next]
             if ts < t:
@@ -199,11 +228,76 @@ class Sender(Recovery):
                 self._waiting = False
                 self._schedule(ts)
                 return
-            if acks and acks[0][A_TIME] <= ts:
+            if acks and acks[0][0] <= ts:
+                # ---- one ACK frame ----------------------------------------------
                 if self.state != BUSY:
                     self._set_state(BUSY, ts)
                 ack = acks.popleft()
-                self.process_ack(cpu.run(ts, ack[1] * ns_ack), ack)
+                if one:
+                    service = ack[1] * ns_ack * 1e-9 * slowdown
+                    te = ts + service
+                    free_at[0] = te
+                    cpu.busy_s += service
+                else:
+                    te = cpu.run(ts, ack[1] * ns_ack)
+                ranges = ack[2]
+                la = self.largest_acked
+                if (not ranges or pending or ranges[0][1] <= la or ranges[0][0] > la + 1
+                        or ack[5] or ack[6] or ack[7]):
+                    self.process_ack(te, ack)
+                    t = ts
+                    continue
+                # process_ack()'s in-order case inlined: everything up to `largest`
+                # is acknowledged, nothing is outstanding below it.
+                self.acks_received += ack[1]
+                if ack[4] > self.max_data:
+                    self.max_data = ack[4]
+                largest = ranges[0][1]
+                acked = 0
+                newest_s = -1.0
+                rec = None
+                for pn in range(la + 1, largest + 1):
+                    rec = sent.pop(pn, None)
+                    if rec is not None:
+                        acked += rec[1]
+                        newest_s = rec[0]
+                inflight = self.inflight - acked
+                self.inflight = inflight
+                self.largest_acked = largest
+                if rec is not None:
+                    # RttEstimator.update() for the largest's record (RFC 9002 §5.3).
+                    latest = te - rec[0]
+                    delay = ack[3]
+                    rtt.latest = latest
+                    if latest < rtt.min:
+                        rtt.min = latest
+                    if delay > mad:
+                        delay = mad
+                    adjusted = latest - delay if latest >= rtt.min + delay else latest
+                    diff = rtt.smoothed - adjusted
+                    rtt.var = 0.75 * rtt.var + 0.25 * (diff if diff >= 0 else -diff)
+                    rtt.smoothed = 0.875 * rtt.smoothed + 0.125 * adjusted
+                if acked:
+                    self.pto_count = 0
+                    # Recovery._grow() (RFC 9002 §7.8, §7.3.2).
+                    cwnd = cc.cwnd
+                    if self.grow_always:
+                        limited = True
+                    elif cwnd < cc.ssthresh:
+                        limited = self.cwnd_blocked or self.max_inflight * 2 > cwnd
+                    else:
+                        limited = self.cwnd_blocked or (
+                            self.max_inflight + payload * segments >= cwnd)
+                    self.cwnd_blocked = False
+                    self.max_inflight = inflight
+                    if limited and newest_s > self.recovery_start_s:
+                        cc.on_ack(acked, te, rtt.smoothed)
+                # Recovery.arm_timer() with nothing pending (RFC 9002 §6.2.1).
+                var4 = 4.0 * rtt.var
+                pto = (rtt.smoothed + (var4 if var4 > GRANULARITY_S else GRANULARITY_S)
+                       + mad) * (1 << self.pto_count)
+                self.pto_backoff_s = pto
+                self.timer_at = self.last_sent_s + pto if inflight > 0 else math.inf
                 t = ts
                 continue
             if ts >= self.timer_at:
@@ -212,9 +306,11 @@ class Sender(Recovery):
             if ts < self.hold_until:
                 reason = HOLD
             else:
-                room = cc.cwnd - self.inflight
-                if self.probes:
-                    room = max(room, self.probes * payload)
+                inflight = self.inflight
+                room = cc.cwnd - inflight
+                probes = self.probes
+                if probes:
+                    room = max(room, probes * payload)
                 batch: list[tuple[int, int, int, int, int]] = []
                 packets = 0
                 reason = BUSY
@@ -257,13 +353,98 @@ class Sender(Recovery):
                     packets += count
                     batch.append((sid, off, length, count, size))
                 if batch:
-                    self._release(ts, batch, packets)
+                    # ---- the call runs from `ts`; its packets leave when it ends ----
+                    if self.state != BUSY:
+                        self._set_state(BUSY, ts)
+                    if probes:
+                        self.probes = max(0, probes - len(batch))
+                    calls = -(-packets // segments)
+                    work = packets * ns_packet + calls * ns_call
+                    if one:
+                        service = work * 1e-9 * slowdown
+                        end = ts + service
+                        free_at[0] = end
+                        cpu.busy_s += service
+                    else:
+                        end = cpu.run(ts, work)
+                    self.calls += calls
+                    self.packets_sent += packets
+                    if hold_factor:
+                        self.hold_until = end + work * 1e-9 * hold_factor
+                    # Back to back when the call returns, or paced (RFC 9002 §7.7).
+                    release = end
+                    rate = PACING_GAIN * cc.cwnd / rtt.smoothed if pacing else 0.0
+                    la = self.largest_acked
+                    pn = self.next_pn
+                    for sid, off, length, count, size in batch:
+                        if rate:
+                            if self.pacer_next > release:
+                                release = self.pacer_next
+                            self.pacer_next = release + size / rate
+                        rec = (release, size, count, sid, off, length)
+                        each = size / count if count > 1 else size
+                        sent[pn] = rec
+                        inflight += size
+                        if count == 1 and inline_link:
+                            # link.transmit() inlined for one packet (the same
+                            # arithmetic and the same random draws).
+                            wire = each + wire_extra
+                            free = link.free_at_s
+                            if free > release:
+                                backlog = (free - release) * rate_bps
+                                start = free
+                            else:
+                                backlog = 0.0
+                                start = release
+                            if backlog + wire > queue_bytes:
+                                link.queue_drops += 1
+                                causes[pn] = CAUSE_QUEUE
+                                pn += 1
+                                continue
+                            ser = wire / rate_bps
+                            free = start + ser
+                            link.free_at_s = free
+                            link.busy_s += ser
+                            left = loss.left - 1
+                            if left == 0:
+                                loss.left = loss.next_gap()
+                                link.path_losses += 1
+                                causes[pn] = CAUSE_PATH
+                                pn += 1
+                                continue
+                            loss.left = left
+                            arrival = free + prop_s
+                            delivered = 1
+                            cause = 0
+                        else:
+                            arrival, delivered, cause = link.transmit(release, count,
+                                                                      each + wire_extra)
+                        if delivered:
+                            # Hand over to the receiver (its deliver(), inlined).
+                            item = (arrival, pn, delivered, rec, la, each + SKB_OVERHEAD_BYTES)
+                            if arrivals and arrival < arrivals[-1][0]:
+                                heapq.heappush(rx.reordered, item)
+                            else:
+                                arrivals.append(item)
+                            if rx._waiting and arrival < rx._wake_at:
+                                rx._schedule(arrival)
+                        if cause:
+                            causes[pn] = cause
+                        pn += 1
+                    self.next_pn = pn
+                    self.inflight = inflight
+                    if inflight > self.max_inflight:
+                        self.max_inflight = inflight
+                    self.last_sent_s = release
+                    if not pending:
+                        # RFC 9002 §6.2.1: the PTO runs from the last ack-eliciting packet.
+                        self.timer_at = release + self.pto_backoff_s
                     t = ts
                     continue
             # ---- nothing to do now: sleep until what can change that --------
             nxt = self.timer_at
-            if acks and acks[0][A_TIME] < nxt:
-                nxt = acks[0][A_TIME]
+            if acks and acks[0][0] < nxt:
+                nxt = acks[0][0]
             if reason == HOLD and self.hold_until < nxt:
                 nxt = self.hold_until
             self._set_state(reason, ts)
@@ -275,96 +456,6 @@ class Sender(Recovery):
             if nxt < math.inf:
                 self._schedule(nxt)
             return
-
-    def _release(self, ts: float, batch: list[tuple[int, int, int, int, int]],
-                 packets: int) -> None:
-        """Run one send call from ``ts`` and put its packets on the link."""
-        if self.state != BUSY:
-            self._set_state(BUSY, ts)
-        if self.probes:
-            self.probes = max(0, self.probes - len(batch))
-        calls = -(-packets // self.segments)
-        work = packets * self.ns_packet + calls * self.ns_call
-        end = self.cpu.run(ts, work)
-        self.calls += calls
-        self.packets_sent += packets
-        if self.hold_factor:
-            self.hold_until = end + work * 1e-9 * self.hold_factor
-        # Release: back to back when the call returns, or paced (RFC 9002 §7.7).
-        release = end
-        rate = PACING_GAIN * self.cc.cwnd / self.rtt.smoothed if self.pacing else 0.0
-        la = self.largest_acked
-        pn = self.next_pn
-        inflight = self.inflight
-        sent = self.sent
-        link = self.link
-        rx = self.rx
-        assert rx is not None
-        arrivals = rx.arrivals
-        wire_extra = self.wire_extra
-        for sid, off, length, count, size in batch:
-            if rate:
-                if self.pacer_next > release:
-                    release = self.pacer_next
-                self.pacer_next = release + size / rate
-            rec = (release, size, count, sid, off, length)
-            each = size / count if count > 1 else size
-            sent[pn] = rec
-            inflight += size
-            if count == 1 and not link.reorder_on:
-                # link.transmit() inlined for one packet (the hot path at packet
-                # granularity; the same arithmetic and the same random draws).
-                wire = each + wire_extra
-                free = link.free_at_s
-                if free > release:
-                    backlog = (free - release) * link.rate_Bps
-                    start = free
-                else:
-                    backlog = 0.0
-                    start = release
-                if backlog + wire > link.queue_bytes:
-                    link.queue_drops += 1
-                    self.causes[pn] = CAUSE_QUEUE
-                    pn += 1
-                    continue
-                ser = wire / link.rate_Bps
-                free = start + ser
-                link.free_at_s = free
-                link.busy_s += ser
-                loss = link.loss
-                left = loss.left - 1
-                if left == 0:
-                    loss.left = loss.next_gap()
-                    link.path_losses += 1
-                    self.causes[pn] = CAUSE_PATH
-                    pn += 1
-                    continue
-                loss.left = left
-                arrival = free + link.prop_s
-                delivered = 1
-                cause = 0
-            else:
-                arrival, delivered, cause = link.transmit(release, count, each + wire_extra)
-            if delivered:
-                # Hand over to the receiver (its deliver(), inlined: hot path).
-                item = (arrival, pn, delivered, rec, la, each + SKB_OVERHEAD_BYTES)
-                if arrivals and arrival < arrivals[-1][0]:
-                    heapq.heappush(rx.reordered, item)
-                else:
-                    arrivals.append(item)
-                if rx._waiting and arrival < rx._wake_at:
-                    rx._schedule(arrival)
-            if cause:
-                self.causes[pn] = cause
-            pn += 1
-        self.next_pn = pn
-        self.inflight = inflight
-        if inflight > self.max_inflight:
-            self.max_inflight = inflight
-        self.last_sent_s = release
-        if not self.pending:
-            # RFC 9002 §6.2.1: the PTO runs from the last ack-eliciting packet.
-            self.timer_at = release + self.pto_backoff_s
 
     def _next_data(self, max_len: int) -> tuple[int, int, int] | None:
         """Stream data for one packet/unit: lost data first, then new data round-robin."""
