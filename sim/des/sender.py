@@ -218,20 +218,30 @@ class Sender(Recovery):
         assert rx is not None
         arrivals = rx.arrivals
         wire_extra = self.wire_extra
+        # Only this loop changes these (snapshots read them between wake-ups):
+        # locals, written back before it returns.
+        state = self.state
+        since = self.state_since
+        state_s = self.state_s
+        n_calls = self.calls
+        n_packets = self.packets_sent
+        pn = self.next_pn
+        pacer_next = self.pacer_next
         while True:
             ts = free_at[cpu.next]
             if ts < t:
                 ts = t
             if ts >= horizon:
                 # ACKs that arrive after the horizon are not known yet.
-                self.clock = ts
                 self._waiting = False
-                self._schedule(ts)
-                return
+                break
             if acks and acks[0][0] <= ts:
                 # ---- one ACK frame ----------------------------------------------
-                if self.state != BUSY:
-                    self._set_state(BUSY, ts)
+                if state != BUSY:  # _set_state(BUSY, ts)
+                    if ts > since:
+                        state_s[state] += ts - since
+                        since = ts
+                    state = BUSY
                 ack = acks.popleft()
                 if one:
                     service = ack[1] * ns_ack * 1e-9 * slowdown
@@ -256,8 +266,8 @@ class Sender(Recovery):
                 acked = 0
                 newest_s = -1.0
                 rec = None
-                for pn in range(la + 1, largest + 1):
-                    rec = sent.pop(pn, None)
+                for acked_pn in range(la + 1, largest + 1):
+                    rec = sent.pop(acked_pn, None)
                     if rec is not None:
                         acked += rec[1]
                         newest_s = rec[0]
@@ -311,151 +321,168 @@ class Sender(Recovery):
                 probes = self.probes
                 if probes:
                     room = max(room, probes * payload)
-                batch: list[tuple[int, int, int, int, int]] = []
-                packets = 0
-                reason = BUSY
-                while packets < segments:
-                    if room < payload:
-                        reason = CWND
-                        self.cwnd_blocked = True
-                        break
-                    count = 1
-                    if unit_max > 1:
-                        count = min(int(room // payload), unit_max,
-                                    max(1, int(cc.cwnd // (payload * self.unit_div))))
-                    if len(rr) == 1 and not retx:
-                        # _next_data() inlined: one open stream, nothing to retransmit.
-                        sid = rr[0]
-                        st = streams[sid]
-                        off = st[0]
-                        remaining = st[1] - off
-                        length = min(count * sb, remaining, st[2] - off,
-                                     self.max_data - self.conn_sent)
-                        if length < remaining:
-                            length -= length % sb
-                        if length <= 0:
-                            reason = FLOW
+                if room < payload:
+                    reason = CWND
+                    self.cwnd_blocked = True
+                else:
+                    batch: list[tuple[int, int, int, int, int]] = []
+                    packets = 0
+                    reason = BUSY
+                    while packets < segments:
+                        if room < payload:
+                            reason = CWND
+                            self.cwnd_blocked = True
                             break
-                        st[0] = off + length
-                        self.conn_sent += length
-                        if length >= remaining:
-                            rr.popleft()
-                    else:
-                        data = self._next_data(count * sb)
-                        if data is None:
-                            reason = FLOW if (rr and not retx) else NODATA
-                            break
-                        sid, off, length = data
-                    if length > sb:
-                        count = -(-length // sb)
-                    size = length + count * overhead
-                    room -= size
-                    packets += count
-                    batch.append((sid, off, length, count, size))
-                if batch:
-                    # ---- the call runs from `ts`; its packets leave when it ends ----
-                    if self.state != BUSY:
-                        self._set_state(BUSY, ts)
-                    if probes:
-                        self.probes = max(0, probes - len(batch))
-                    calls = -(-packets // segments)
-                    work = packets * ns_packet + calls * ns_call
-                    if one:
-                        service = work * 1e-9 * slowdown
-                        end = ts + service
-                        free_at[0] = end
-                        cpu.busy_s += service
-                    else:
-                        end = cpu.run(ts, work)
-                    self.calls += calls
-                    self.packets_sent += packets
-                    if hold_factor:
-                        self.hold_until = end + work * 1e-9 * hold_factor
-                    # Back to back when the call returns, or paced (RFC 9002 §7.7).
-                    release = end
-                    rate = PACING_GAIN * cc.cwnd / rtt.smoothed if pacing else 0.0
-                    la = self.largest_acked
-                    pn = self.next_pn
-                    for sid, off, length, count, size in batch:
-                        if rate:
-                            if self.pacer_next > release:
-                                release = self.pacer_next
-                            self.pacer_next = release + size / rate
-                        rec = (release, size, count, sid, off, length)
-                        each = size / count if count > 1 else size
-                        sent[pn] = rec
-                        inflight += size
-                        if count == 1 and inline_link:
-                            # link.transmit() inlined for one packet (the same
-                            # arithmetic and the same random draws).
-                            wire = each + wire_extra
-                            free = link.free_at_s
-                            if free > release:
-                                backlog = (free - release) * rate_bps
-                                start = free
-                            else:
-                                backlog = 0.0
-                                start = release
-                            if backlog + wire > queue_bytes:
-                                link.queue_drops += 1
-                                causes[pn] = CAUSE_QUEUE
-                                pn += 1
-                                continue
-                            ser = wire / rate_bps
-                            free = start + ser
-                            link.free_at_s = free
-                            link.busy_s += ser
-                            left = loss.left - 1
-                            if left == 0:
-                                loss.left = loss.next_gap()
-                                link.path_losses += 1
-                                causes[pn] = CAUSE_PATH
-                                pn += 1
-                                continue
-                            loss.left = left
-                            arrival = free + prop_s
-                            delivered = 1
-                            cause = 0
+                        count = 1
+                        if unit_max > 1:
+                            count = min(int(room // payload), unit_max,
+                                        max(1, int(cc.cwnd // (payload * self.unit_div))))
+                        if len(rr) == 1 and not retx:
+                            # _next_data() inlined: one open stream, nothing to retransmit.
+                            sid = rr[0]
+                            st = streams[sid]
+                            off = st[0]
+                            remaining = st[1] - off
+                            length = min(count * sb, remaining, st[2] - off,
+                                         self.max_data - self.conn_sent)
+                            if length < remaining:
+                                length -= length % sb
+                            if length <= 0:
+                                reason = FLOW
+                                break
+                            st[0] = off + length
+                            self.conn_sent += length
+                            if length >= remaining:
+                                rr.popleft()
                         else:
-                            arrival, delivered, cause = link.transmit(release, count,
-                                                                      each + wire_extra)
-                        if delivered:
-                            # Hand over to the receiver (its deliver(), inlined).
-                            item = (arrival, pn, delivered, rec, la, each + SKB_OVERHEAD_BYTES)
-                            if arrivals and arrival < arrivals[-1][0]:
-                                heapq.heappush(rx.reordered, item)
+                            data = self._next_data(count * sb)
+                            if data is None:
+                                reason = FLOW if (rr and not retx) else NODATA
+                                break
+                            sid, off, length = data
+                        if length > sb:
+                            count = -(-length // sb)
+                        size = length + count * overhead
+                        room -= size
+                        packets += count
+                        batch.append((sid, off, length, count, size))
+                    if batch:
+                        # ---- the call runs from `ts`; its packets leave when it ends ----
+                        if state != BUSY:  # _set_state(BUSY, ts)
+                            if ts > since:
+                                state_s[state] += ts - since
+                                since = ts
+                            state = BUSY
+                        if probes:
+                            self.probes = max(0, probes - len(batch))
+                        calls = -(-packets // segments)
+                        work = packets * ns_packet + calls * ns_call
+                        if one:
+                            service = work * 1e-9 * slowdown
+                            end = ts + service
+                            free_at[0] = end
+                            cpu.busy_s += service
+                        else:
+                            end = cpu.run(ts, work)
+                        n_calls += calls
+                        n_packets += packets
+                        if hold_factor:
+                            self.hold_until = end + work * 1e-9 * hold_factor
+                        # Back to back when the call returns, or paced (RFC 9002 §7.7).
+                        release = end
+                        rate = PACING_GAIN * cc.cwnd / rtt.smoothed if pacing else 0.0
+                        la = self.largest_acked
+                        for sid, off, length, count, size in batch:
+                            if rate:
+                                if pacer_next > release:
+                                    release = pacer_next
+                                pacer_next = release + size / rate
+                            rec = (release, size, count, sid, off, length)
+                            each = size / count if count > 1 else size
+                            sent[pn] = rec
+                            inflight += size
+                            if count == 1 and inline_link:
+                                # link.transmit() inlined for one packet (the same
+                                # arithmetic and the same random draws).
+                                wire = each + wire_extra
+                                free = link.free_at_s
+                                if free > release:
+                                    backlog = (free - release) * rate_bps
+                                    start = free
+                                else:
+                                    backlog = 0.0
+                                    start = release
+                                if backlog + wire > queue_bytes:
+                                    link.queue_drops += 1
+                                    causes[pn] = CAUSE_QUEUE
+                                    pn += 1
+                                    continue
+                                ser = wire / rate_bps
+                                free = start + ser
+                                link.free_at_s = free
+                                link.busy_s += ser
+                                left = loss.left - 1
+                                if left == 0:
+                                    loss.left = loss.next_gap()
+                                    link.path_losses += 1
+                                    causes[pn] = CAUSE_PATH
+                                    pn += 1
+                                    continue
+                                loss.left = left
+                                arrival = free + prop_s
+                                delivered = 1
+                                cause = 0
                             else:
-                                arrivals.append(item)
-                            if rx._waiting and arrival < rx._wake_at:
-                                rx._schedule(arrival)
-                        if cause:
-                            causes[pn] = cause
-                        pn += 1
-                    self.next_pn = pn
-                    self.inflight = inflight
-                    if inflight > self.max_inflight:
-                        self.max_inflight = inflight
-                    self.last_sent_s = release
-                    if not pending:
-                        # RFC 9002 §6.2.1: the PTO runs from the last ack-eliciting packet.
-                        self.timer_at = release + self.pto_backoff_s
-                    t = ts
-                    continue
+                                arrival, delivered, cause = link.transmit(release, count,
+                                                                          each + wire_extra)
+                            if delivered:
+                                # Hand over to the receiver (its deliver(), inlined).
+                                item = (arrival, pn, delivered, rec, la, each + SKB_OVERHEAD_BYTES)
+                                if arrivals and arrival < arrivals[-1][0]:
+                                    heapq.heappush(rx.reordered, item)
+                                else:
+                                    arrivals.append(item)
+                                if rx._waiting and arrival < rx._wake_at:
+                                    rx._schedule(arrival)
+                            if cause:
+                                causes[pn] = cause
+                            pn += 1
+                        self.inflight = inflight
+                        if inflight > self.max_inflight:
+                            self.max_inflight = inflight
+                        self.last_sent_s = release
+                        if not pending:
+                            # RFC 9002 §6.2.1: the PTO runs from the last ack-eliciting packet.
+                            self.timer_at = release + self.pto_backoff_s
+                        t = ts
+                        continue
             # ---- nothing to do now: sleep until what can change that --------
             nxt = self.timer_at
             if acks and acks[0][0] < nxt:
                 nxt = acks[0][0]
             if reason == HOLD and self.hold_until < nxt:
                 nxt = self.hold_until
-            self._set_state(reason, ts)
+            if reason != state:  # _set_state(reason, ts)
+                if ts > since:
+                    state_s[state] += ts - since
+                    since = ts
+                state = reason
             if nxt < horizon:
                 t = nxt
                 continue
-            self.clock = ts
             self._waiting = True
-            if nxt < math.inf:
-                self._schedule(nxt)
-            return
+            break
+        self.clock = ts
+        self.state = state
+        self.state_since = since
+        self.calls = n_calls
+        self.packets_sent = n_packets
+        self.next_pn = pn
+        self.pacer_next = pacer_next
+        if not self._waiting:
+            self._schedule(ts)
+        elif nxt < math.inf:
+            self._schedule(nxt)
 
     def _next_data(self, max_len: int) -> tuple[int, int, int] | None:
         """Stream data for one packet/unit: lost data first, then new data round-robin."""
