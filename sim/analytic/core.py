@@ -19,11 +19,17 @@ allows, the limit is the resource that attains it:
 Because loss depends on the rate (faster arrivals overflow a stalled
 receiver's buffer sooner) and costs depend on loss (retransmissions, the
 receiver's immediate ACKs on gaps), the model is solved by a short fixed-point
-iteration, vectorised like everything else.
+iteration, vectorised like everything else. Large batches are solved in
+cache-sized blocks, one thread per core; every scenario goes through the same
+floating-point operations whatever batch it is in, so its result does not
+depend on the batch (bit for bit).
 """
 
 from __future__ import annotations
 
+import contextvars
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -158,11 +164,33 @@ def cc_window_packets(loss: np.ndarray, rtt_s: np.ndarray, cc: np.ndarray) -> np
     return np.where(loss <= 0, np.inf, w)
 
 
+def _where_into(out: np.ndarray, mask: np.ndarray, value: float | np.ndarray) -> None:
+    """``out = np.where(mask, value, out)`` in place; cheap when the mask is (almost) empty."""
+    if mask.any():
+        out[mask] = value if np.ndim(value) == 0 else value[mask]  # type: ignore[index]
+
+
+def _blend(bits: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out = np.where(mask, a, b)`` bit for bit, with ``bits = -mask`` as int64 (0 or all ones).
+
+    np.where branches per element and mispredicts on the solver's irregular
+    masks (~9 ns per element against ~1 ns for this blend of the float64 bit
+    patterns: b ^ ((a ^ b) & bits)). ``out`` may be ``a`` or ``b``.
+    """
+    ai, bi = a.view(np.int64), b.view(np.int64)
+    t = np.bitwise_xor(ai, bi)
+    np.bitwise_and(t, bits, out=t)
+    np.bitwise_xor(t, bi, out=out.view(np.int64))
+
+
 class _RateModel:
     """``f(g)``: the smallest resource rate when the transfer runs at goodput ``g``.
 
-    Invariants of the scenarios are computed once; each call costs a handful
-    of vector operations and keeps its intermediate arrays for the outputs.
+    Invariants of the scenarios are computed once; each call costs a few dozen
+    vector operations and keeps its intermediate arrays for the outputs. Terms
+    that the whole block does not need (stalls, CUBIC, BBR, zero-loss rows) are
+    skipped; every value is computed with the same operations in the same order
+    either way, so the results do not depend on how scenarios are grouped.
     """
 
     def __init__(self, x: Inputs, P8: np.ndarray, rate_link: np.ndarray):
@@ -171,20 +199,29 @@ class _RateModel:
         self.rate_link = rate_link
         self.s_base = x.s_ns_packet + x.s_ns_call / x.s_segments
         self.r_base = x.r_ns_packet + x.r_ns_call / x.r_segments
+        self.s_rate_num = x.s_cores * P8
+        self.r_rate_num = x.r_cores * P8
         self.ack_base = 1.0 / np.maximum(x.ack_every, 1e-9)
         self.ack_wait = np.maximum(x.ack_every - 1.0, 0.0)
         self.arrival_per_pkt = x.udp_payload_bytes + SKB_OVERHEAD_BYTES
+        self.keep = 1.0 - x.loss_prob  # path delivery probability
         self.alpha = np.maximum(x.stall_alpha, 1.01)
         self.has_stalls = x.stall_rate_hz > 0
+        self.any_stalls = bool(self.has_stalls.any())
+        self.all_stalls = bool(self.has_stalls.all())
         with np.errstate(divide="ignore"):
             self.log_tm = np.log(np.maximum(x.stall_min_s, 1e-12))
         # rate·τm^α, the scale of both the overflow tail and the event rate.
         self.stall_scale = x.stall_rate_hz * np.exp(self.alpha * self.log_tm)
+        self.mean_stall = x.stall_min_s * self.alpha / (self.alpha - 1.0)  # E[τ] = τm·α/(α−1)
         self.log_B = np.log(np.maximum(x.rcvbuf_bytes, 1.0))
         self.fc_bits = np.where(x.fc_window_bytes > 0, x.fc_window_bytes * 8.0, np.inf)
         self.cubic_k = (CUBIC_C * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25
         self.is_cubic = x.cc == 0
+        self.any_cubic = bool(self.is_cubic.any())
+        self.all_cubic = bool(self.is_cubic.all())
         self.is_bbr = x.cc == 2
+        self.any_bbr = bool(self.is_bbr.any())
 
     def loss_free(self) -> np.ndarray:
         """The bound without buffer drops: CPU, pair, link (an upper end for the root)."""
@@ -197,31 +234,49 @@ class _RateModel:
         return np.maximum(np.minimum.reduce([rate_s, rate_r, x.busy * np.minimum(rate_s, rate_r),
                                              self.rate_link]), 1.0)
 
+    def _stall_losses(self, pkt_rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Buffer drop probability and overflowing stalls per second at ``pkt_rate``.
+
+        Pareto tail, see rcvbuf_drop_fraction and stall_event_rate: with
+        x = B / r, overflow tail = rate·τm^α·x^(1−α)/(α−1) and events =
+        rate·τm^α·x^(−α) while x ≥ τm; below, E[τ] − x and every stall.
+        """
+        x = self.x
+        log_x = self.log_B - np.log(pkt_rate * self.arrival_per_pkt)
+        scaled = self.stall_scale * np.exp((1.0 - self.alpha) * log_x)  # rate·τm^α·x^(1−α)
+        tail = scaled / (self.alpha - 1.0)
+        event_rate = scaled * np.exp(-log_x)
+        below = ~(log_x >= self.log_tm)  # the buffer holds less than the shortest stall
+        if below.any():
+            i = np.flatnonzero(below)
+            tail[i] = x.stall_rate_hz[i] * (self.mean_stall[i] - np.exp(log_x[i]))
+            event_rate[i] = x.stall_rate_hz[i]
+        p_buf = np.clip(tail, 0.0, 1.0, out=tail)
+        if not self.all_stalls:
+            no_stalls = ~self.has_stalls
+            p_buf[no_stalls] = 0.0
+            event_rate[no_stalls] = 0.0
+        return p_buf, event_rate
+
     def __call__(self, goodput: np.ndarray) -> np.ndarray:
         x = self.x
         pkt_rate = np.maximum(goodput / self.P8, 1.0)
-        # Receive-buffer drops from receiver stalls (Pareto tail, see
-        # rcvbuf_drop_fraction and stall_event_rate): with x = B / r,
-        # overflow tail = rate·τm^α·x^(1−α)/(α−1) and events = rate·τm^α·x^(−α).
-        log_x = self.log_B - np.log(pkt_rate * self.arrival_per_pkt)
-        x_pow = np.exp((1.0 - self.alpha) * log_x)  # x^(1−α)
-        above = log_x >= self.log_tm
-        tail = np.where(above, self.stall_scale * x_pow / (self.alpha - 1.0),
-                        x.stall_rate_hz * (x.stall_min_s * self.alpha / (self.alpha - 1.0)
-                                           - np.exp(log_x)))
-        self.p_buf = p_buf = np.where(self.has_stalls, np.clip(tail, 0.0, 1.0), 0.0)
-        event_rate = np.where(above, self.stall_scale * x_pow * np.exp(-log_x), x.stall_rate_hz)
-        self.loss = loss = 1.0 - (1.0 - x.loss_prob) * (1.0 - p_buf)
-        # Loss events seen by congestion control: every random path loss, but
-        # one per overflowing stall however many datagrams it drops.
-        events = np.minimum(x.loss_prob + np.where(self.has_stalls, event_rate, 0.0) / pkt_rate,
-                            1.0)
+        if self.any_stalls:
+            self.p_buf, event_rate = p_buf, event_rate = self._stall_losses(pkt_rate)
+            self.loss = loss = 1.0 - self.keep * (1.0 - p_buf)
+            # Loss events seen by congestion control: every random path loss, but
+            # one per overflowing stall however many datagrams it drops.
+            events = np.minimum(x.loss_prob + event_rate / pkt_rate, 1.0)
+        else:  # no buffer drops anywhere in the block: the path's loss alone
+            self.p_buf = np.zeros_like(pkt_rate)
+            self.loss = loss = 1.0 - self.keep
+            events = np.minimum(x.loss_prob, 1.0)
         # The sender's window must also cover the receiver's ACK turnaround: it
         # waits for ack_every − 1 more packets, at most max_ack_delay (RFC 9000
         # §13.2.1) — but never for more than half the window loss leaves the
         # sender (sqrt(1.5/p) packets), else it would stall waiting for an ACK.
-        with np.errstate(divide="ignore"):
-            w_loss = np.where(events > 0, np.sqrt(1.5 / np.maximum(events, 1e-300)), np.inf)
+        w_loss = np.sqrt(1.5 / np.maximum(events, 1e-300))
+        _where_into(w_loss, ~(events > 0), np.inf)
         ack_eff = np.minimum(self.ack_wait + 1.0, np.maximum(2.0, 0.5 * w_loss))
         self.rtt_eff = rtt_eff = x.rtt_s + np.minimum((ack_eff - 1.0) / pkt_rate,
                                                       x.max_ack_delay_s)
@@ -233,42 +288,74 @@ class _RateModel:
         retx = loss / np.maximum(1.0 - loss, 1e-9)  # extra sends per goodput packet
         self.s_ns = s_ns = (1.0 + retx) * self.s_base + acks * x.s_ns_ack
         self.r_ns = r_ns = self.r_base + acks * x.r_ns_ack
-        self.rate_s = rate_s = x.s_cores * self.P8 / (s_ns * 1e-9)
-        self.rate_r = rate_r = x.r_cores * self.P8 / (r_ns * 1e-9)
+        self.rate_s = rate_s = self.s_rate_num / (s_ns * 1e-9)
+        self.rate_r = rate_r = self.r_rate_num / (r_ns * 1e-9)
         self.rate_pair = rate_pair = x.busy * np.minimum(rate_s, rate_r)
         # Congestion window for the loss-event rate (see cc_window_packets).
         with np.errstate(divide="ignore"):
             log_p = np.log(np.maximum(events, 1e-300))
-        reno = np.sqrt(1.5) * np.exp(-0.5 * log_p)
-        cubic = self.cubic_k * np.exp(0.75 * (np.log(rtt_eff) - log_p))
-        w = np.where(self.is_cubic, np.maximum(cubic, reno), reno)
-        w = np.where(self.is_bbr & (events < 0.2), np.inf, w)
-        w = np.where(events <= 0, np.inf, w)
+        w = np.sqrt(1.5) * np.exp(-0.5 * log_p)  # Reno
+        if self.any_cubic:
+            cubic = self.cubic_k * np.exp(0.75 * (np.log(rtt_eff) - log_p))
+            if self.all_cubic:
+                np.maximum(cubic, w, out=w)
+            else:
+                np.maximum(cubic, w, out=cubic)
+                w[self.is_cubic] = cubic[self.is_cubic]
+        if self.any_bbr:
+            _where_into(w, self.is_bbr & (events < 0.2), np.inf)
+        _where_into(w, events <= 0, np.inf)
         self.rate_cc = rate_cc = w * self.P8 / rtt_eff
         # Flow control: at most the receiver's window in flight per (effective) RTT.
         self.rate_fc = rate_fc = self.fc_bits / rtt_eff
-        return np.maximum(np.minimum.reduce([rate_s, rate_r, rate_pair, self.rate_link,
-                                             rate_cc, rate_fc]), 1.0)
+        f = np.minimum(rate_s, rate_r)
+        for rate in (rate_pair, self.rate_link, rate_cc, rate_fc):
+            np.minimum(f, rate, out=f)
+        return np.maximum(f, 1.0, out=f)
 
 
-#: Scenarios evaluated per block: the ~40 vector operations per solver step then
+#: Scenarios evaluated per block: the vector operations of a solver step then
 #: stay in the CPU cache instead of streaming 8-byte arrays through memory.
 BLOCK = 16384
 
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _threads() -> ThreadPoolExecutor:
+    """One worker per usable core (numpy's loops release the GIL), made anew after a fork."""
+    global _pool
+    if _pool is None or _pool[0] != os.getpid():
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        _pool = (os.getpid(), ThreadPoolExecutor(max_workers=cores or 1))
+    return _pool[1]
+
 
 def evaluate(inp: Inputs, iterations: int = 8) -> Outputs:
-    """Solve the bottleneck model for every scenario, block by block (see _evaluate)."""
+    """Solve the bottleneck model for every scenario, block by block (see _evaluate).
+
+    Blocks are independent and run on a thread per core.
+    """
     x = inp.broadcast()
     n = len(x.payload_bytes)
     if n <= BLOCK:
         return _evaluate(x, iterations)
-    parts = [_evaluate(Inputs(*[getattr(x, f.name)[i:i + BLOCK] for f in fields(Inputs)]),
-                       iterations) for i in range(0, n, BLOCK)]
-    return Outputs(*[np.concatenate([getattr(p, f.name) for p in parts])
-                     for f in fields(Outputs)])
+    out = Outputs(**{f.name: np.empty(n, dtype=np.intp if f.name == "limit" else np.float64)
+                     for f in fields(Outputs) if f.name != "rates_bps"},
+                  rates_bps=np.empty((n, len(RESOURCES))))
+
+    def block(i: int) -> None:
+        part = slice(i, i + BLOCK)
+        _evaluate(Inputs(*[getattr(x, f.name)[part] for f in fields(Inputs)]), iterations,
+                  out=Outputs(*[getattr(out, f.name)[part] for f in fields(Outputs)]))
+
+    # Each block runs in a copy of the caller's context, so np.errstate holds there too.
+    context = contextvars.copy_context()
+    for _ in _threads().map(lambda i: context.copy().run(block, i), range(0, n, BLOCK)):
+        pass
+    return out
 
 
-def _evaluate(inp: Inputs, iterations: int = 8) -> Outputs:
+def _evaluate(x: Inputs, iterations: int = 8, out: Outputs | None = None) -> Outputs:
     """Solve the bottleneck model for every scenario (see the module docstring).
 
     Goodput ``g`` is the fixed point ``g = f(g)``, where ``f`` gives the
@@ -277,9 +364,9 @@ def _evaluate(inp: Inputs, iterations: int = 8) -> Outputs:
     non-increasing, so the root of ``log f(e^y) − y`` is bracketed by
     ``[log f(g_hi), log g_hi]`` with ``g_hi`` the loss-free bound, and found
     with the Illinois variant of regula falsi — ``iterations`` evaluations of
-    ``f`` for every scenario at once.
+    ``f`` for every scenario at once. ``x`` must be broadcast; results go to
+    ``out`` (arrays of the block's length) when given.
     """
-    x = inp.broadcast()
     P8 = x.payload_bytes * 8.0
     link_goodput = x.link_bps * x.payload_bytes / x.wire_bytes
     bdp = x.link_bps / 8.0 * x.rtt_s
@@ -301,26 +388,32 @@ def _evaluate(inp: Inputs, iterations: int = 8) -> Outputs:
     g_lo = np.exp(y_b + h_b)
     y_a = np.log(g_lo)
     h_a = np.log(f(g_lo)) - y_a  # ≥ 0
-    side = np.zeros_like(y_a)
+    # Illinois: the end that stays twice in a row has its weight halved; the
+    # factors are exactly 1 or 0.5, so scaling by them equals halving or not.
+    halve_a = np.ones_like(y_a)
+    halve_b = np.ones_like(y_b)
     for _ in range(max(iterations - 2, 1)):
         denom = h_a - h_b
-        y_c = np.where(np.abs(denom) > 1e-15, (y_b * h_a - y_a * h_b) / np.where(
-            denom == 0, 1.0, denom), y_a)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y_c = (y_b * h_a - y_a * h_b) / denom
+        _where_into(y_c, ~(np.abs(denom) > 1e-15), y_a)
         h_c = np.log(f(np.exp(y_c))) - y_c
-        # Illinois: keep the root bracketed; halve the stale end's weight.
         right = h_c < 0  # root lies left of c: c replaces b
-        y_b = np.where(right, y_c, y_b)
-        h_b = np.where(right, h_c, np.where(side == -1, 0.5 * h_b, h_b))
-        y_a = np.where(right, y_a, y_c)
-        h_a = np.where(right, np.where(side == 1, 0.5 * h_a, h_a), h_c)
-        side = np.where(right, 1, -1)
+        bits = np.negative(right.view(np.int8), dtype=np.int64)
+        _blend(bits, y_c, y_b, out=y_b)
+        _blend(bits, h_c, np.multiply(h_b, halve_b, out=h_b), out=h_b)
+        _blend(bits, y_a, y_c, out=y_a)
+        _blend(bits, np.multiply(h_a, halve_a, out=h_a), h_c, out=h_a)
+        np.subtract(1.0, 0.5 * right, out=halve_a)  # a stayed: halve it next time
+        np.add(0.5, 0.5 * right, out=halve_b)  # b stayed
     # Evaluate once more at the solution; report exactly the bound the final
     # rates imply (goodput is the minimum of the rates returned).
     goodput = f(np.exp(0.5 * (y_a + y_b)))
     rate_s, rate_r, rate_pair = f.rate_s, f.rate_r, f.rate_pair
     rate_cc, rate_fc = f.rate_cc, f.rate_fc
     p_buf, loss, acks, rtt_eff, s_ns, r_ns = f.p_buf, f.loss, f.acks, f.rtt_eff, f.s_ns, f.r_ns
-    rates = np.stack([rate_s, rate_r, rate_pair, rate_link, rate_cc, rate_fc], axis=1)
+    rates = np.stack([rate_s, rate_r, rate_pair, rate_link, rate_cc, rate_fc], axis=1,
+                     out=None if out is None else out.rates_bps)
     limit = np.argmin(rates, axis=1)
     # Ties between CPU and interplay: name the CPU when the pair is fully busy.
     limit = np.where((limit == 2) & (x.busy >= 0.999),
@@ -336,7 +429,7 @@ def _evaluate(inp: Inputs, iterations: int = 8) -> Outputs:
     duration = np.maximum(startup + np.maximum(x.transfer_bytes - sent_in_ss, 0.0) * 8.0 / goodput,
                           1.5 * x.rtt_s + x.transfer_bytes * 8.0 / goodput)
     effective = x.transfer_bytes * 8.0 / duration
-    return Outputs(
+    result = Outputs(
         goodput_bps=effective,
         limit=limit,
         rates_bps=rates,
@@ -350,3 +443,9 @@ def _evaluate(inp: Inputs, iterations: int = 8) -> Outputs:
         duration_s=duration,
         rtt_eff_s=rtt_eff,
     )
+    if out is None:
+        return result
+    for fld in fields(Outputs):
+        if fld.name != "rates_bps":
+            np.copyto(getattr(out, fld.name), getattr(result, fld.name))
+    return out
