@@ -170,12 +170,6 @@ class Receiver:
         self._wake_at = math.inf
         self._run(self.env.now)
 
-    def _next_arrival(self) -> float:
-        a = self.arrivals[0][0] if self.arrivals else math.inf
-        if self.reordered and self.reordered[0][0] < a:
-            return self.reordered[0][0]
-        return a
-
     # ---------------------------------------------------------------- the loop
     def _run(self, now: float) -> None:
         """The host's event loop from ``now`` up to the horizon (see the module docstring).
@@ -219,23 +213,28 @@ class Receiver:
         reverse = self.reverse
         reverse_ser_s = reverse.ser_s
         reverse_prop_s = reverse.prop_s
+        # Only this loop changes these between wake-ups: locals, written back
+        # before it returns (``_admit`` and ``_emit_ack`` get them in sync).
+        occ = self.occupancy
+        deadline = self.ack_deadline
+        stall_at = stalls.start_s  # the next stall's start (changes in begin/finish)
         while True:
             # cpu.ready_at() inlined.
             ts = free_at[cpu.next]
             if ts < t:
                 ts = t
-            if ts >= stalls.start_s:
+            if ts >= stall_at:
                 ts = stalls.begin(ts)
+                stall_at = stalls.start_s
             if ts >= horizon:
-                self.clock = ts
                 self._waiting = False
-                self._schedule(ts)
-                return
+                break
             if reordered:
+                self.occupancy = occ
                 self._admit(ts)
+                occ = self.occupancy
             elif arrivals and arrivals[0][0] <= ts:
                 # _admit() inlined for the common case (in-order arrivals).
-                occ = self.occupancy
                 while arrivals and arrivals[0][0] <= ts:
                     item = arrivals.popleft()
                     need = item[2] * item[5]
@@ -247,44 +246,48 @@ class Receiver:
                         arrivals.appendleft(item)
                         self._admit(ts)
                         occ = self.occupancy
-                self.occupancy = occ
-            if self.ack_deadline <= ts:
+            if deadline <= ts:
                 # RFC 9000 §13.2.1: max_ack_delay expired with packets unacknowledged.
                 end = cpu.run(ts, ns_ack)
-                if end > stalls.start_s:
+                if end > stall_at:
                     end = stalls.finish(ts, end)
-                self._ack_sent(1.0, False)
+                    stall_at = stalls.start_s
+                # The ACK is sent: credit and timer reset.
+                self.ack_credit = 0.0
+                deadline = math.inf
+                self.acks_sent += 1.0
                 self._emit_ack(end, 1.0)
                 t = ts
                 continue
             if not buf:
-                nxt = self._next_arrival()
-                if self.ack_deadline < nxt:
-                    nxt = self.ack_deadline
+                # Sleep until the next arrival or the ACK deadline.
+                nxt = arrivals[0][0] if arrivals else math.inf
+                if reordered and reordered[0][0] < nxt:
+                    nxt = reordered[0][0]
+                if deadline < nxt:
+                    nxt = deadline
                 if nxt < horizon:
                     t = nxt
                     continue
-                self.clock = ts
                 self._waiting = True
-                if nxt < math.inf:
-                    self._schedule(nxt)
-                return
+                break
             # ---- one recvmsg (GRO) call of up to `segments` datagrams ----------
             taken: list[tuple[Any, ...]] = []
             packets = 0
-            occ = self.occupancy
             while buf and packets < segments:
                 item = buf.popleft()
                 occ -= item[2] * item[5]
                 taken.append(item)
                 packets += item[2]
-            self.occupancy = occ if buf else 0.0  # (no float drift when empty)
+            if not buf:
+                occ = 0.0  # (no float drift when empty)
             calls = -(-packets // segments)
             self.calls += calls
             work = calls * ns_call
             te = ts + work * slow
-            if te > stalls.start_s:
+            if te > stall_at:
                 te = stalls.finish(ts, te)
+                stall_at = stalls.start_s
             # ... and the processing of its datagrams (one CPU work item).
             for item in taken:
                 pn = item[1]
@@ -294,8 +297,9 @@ class Receiver:
                 work += w
                 start = te
                 te += w * slow
-                if te > stalls.start_s:
+                if te > stall_at:
                     te = stalls.finish(start, te)
+                    stall_at = stalls.start_s
                 self.datagrams += delivered
                 # ACK ranges, pruned below what the sender already knows it has
                 # acked (a stand-in for RFC 9000 §13.2.4's ACK-of-ACK tracking).
@@ -350,8 +354,8 @@ class Receiver:
                         keep = True
                     else:
                         self.ack_credit = credit
-                        if self.ack_deadline == math.inf:
-                            self.ack_deadline = te + max_ack_delay_s
+                        if deadline == math.inf:
+                            deadline = te + max_ack_delay_s
                 if self.requests and not weight:
                     weight = 1.0  # a new request goes out at once, with an ACK
                     keep = True
@@ -361,12 +365,13 @@ class Receiver:
                 work += w
                 start = te
                 te += w * slow
-                if te > stalls.start_s:
+                if te > stall_at:
                     te = stalls.finish(start, te)
-                # _ack_sent()
+                    stall_at = stalls.start_s
+                # The ACK is sent: the timer stops; the credit restarts unless kept.
                 if not keep:
                     self.ack_credit = 0.0
-                self.ack_deadline = math.inf
+                deadline = math.inf
                 self.acks_sent += weight
                 if dirty or self.partial or self.requests:
                     self._emit_ack(te, weight)
@@ -391,6 +396,13 @@ class Receiver:
                     sender._schedule(arrival)
             cpu.commit(ts, te, work * slow)
             t = ts
+        self.clock = ts
+        self.occupancy = occ
+        self.ack_deadline = deadline
+        if not self._waiting:
+            self._schedule(ts)
+        elif nxt < math.inf:
+            self._schedule(nxt)
 
     def _admit(self, ts: float) -> None:
         """Datagrams that arrived by ``ts`` enter the socket buffer, or are dropped."""
@@ -495,12 +507,6 @@ class Receiver:
             self.on_progress(t, self.consumed, done)
 
     # ------------------------------------------------------------------- ACKs
-    def _ack_sent(self, weight: float, keep_credit: bool) -> None:
-        if not keep_credit:
-            self.ack_credit = 0.0
-        self.ack_deadline = math.inf
-        self.acks_sent += weight
-
     def _emit_ack(self, t: float, weight: float, with_ranges: bool = True) -> None:
         """One ACK packet leaves at ``t`` (standing for ``weight`` ACKs at batch granularity)."""
         if with_ranges:
