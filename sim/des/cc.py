@@ -35,7 +35,26 @@ GRANULARITY_S = 0.001
 PERSISTENT_CONGESTION_THRESHOLD = 3
 
 
-class NewReno:
+class CongestionController:
+    """What the sender uses of a congestion controller: the window (bytes), the
+    slow-start threshold and the three events of the module docstring."""
+
+    mss: float
+    cwnd: float
+    ssthresh: float
+    congestion_events: int
+
+    def on_ack(self, acked_bytes: float, now_s: float, srtt_s: float) -> None:
+        raise NotImplementedError
+
+    def on_congestion(self, now_s: float) -> None:
+        raise NotImplementedError
+
+    def on_persistent_congestion(self) -> None:
+        raise NotImplementedError
+
+
+class NewReno(CongestionController):
     """NewReno of RFC 9002 §7.3 (slow start, congestion avoidance, β = 0.5)."""
 
     beta = RENO_BETA
@@ -63,7 +82,7 @@ class NewReno:
         self.cwnd = MINIMUM_WINDOW_PACKETS * self.mss
 
 
-class Cubic:
+class Cubic(CongestionController):
     """CUBIC of RFC 9438 with fast convergence and the Reno-friendly region.
 
     ``w_max`` and ``w_est`` are kept in bytes; the cubic function itself is in
@@ -139,7 +158,7 @@ class Cubic:
         self.epoch_s = -1.0
 
 
-def congestion_controller(cc: str, max_datagram_bytes: int) -> Cubic | NewReno:
+def congestion_controller(cc: str, max_datagram_bytes: int) -> CongestionController:
     """The controller for a Scenario's ``cc``; BBR is approximated by CUBIC.
 
     Raises ValueError for an unknown name.

@@ -21,9 +21,9 @@ Simplification: cores that precede the protocol stage on the receive path
 slowest core still serves every item); what moves is when within an item's
 processing its ACK leaves (by the upstream cores' service time, ≲ a few µs).
 
-Same interface as :class:`quiclab.sim.des.host.CpuServers` (``free_at``,
-``next``, ``slowdown``, ``busy_s``, ``ready_at``, ``run``, ``commit``), so the
-sender and receiver loops are unchanged.
+A :class:`quiclab.sim.des.host.CpuServers` (``free_at``, ``next``,
+``slowdown``, ``busy_s``, ``ready_at``, ``run``, ``commit``) whose event-loop
+core is its one server, so the sender and receiver loops are unchanged.
 """
 
 from __future__ import annotations
@@ -31,11 +31,8 @@ from __future__ import annotations
 from quiclab.sim.des.host import CpuServers
 
 
-class PipelineCpu:
+class PipelineCpu(CpuServers):
     """Cores of a pipelined endpoint (see the module docstring); times in s, work in ns."""
-
-    __slots__ = ("busy_s", "core_busy_s", "free_at", "labels", "main", "n", "next", "order",
-                 "other_free", "other_share", "queue", "slowdown")
 
     def __init__(self, pipeline: tuple[tuple[str, float, bool, int], ...]):
         if not pipeline:
@@ -98,7 +95,7 @@ class PipelineCpu:
         return t
 
 
-def cpu_for(endpoint: object) -> CpuServers | PipelineCpu:
+def cpu_for(endpoint: object) -> CpuServers:
     """The CPU model of an endpoint: its pipeline's cores, or ``cores`` round-robin servers."""
     pipeline = getattr(endpoint, "pipeline", ())
     if pipeline:

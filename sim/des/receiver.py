@@ -35,7 +35,7 @@ from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
 from quiclab.sim.des.host import Stalls
 from quiclab.sim.des.link import CAUSE_RCVBUF, ReverseLink
 from quiclab.sim.des.pipeline import cpu_for
-from quiclab.sim.des.recovery import R_COUNT, R_LEN, R_OFF, R_SID, R_SIZE
+from quiclab.sim.des.recovery import R_COUNT, R_LEN, R_OFF, R_SID, R_SIZE, Arrival, Record
 from quiclab.sim.des.sender import Sender
 from quiclab.sim.resolve import Resolved
 
@@ -102,9 +102,9 @@ class Receiver:
         self.progress_step = progress_step_bytes
         self.next_progress = progress_step_bytes
         # --- socket buffer and arrivals
-        self.arrivals: deque[tuple[Any, ...]] = deque()
-        self.reordered: list[tuple[Any, ...]] = []
-        self.buffer: deque[tuple[Any, ...]] = deque()
+        self.arrivals: deque[Arrival] = deque()
+        self.reordered: list[Arrival] = []
+        self.buffer: deque[Arrival] = deque()
         self.occupancy = 0.0
         # --- ACK state
         self.ranges: list[list[int]] = []  # [lo, hi] descending, ACK-of-ACK pruned
@@ -143,7 +143,7 @@ class Receiver:
         self.requests.append((sid, size))
         self.next_chunk += 1
 
-    def deliver(self, arrival_s: float, pn: int, delivered: int, record: tuple[Any, ...],
+    def deliver(self, arrival_s: float, pn: int, delivered: int, record: Record,
                 largest_acked: int) -> None:
         """A datagram (or unit) that survived the path arrives at ``arrival_s``.
 
@@ -272,7 +272,7 @@ class Receiver:
                 self._waiting = True
                 break
             # ---- one recvmsg (GRO) call of up to `segments` datagrams ----------
-            taken: list[tuple[Any, ...]] = []
+            taken: list[Arrival] = []
             packets = 0
             while buf and packets < segments:
                 item = buf.popleft()

@@ -15,27 +15,43 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any
+from typing import Final
 
 from quiclab.sim.des.cc import (
     PACKET_THRESHOLD,
     PERSISTENT_CONGESTION_THRESHOLD,
-    Cubic,
-    NewReno,
+    CongestionController,
     RttEstimator,
 )
 
-R_TIME, R_SIZE, R_COUNT, R_SID, R_OFF, R_LEN = range(6)
-# ACK frame (a tuple built by the receiver): arrival time, ACK packets it stands
-# for, ranges ((lo, hi), …) descending, ack delay (s), MAX_DATA,
-# ((sid, MAX_STREAM_DATA), …), {pn: delivered} for partly delivered units,
-# ((sid, size), …) new requests.
-A_TIME, A_WEIGHT, A_RANGES, A_DELAY, A_MAX_DATA, A_STREAMS, A_PARTIAL, A_REQUESTS = range(8)
+#: A sent record: (sent_s, size_bytes, count, stream, offset, length).
+Record = tuple[float, int, int, int, int, int]
+R_TIME: Final = 0
+R_SIZE: Final = 1
+R_COUNT: Final = 2
+R_SID: Final = 3
+R_OFF: Final = 4
+R_LEN: Final = 5
+#: ACK ranges ((lo, hi), …), highest first; (stream, value) pairs.
+Ranges = tuple[tuple[int, int], ...]
+Pairs = tuple[tuple[int, int], ...]
+#: An ACK frame (built by the receiver): arrival time, ACK packets it stands
+#: for, ranges, ack delay (s), MAX_DATA, ((sid, MAX_STREAM_DATA), …),
+#: {pn: delivered} for partly delivered units, ((sid, size), …) new requests.
+AckFrame = tuple[float, float, Ranges, float, int, Pairs, dict[int, int], Pairs]
+A_TIME: Final = 0
+A_WEIGHT: Final = 1
+A_RANGES: Final = 2
+A_DELAY: Final = 3
+A_MAX_DATA: Final = 4
+A_STREAMS: Final = 5
+A_PARTIAL: Final = 6
+A_REQUESTS: Final = 7
+#: A datagram (or unit) on its way into the receiver: (arrival_s, pn, delivered
+#: packets, record, largest acknowledged pn the sender knew, skb truesize per datagram).
+Arrival = tuple[float, int, int, Record, int, float]
 #: RFC 9002 §6.2.4: up to two probe datagrams per PTO.
 PTO_PROBES = 2
-
-#: (sent_s, size_bytes, count, stream, offset, length)
-Record = tuple[Any, ...]
 
 
 class Recovery:
@@ -56,7 +72,7 @@ class Recovery:
     rr: deque[int]
     max_data: int
     rtt: RttEstimator
-    cc: Cubic | NewReno
+    cc: CongestionController
     peer_max_ack_delay_s: float
     stream_bytes: int
     payload: int
@@ -75,7 +91,7 @@ class Recovery:
         raise NotImplementedError
 
     # ------------------------------------------------------------------- ACKs
-    def process_ack(self, t: float, ack: tuple[Any, ...]) -> None:
+    def process_ack(self, t: float, ack: AckFrame) -> None:
         """RFC 9002 §5–7 for one ACK frame, processed (CPU done) at ``t``."""
         self.acks_received += ack[A_WEIGHT]
         # Flow control and requests ride on the ACK (MAX_DATA, MAX_STREAM_DATA).

@@ -26,7 +26,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import simpy
 from simpy.events import Timeout
@@ -36,7 +36,7 @@ from quiclab.sim.des.cc import GRANULARITY_S, RttEstimator, congestion_controlle
 from quiclab.sim.des.host import CpuServers
 from quiclab.sim.des.link import CAUSE_PATH, CAUSE_QUEUE, ForwardLink
 from quiclab.sim.des.pipeline import cpu_for
-from quiclab.sim.des.recovery import Record, Recovery
+from quiclab.sim.des.recovery import AckFrame, Record, Recovery
 from quiclab.sim.resolve import ETHERNET_WIRE_OVERHEAD_BYTES, IP_UDP_HEADER_BYTES, Resolved
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class Sender(Recovery):
         # never has more unconsumed data than the connection), so none is kept.
         streams = resolved.scenario.streams
         self.stream_window = self.max_data // streams if streams > 1 else 1 << 62
-        self.acks: deque[tuple[Any, ...]] = deque()
+        self.acks: deque[AckFrame] = deque()
         self.last_sent_s = 0.0
         self.pto_count = 0
         self.probes = 0
