@@ -22,7 +22,9 @@ engines within one run.
   (which builds its simulator binary once, minutes) on the same workloads.
 
 Targets (issue 4): packet ≥ 2 × ns-3 in the same run; batch ≥ 10 M effective
-packets per second; 8 GiB at batch granularity in seconds.
+packets per second; 8 GiB at batch granularity in seconds. ``build`` says
+whether the hot path ran compiled (mypyc, built by ``pip install -e .``) or as
+pure Python (:mod:`quiclab.sim.des.native`); both give the same results.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.sim.des import native
 from quiclab.sim.des.engine import DesEngine
 from quiclab.sim.resolve import resolve
 from quiclab.sim.scenario import QIR_TRANSFER_BYTES, Scenario
@@ -65,7 +68,8 @@ def bench(packets: int = 100_000, transfer_bytes: int = QIR_TRANSFER_BYTES,
           out: Callable[[str], None] | None = print) -> dict[str, Any]:
     """Measure the DES (and, with ``ns3=True``, the ns-3 engine); returns the figures.
 
-    Keys: ``packet`` (a list, one dict per case of :data:`PACKET_CASES`, with
+    Keys: ``build`` (compiled or pure Python, and why),
+    ``packet`` (a list, one dict per case of :data:`PACKET_CASES`, with
     ``packets_per_cpu_s`` counting data + ACK packets and
     ``data_packets_per_cpu_s``), ``packets_per_cpu_s`` (the headline: the
     first case), ``batch_pps`` (effective data packets per CPU-second),
@@ -74,7 +78,8 @@ def bench(packets: int = 100_000, transfer_bytes: int = QIR_TRANSFER_BYTES,
     its simulator binary is built and cached).
     """
     say = out or (lambda _line: None)
-    result: dict[str, Any] = {"engine": "des", "packet": []}
+    result: dict[str, Any] = {"engine": "des", "build": native.STATUS, "packet": []}
+    say(f"des bench: hot path {native.STATUS}")
     for label, behaviour in PACKET_CASES:
         model = synthetic_model("bench", sender_ns=500, receiver_ns=500, **behaviour)
         engine = DesEngine(synthetic_registry(model), max_packets=0)

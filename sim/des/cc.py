@@ -15,6 +15,7 @@ the algorithm's name:
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 #: RFC 9002 §7.2: kInitialWindow — the TRANSPORT.md spec fixes it at 10 packets.
 INITIAL_WINDOW_PACKETS = 10
@@ -57,7 +58,7 @@ class CongestionController:
 class NewReno(CongestionController):
     """NewReno of RFC 9002 §7.3 (slow start, congestion avoidance, β = 0.5)."""
 
-    beta = RENO_BETA
+    beta: ClassVar[float] = RENO_BETA
 
     def __init__(self, max_datagram_bytes: int):
         self.mss = float(max_datagram_bytes)
@@ -89,7 +90,7 @@ class Cubic(CongestionController):
     segments of ``mss`` bytes as in RFC 9438 §4.2 (C in segments per s³).
     """
 
-    beta = CUBIC_BETA
+    beta: ClassVar[float] = CUBIC_BETA
 
     def __init__(self, max_datagram_bytes: int):
         self.mss = float(max_datagram_bytes)
