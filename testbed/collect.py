@@ -3,7 +3,10 @@
 - CPU seconds (user, system) come from ``wait4()``'s rusage when the peer
   exits: exact, all threads, and children included.
 - Per-second samples read ``/proc/<pid>/stat`` of the process tree (utime,
-  stime) once a second.
+  stime); the tree is read every ``core_interval_s`` so that, when the side
+  exits or the sampler stops, a last sample covers the rest of the run since
+  the last full second (at least one interval; its percentage is over that
+  shorter span). A transfer shorter than a second thus still has one sample.
 - The core a side ran on: every ``core_interval_s`` (0.1 s) the sampler reads
   each thread's ``/proc/<pid>/task/<tid>/stat`` (field 39, the core it last ran
   on, and its CPU time) and credits the thread's CPU time since the previous
@@ -127,13 +130,17 @@ class CpuSampler:
         """The core credited with the most CPU time (None when none was observed)."""
         return _busiest(self.core_seconds)
 
-    def _read(self) -> tuple[float, float]:
+    def _read(self) -> tuple[float, float, bool]:
+        """(user s, system s) summed over the tree's last readings, and whether any
+        process of the tree was still there to read."""
+        alive = False
         for pid in tree(self.pid):
             user, system, _ = stat_times(pid)
             if user or system:
                 self._last[pid] = (user, system)
+            alive = alive or Path(f"/proc/{pid}/stat").exists()
         return (sum(u for u, _ in self._last.values()),
-                sum(s for _, s in self._last.values()))
+                sum(s for _, s in self._last.values()), alive)
 
     def _read_cores(self) -> None:
         """Credit each thread's CPU time since the previous read to its current core."""
@@ -150,22 +157,33 @@ class CpuSampler:
     def _loop(self) -> None:
         t0 = time.time_ns()
         self._read_cores()
-        prev_ns, (prev_u, prev_s) = t0, self._read()
+        prev_u, prev_s, _ = self._read()
+        prev_ns = last_ns = t0
+        last_u, last_s = prev_u, prev_s
         t = 0
         while not self._stop.wait(self.core_interval_s):
             self._read_cores()
             now = time.time_ns()
+            user, system, alive = self._read()
+            if not alive:
+                break
+            last_ns, last_u, last_s = now, user, system
             if now - prev_ns < self.interval_s * 1e9 * 0.999:
                 continue
-            user, system = self._read()
-            span = (now - prev_ns) / 1e9
-            if span > 0:
-                self.samples.append(CpuSample(t, 100 * (user - prev_u) / span,
-                                              100 * (system - prev_s) / span,
-                                              _busiest(self._window), prev_ns, now))
-            self._window = {}
+            self._sample(t, prev_ns, now, user - prev_u, system - prev_s)
             t += 1
             prev_ns, prev_u, prev_s = now, user, system
+        # The rest of the run since the last full second, up to the last reading of a
+        # live process (a shorter span; nothing if it is under one interval).
+        if last_ns - prev_ns >= self.core_interval_s * 1e9 * 0.999:
+            self._sample(t, prev_ns, last_ns, last_u - prev_u, last_s - prev_s)
+
+    def _sample(self, t: int, start_ns: int, end_ns: int, user_s: float,
+                system_s: float) -> None:
+        span = (end_ns - start_ns) / 1e9
+        self.samples.append(CpuSample(t, 100 * user_s / span, 100 * system_s / span,
+                                      _busiest(self._window), start_ns, end_ns))
+        self._window = {}
 
 
 def _busiest(seconds: dict[int, float]) -> int | None:

@@ -187,6 +187,27 @@ def test_the_sampler_sees_the_core_a_busy_process_is_pinned_to():
     assert sampler.samples and sampler.samples[0].core == core
 
 
+
+def test_a_run_shorter_than_a_second_still_has_a_cpu_sample():
+    busy = subprocess.Popen([sys.executable, "-c",
+                             "import time\n"
+                             "end = time.time() + 0.4\n"
+                             "while time.time() < end: pass\n"])
+    try:
+        sampler = collect.CpuSampler(busy.pid).start()
+        busy.wait(timeout=10)
+        time.sleep(0.3)
+        samples = sampler.stop()
+    finally:
+        busy.kill()
+        busy.wait()
+    # One partial sample, ending at the last reading of the live process (not at stop()).
+    [sample] = samples
+    span_s = (sample.end_ns - sample.start_ns) / 1e9
+    assert 0.1 <= span_s < 1.0
+    assert sample.total_pct > 10
+
+
 # -- real runs (root, namespaces) ---------------------------------------------------
 @pytest.fixture(scope="module")
 def session(root, quic_go, paths, builder, tmp_path_factory) -> Session:

@@ -71,7 +71,8 @@ def test_the_run_lands_in_the_catalog(transfer):
     assert row["server_version"] == "quic-go v0.65.0"
     extra = json.loads(row["extra"])
     assert extra["effective"]["veth_segmentation"] is True
-    assert set(samples["side"]) <= {"server", "client"}
+    # A sub-second transfer still has a (partial) CPU sample per side.
+    assert set(samples["side"]) == {"server", "client"}
     assert (samples["run_id"] == result.run_id).all()
 
 
