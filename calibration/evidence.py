@@ -18,19 +18,13 @@ from typing import Any
 import pandas as pd
 
 from quiclab.calibration.knowledge import IMPLEMENTATIONS
+from quiclab.models.testbeds import STATED, Testbeds
 from quiclab.sim.scenario import QIR_TRANSFER_BYTES, Scenario
 
-#: Testbed each seed describes (applied where a point's row leaves a field empty).
-DOCUMENT_DEFAULTS: dict[str, dict[str, Any]] = {
-    # König et al. 2025, Table I: Xeon W-2145, 10 Gbit/s, buffers increased (§IV);
-    # a software switch with NetEm sits in the path (Fig. 2).
-    "000": {"cpu": "Intel Xeon W-2145", "link_gbps": 10.0, "rcvbuf_bytes": 6815744,
-            "base_rtt_us": 100.0},
-    # Mukherjee et al. 2025 §5: E5-2640 v4 (or EPYC 7302P for quicly), 25 Gbit/s, GSO.
-    "001": {"cpu": "Intel Xeon E5-2640 v4", "link_gbps": 25.0, "rcvbuf_bytes": 6815744},
-    # Kempf et al. 2024 §3.2: EPYC 7543, 10 Gbit/s, default 208 KiB buffers.
-    "002": {"cpu": "AMD EPYC 7543", "link_gbps": 10.0},
-}
+#: Testbed each seed describes (applied where a point's row leaves a field empty);
+#: the stated values of quiclab.models.testbeds — the calibration refines the
+#: ones a document leaves out (the seed-000 path's base RTT).
+DOCUMENT_DEFAULTS: dict[str, dict[str, Any]] = {k: dict(v.fields) for k, v in STATED.items()}
 #: Builds a document measured under another name (seed 001 §5: "the baseline
 #: implementation of mvfst supports GSO and GRO").
 DOCUMENT_NAMES: dict[str, dict[str, str]] = {"001": {"mvfst": "mvfst@gso"}}
@@ -123,8 +117,16 @@ def _variant_known(name: str) -> bool:
     return impl is not None and (not variant or variant in impl.variants)
 
 
-def published_points(points: pd.DataFrame) -> tuple[list[Evidence], list[tuple[str, str]]]:
-    """Bulk goodput points of the seeds as Evidence, and (point_id, reason) for the rest."""
+def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
+                     ) -> tuple[list[Evidence], list[tuple[str, str]]]:
+    """Bulk goodput points of the seeds as Evidence, and (point_id, reason) for the rest.
+
+    Each point sits on its document's testbed: the stated one (the calibration's
+    starting point) unless ``testbeds`` — e.g. a model directory's calibrated
+    ``testbeds.json`` — is given.
+    """
+    defaults = ({k: dict(v.fields) for k, v in testbeds.items.items()} if testbeds
+                else DOCUMENT_DEFAULTS)
     out: list[Evidence] = []
     skipped: list[tuple[str, str]] = []
     points = points.astype(object).where(points.notna(), None)
@@ -158,7 +160,7 @@ def published_points(points: pd.DataFrame) -> tuple[list[Evidence], list[tuple[s
         if isinstance(row.chunks, int | float) and not _isnan(row.chunks) and row.chunks > 1:
             skipped.append((pid, "chunked requests: DES/ns-3 only"))
             continue
-        fields: dict[str, Any] = dict(DOCUMENT_DEFAULTS.get(doc, {}))
+        fields: dict[str, Any] = dict(defaults.get(doc, {}))
         if doc == "001" and server.startswith("quicly") and "EPYC" in str(row.cpu):
             fields["cpu"] = "AMD EPYC 7302P"
         fields.update({"server": server, "client": client,

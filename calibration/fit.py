@@ -11,10 +11,14 @@ B. initial specs per implementation from :mod:`quiclab.calibration.knowledge`;
 C. a joint maximum-a-posteriori fit of what only goodput identifies — the
    cost level of implementations without CPU samples, build/version variant
    factors, packet-size and system-call shares where the seeds measured jumbo
-   frames and GSO, and the pair-interplay effects — by minimising
-   robust squared log errors of the **analytic engine's** predictions over
-   every evidence item (dataset cells and published points), plus Gaussian
-   priors (scipy ``least_squares``, soft-L1 loss);
+   frames and GSO, and the pair-interplay effects — by minimising squared log
+   errors of the **analytic engine's** predictions over every evidence item
+   (dataset cells and published points), each divided by the evidence error
+   ``sigma`` (0.2 in log units, chosen by leave-one-experiment-out
+   cross-validation among 1, 0.3, 0.2 and 0.1), plus Gaussian priors in the
+   same log units (scipy ``least_squares``). The minimum over resources has no
+   gradient where two rates tie, so a first pass fits a smooth minimum
+   (:func:`soft_goodput`) and a second pass the engine's exact goodput;
 D. the final CostModels, the Interop table and the in-sample residuals.
 
 No parameter is tied to a single figure: every free parameter is a
@@ -50,7 +54,9 @@ from quiclab.calibration.receiver import ack_frequency, fit_stalls
 from quiclab.models.costmodel import Behaviour, CostModel
 from quiclab.models.cpus import CpuCatalog
 from quiclab.models.registry import Interop, Registry
+from quiclab.models.testbeds import STATED, Testbeds
 from quiclab.sim.analytic import AnalyticEngine
+from quiclab.sim.scenario import Scenario
 
 #: Default shares when no measurement exists (assumed, wide priors).
 DEFAULT_CALL_SHARE = 0.25  # Linux UDP sendmsg/recvmsg per call (seed 001 §2.2: IO 12–61 %)
@@ -122,13 +128,47 @@ def _expit(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x))
 
 
+def _softmin(columns: Sequence[np.ndarray], k: float) -> np.ndarray:
+    """``(Σ xᵢ^−k)^(−1/k)``: below the smallest xᵢ, equal to it as k → ∞."""
+    m = np.minimum.reduce(list(columns))
+    total = sum((np.maximum(c, 1e-300) / m) ** -k for c in columns)
+    return m * total ** (-1.0 / k)
+
+
+def soft_goodput(goodput_bps: np.ndarray, rates_bps: np.ndarray, busy: np.ndarray,
+                 k: float) -> np.ndarray:
+    """The engine's goodput with its minimum over resources made smooth.
+
+    Goodput is the smallest of the resource rates (sender CPU, receiver CPU, the
+    pair's interplay = busy × min of the two CPUs, link, window, flow control).
+    Where two rates tie — e.g. sender and receiver CPU of a stack whose two
+    costs start from the same value — the derivative of the minimum with
+    respect to either cost is zero, and a trust-region fit with finite
+    differences stalls there (lowering one cost alone changes nothing). The
+    soft minimum has a gradient towards every binding cost. The startup share
+    of the engine's (effective) goodput is kept as the engine computed it.
+    """
+    r = rates_bps
+    steady = np.minimum.reduce([r[:, i] for i in range(r.shape[1])])
+    cpu = _softmin([r[:, 0], r[:, 1]], k)
+    soft = _softmin([r[:, 0], r[:, 1], busy * cpu, r[:, 3], r[:, 4], r[:, 5]], k)
+    return goodput_bps * soft / np.maximum(steady, 1e-300)
+
+
 class Calibrator:
     """Fit cost models for every implementation in the knowledge base."""
 
     def __init__(self, cpus: CpuCatalog | None = None, exclude: Sequence[str] = (),
                  max_nfev: int = 400, ridge_role: float = 1.0, ridge_pair: float = 1.0,
                  progress: Callable[[str], None] | None = None,
-                 warm_start: dict[str, float] | None = None, requests: bool = True):
+                 warm_start: dict[str, float] | None = None, requests: bool = True,
+                 softness: float = 10.0, sigma: float = 0.2):
+        #: Error of one evidence item in log units (model discrepancy and measurement
+        #: noise): residuals are divided by it, so that priors (also in log units) weigh
+        #: as what they are — a prior's sd against a measurement's.
+        self.sigma = sigma
+        #: Sharpness k of the smooth minimum in the first pass of stage C (0: exact only).
+        self.softness = softness
         self.cpus = cpus or CpuCatalog.packaged()
         #: Also calibrate the request-workload terms (quiclab.calibration.requests).
         self.requests = requests
@@ -363,6 +403,10 @@ class Calibrator:
                                  _logit(DEFAULT_CALL_SHARE), 1.0, -5, 2, kind="logit",
                                  source="fit: GSO/GRO on/off points (seed 000 Fig. 9a, "
                                         "seed 001 Table 1)"))
+        rtt0 = math.log(STATED["000"].fields["base_rtt_us"])
+        out.append(FreeParam("D|000", rtt0, rtt0, 0.5, math.log(20.0), math.log(2000.0),
+                             source="fit: the base RTT of seed 000's path (Fig. 2), from its "
+                                    "window-bound points (quiche at MTU 9000 and at +5 ms)"))
         out.append(FreeParam("W|quiche", math.log(16 * 2**20), math.log(16 * 2**20), 3.0,
                              math.log(16e3), math.log(2**30),
                              source="fit: seed 000 §VI-E: quiche 4.16 → 0.15 Gbit/s at +5 ms"))
@@ -492,13 +536,39 @@ class Calibrator:
             out[name] = build_model(replace(spec, variants=variants), self.crypto_, self.cpus)
         return out
 
-    def _predict(self, theta: np.ndarray, evidence: Sequence[Evidence]) -> np.ndarray:
+    def _scenarios(self, theta: np.ndarray, evidence: Sequence[Evidence]) -> list[Scenario]:
+        """The evidence's Scenarios on the testbeds ``theta`` describes (see testbeds_for)."""
+        fields = self.testbeds_for(theta)
+        out = []
+        for e in evidence:
+            doc = e.group[4:] if e.group.startswith("seed") else ""
+            extra = fields.get(doc)
+            out.append(replace(e.scenario, **extra) if extra else e.scenario)
+        return out
+
+    def testbeds_for(self, theta: np.ndarray) -> dict[str, dict[str, Any]]:
+        """Testbed fields the fit sets, by document: the seed-000 path's base RTT."""
+        names = [p.name for p in self.free_]
+        if "D|000" not in names:
+            return {}
+        return {"000": {"base_rtt_us": float(f"{math.exp(theta[names.index('D|000')]):.4g}")}}
+
+    def _predict(self, theta: np.ndarray, evidence: Sequence[Evidence],
+                 softness: float = 0.0) -> np.ndarray:
+        """Goodput (Mbit/s) of the analytic engine for every evidence item.
+
+        With ``softness`` k > 0 the minimum over the resources is replaced by
+        the smooth ``(Σ rᵢ^−k)^(−1/k)`` (see :func:`soft_goodput`).
+        """
         specs, interop = self._apply(theta)
         registry = Registry(self._models(specs), self.cpus, interop, source="calibration",
                             track_versions=False)
         engine = AnalyticEngine(registry)
-        _, out = engine.evaluate([e.scenario for e in evidence])
-        return out.goodput_bps / 1e6
+        resolved, out = engine.evaluate(self._scenarios(theta, evidence))
+        if softness <= 0:
+            return out.goodput_bps / 1e6
+        busy = np.array([r.interop_busy for r in resolved])
+        return soft_goodput(out.goodput_bps, out.rates_bps, busy, softness) / 1e6
 
     def _dependencies(self, evidence: Sequence[Evidence]) -> np.ndarray:
         """Jacobian sparsity: which free parameters each residual can move."""
@@ -511,7 +581,8 @@ class Calibrator:
             for name in (f"T|{s}|sender", f"T|{s}|receiver", f"T|{c}|sender",
                          f"T|{c}|receiver", f"B|{s}", f"B|{c}", f"C|{s}", f"C|{c}",
                          f"H|{s}", f"H|{c}",
-                         f"S|{s}", f"R|{c}", f"P|{s}|{c}", f"W|{c}", f"W|{s}"):
+                         f"S|{s}", f"R|{c}", f"P|{s}|{c}", f"W|{c}", f"W|{s}",
+                         f"D|{e.group[4:]}"):
                 if name in index:
                     sparsity[k, index[name]] = True
             for full in (s_full, c_full):
@@ -540,12 +611,12 @@ class Calibrator:
             if p.name in self.warm_start:
                 p.init = float(np.clip(self.warm_start[p.name], p.lower + 1e-6, p.upper - 1e-6))
         obs = np.log([e.goodput_mbps for e in self.evidence_])
-        weights = np.array([e.weight for e in self.evidence_])
+        weights = np.array([e.weight for e in self.evidence_]) / self.sigma
         prior_mean = np.array([p.prior_mean for p in self.free_])
         prior_sd = np.array([p.prior_sd for p in self.free_])
 
-        def residuals(theta: np.ndarray) -> np.ndarray:
-            pred = np.log(np.maximum(self._predict(theta, self.evidence_), 1e-6))
+        def residuals(theta: np.ndarray, softness: float) -> np.ndarray:
+            pred = np.log(np.maximum(self._predict(theta, self.evidence_, softness), 1e-6))
             return np.concatenate([weights * (pred - obs), (theta - prior_mean) / prior_sd])
 
         self.progress(f"stage C: MAP fit of {len(self.free_)} parameters to "
@@ -558,18 +629,27 @@ class Calibrator:
         sparsity = self._dependencies(self.evidence_)
         groups = group_columns(sparsity)
 
-        def jacobian(theta: np.ndarray) -> Any:
+        def jacobian(theta: np.ndarray, softness: float) -> Any:
             # Grouped finite differences: columns that share no residual are
             # perturbed together (a few evaluations per Jacobian, not 100).
-            return approx_derivative(residuals, theta, rel_step=1e-3,
+            return approx_derivative(residuals, theta, rel_step=1e-3, args=(softness,),
                                      sparsity=(sparsity, groups), bounds=(lower, upper))
 
-        result = least_squares(residuals, np.clip(x0, lower + 1e-9, upper - 1e-9), jac=jacobian,
-                               bounds=(lower, upper), loss="linear",
-                               tr_solver="lsmr", max_nfev=self.max_nfev, ftol=1e-5,
-                               xtol=1e-5, verbose=0)
+        # Two passes: first with the resources' minimum made smooth (soft_goodput),
+        # which leaves the ties where the exact minimum has no gradient, then
+        # with the engine's exact goodput from there.
+        x = np.clip(x0, lower + 1e-9, upper - 1e-9)
+        for softness in ((self.softness, 0.0) if self.softness > 0 else (0.0,)):
+            result = least_squares(residuals, x, jac=jacobian, bounds=(lower, upper),
+                                   loss="linear", tr_solver="lsmr", max_nfev=self.max_nfev,
+                                   ftol=1e-5, xtol=1e-5, verbose=0, args=(softness,))
+            x = np.clip(result.x, lower + 1e-9, upper - 1e-9)
         self.result_ = result
         self.theta_ = result.x
+        tb = Testbeds.stated()
+        for doc, values in self.testbeds_for(result.x).items():
+            tb = tb.with_fields(doc, values, {k: self._param_source(f"D|{doc}") for k in values})
+        self.testbeds_ = tb
         specs, interop = self._apply(result.x)
         self.models_ = self._models(specs)
         if self.requests:
@@ -608,6 +688,10 @@ class Calibrator:
             cost=float(result.cost))
         return self
 
+    def _param_source(self, name: str) -> str:
+        p = next(p for p in self.free_ if p.name == name)
+        return p.source
+
     def _excluded(self, e: Evidence) -> bool:
         pair = f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
         return e.group in self.exclude or f"pair:{pair}" in self.exclude
@@ -632,6 +716,11 @@ class Calibrator:
         (directory / "interop.json").write_text(
             json.dumps(self.interop_.to_json(), indent=1, sort_keys=True) + "\n")
         written.append("interop.json")
+        if hasattr(self, "testbeds_"):
+            from quiclab.models.testbeds import FILE as TESTBEDS_FILE
+
+            (directory / TESTBEDS_FILE).write_text(self.testbeds_.dumps())
+            written.append(TESTBEDS_FILE)
         if hasattr(self, "host_"):
             from quiclab.models.registry import PIPELINE_FILE
 

@@ -200,6 +200,20 @@ def _overrides(data: Any, source: str, path: str) -> dict[str, Any]:
     return out
 
 
+def _on_testbed(base: dict[str, Any], source: str) -> dict[str, Any]:
+    """``base: {testbed: "000", …}``: the document's calibrated testbed under the base's
+    own fields (quiclab.models.testbeds; the base's keys win)."""
+    from quiclab.models.testbeds import Testbeds
+
+    base = dict(base)
+    name = base.pop("testbed")
+    try:
+        testbed = Testbeds.packaged().get(str(name))
+    except KeyError as err:
+        raise fail(source, "base.testbed", str(err.args[0])) from None
+    return {**testbed.fields, **base}
+
+
 def _scenario(base: dict[str, Any], overrides: dict[str, Any], where: str) -> Scenario:
     return Scenario.from_dict({**base, **overrides}, source=where)
 
@@ -309,6 +323,8 @@ def parse_repro(data: dict[str, Any], source: str, name: str) -> ReproSpec:
     # The base alone need not be a valid Scenario (e.g. request_bytes set per series);
     # its keys are checked here, every named point is validated whole below.
     base = _overrides(data.get("base") or {}, source, "base")
+    if "testbed" in base:
+        base = _on_testbed(base, source)
     check_keys(base, field_names(), source, "base")
     named: dict[str, Scenario] = {}
     scen = data.get("scenarios") or {}

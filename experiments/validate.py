@@ -145,9 +145,11 @@ def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | Non
 
 
 def load_evidence(catalog_path: Path, sources: list[str] | None,
-                  fresh_registry: Any = None, fresh_defaults: dict[str, Any] | None = None
-                  ) -> list[SourceItems]:
+                  fresh_registry: Any = None, fresh_defaults: dict[str, Any] | None = None,
+                  testbeds: Any = None) -> list[SourceItems]:
     """Evidence per source from the catalog; sources=None means every one with data.
+    Published points sit on ``testbeds`` (the models' calibrated testbeds; the stated
+    ones when None).
 
     Fresh runs are predicted with this host's models (``fresh_registry``), for
     the stacks those models cover, with the veth path's defaults.
@@ -169,7 +171,7 @@ def load_evidence(catalog_path: Path, sources: list[str] | None,
                     raise DataError(catalog_path, "no published points (run `quiclab data "
                                                   "ingest`)", field="published_points")
                 continue
-            evidence, skipped = published_points(points)
+            evidence, skipped = published_points(points, testbeds)
         else:
             kind = "qir10g" if source == "dataset" else "fresh"
             sub = runs[runs["source"] == kind] if not runs.empty else runs
@@ -473,7 +475,8 @@ def main_validate(args: argparse.Namespace) -> int:
                                    "out": str(repro_dir), "no_catalog": False})
         main_reproduce(ns)
     sources = load_evidence(args.catalog, list(dict.fromkeys(args.source))
-                            if args.source else None, fresh_registry, fresh_defaults)
+                            if args.source else None, fresh_registry, fresh_defaults,
+                            registry.testbeds)
     engines = list(dict.fromkeys(args.engine)) if args.engine else ["analytic"]
     frames, request_frames = [], []
     for items in sources:

@@ -19,10 +19,12 @@ from quiclab.errors import DataError, ScenarioError
 from quiclab.models.costmodel import CostModel
 from quiclab.models.cpus import CpuCatalog
 from quiclab.models.pipelines import HostParams
+from quiclab.models.testbeds import Testbeds
 
 INTEROP_SCHEMA = "quiclab.interop/1"
 #: The calibrated pipeline/placement parameters beside the cost models (issue 11).
 PIPELINE_FILE = "pipeline.json"
+TESTBEDS_FILE = "testbeds.json"
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ class Registry:
         #: Calibrated pipeline, placement and runtime-thread parameters
         #: (``pipeline.json``, issue 11); assumed values when absent.
         self.host = host or HostParams.assumed()
+        #: The seeds' testbeds (``testbeds.json``); the stated ones when absent.
+        self.testbeds = Testbeds.stated()
         self._host_fitted = host is not None
         if not track_versions:
             # Calibration builds thousands of throw-away registries: skip hashing.
@@ -132,11 +136,16 @@ class Registry:
             if path.name == PIPELINE_FILE:
                 host = HostParams.load(path)
                 continue
+            if path.name == TESTBEDS_FILE:
+                continue  # the seeds' testbeds (quiclab.models.testbeds), not a cost model
             model = CostModel.load(path)
             models[model.implementation] = model
         if not models:
             raise DataError(directory, "no cost models (*.json) found (run `quiclab calibrate`)")
-        return cls(models, cpus, interop, str(directory), host=host)
+        registry = cls(models, cpus, interop, str(directory), host=host)
+        if (directory / TESTBEDS_FILE).is_file():
+            registry.testbeds = Testbeds.load(directory / TESTBEDS_FILE)
+        return registry
 
     @classmethod
     def packaged(cls) -> Registry:

@@ -43,6 +43,9 @@ CUBIC_C = 0.4  # RFC 9438 §5.1
 CUBIC_BETA = 0.7
 RENO_BETA = 0.5
 CC_CODES = {"cubic": 0, "reno": 1, "bbr": 2}
+#: The receiver's ACK threshold is capped at this fraction of the sender's
+#: window, in packets (TRANSPORT.md "ACKs"; the DES and ns-3 use the same).
+ACK_WINDOW_FRACTION = 0.25
 
 
 @dataclass
@@ -216,6 +219,12 @@ class _RateModel:
         self.mean_stall = x.stall_min_s * self.alpha / (self.alpha - 1.0)  # E[τ] = τm·α/(α−1)
         self.log_B = np.log(np.maximum(x.rcvbuf_bytes, 1.0))
         self.fc_bits = np.where(x.fc_window_bytes > 0, x.fc_window_bytes * 8.0, np.inf)
+        self.fc_pkts = self.fc_bits / P8  # the flow-control window in full data packets
+        # A packet is acknowledged only after it has been serialised onto the link
+        # and the receiver has processed it: both add to the path's RTT in the
+        # time a window must cover (a few µs at 1500 B, ~12 µs for 9000 B at 10 Gbit/s).
+        self.rtt_base = (x.rtt_s + x.wire_bytes * 8.0 / np.maximum(x.link_bps, 1.0)
+                         + self.r_base * 1e-9)
         self.cubic_k = (CUBIC_C * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25
         self.is_cubic = x.cc == 0
         self.any_cubic = bool(self.is_cubic.any())
@@ -273,13 +282,17 @@ class _RateModel:
             events = np.minimum(x.loss_prob, 1.0)
         # The sender's window must also cover the receiver's ACK turnaround: it
         # waits for ack_every − 1 more packets, at most max_ack_delay (RFC 9000
-        # §13.2.1) — but never for more than half the window loss leaves the
-        # sender (sqrt(1.5/p) packets), else it would stall waiting for an ACK.
+        # §13.2.1) — but its threshold is capped at ACK_WINDOW_FRACTION of the
+        # window the sender has, the one loss leaves it (sqrt(1.5/p) packets) or
+        # the flow-control window, whichever is smaller (TRANSPORT.md, "ACKs"),
+        # else the sender would stall waiting for an ACK.
         w_loss = np.sqrt(1.5 / np.maximum(events, 1e-300))
         _where_into(w_loss, ~(events > 0), np.inf)
-        ack_eff = np.minimum(self.ack_wait + 1.0, np.maximum(2.0, 0.5 * w_loss))
-        self.rtt_eff = rtt_eff = x.rtt_s + np.minimum((ack_eff - 1.0) / pkt_rate,
-                                                      x.max_ack_delay_s)
+        np.minimum(w_loss, self.fc_pkts, out=w_loss)
+        ack_eff = np.minimum(self.ack_wait + 1.0,
+                             np.maximum(2.0, ACK_WINDOW_FRACTION * w_loss))
+        self.rtt_eff = rtt_eff = self.rtt_base + np.minimum((ack_eff - 1.0) / pkt_rate,
+                                                            x.max_ack_delay_s)
         # After a loss, a receiver that ACKs out-of-order arrivals immediately
         # sends one ACK per packet until the retransmission fills the gap,
         # about one path RTT's worth of packets (RFC 9000 §13.2.1).

@@ -28,8 +28,10 @@ def evidence(full_ingest):
     runs = con.execute("SELECT * FROM runs WHERE source = 'qir10g'").df()
     points = con.execute("SELECT * FROM published_points").df()
     con.close()
-    published, _ = published_points(points)
-    return dataset_cells(runs), published, AnalyticEngine(Registry.load(FITTED))
+    registry = Registry.load(FITTED)
+    # Published points on the calibrated testbeds (models/fitted/testbeds.json).
+    published, _ = published_points(points, registry.testbeds)
+    return dataset_cells(runs), published, AnalyticEngine(registry)
 
 
 def _ape(engine, items):
