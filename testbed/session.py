@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import platform
+import statistics
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,7 +252,7 @@ def matrix(session: Session, stacks: Iterable[str], repeat: int = 3,
             failed = [r.failure_reason for r in results if r.status != "ok"]
             cells[(server, client)] = {
                 "status": "ok" if ok else "failed", "runs": len(results),
-                "median_mbps": ok[len(ok) // 2] if ok else None,
+                "median_mbps": statistics.median(ok) if ok else None,
                 "reason": failed[0] if failed and not ok else None}
     return cells
 
@@ -284,7 +285,7 @@ def noise(session: Session, stacks: Iterable[str], repeat: int = 10,
             goodput = [float(r.goodput_mbps or 0) for r in ok]
             key = "pinned" if pin else "unpinned"
             row[f"{key}_runs_ok"] = len(ok)
-            row[f"{key}_median_mbps"] = sorted(goodput)[len(goodput) // 2] if goodput else None
+            row[f"{key}_median_mbps"] = statistics.median(goodput) if goodput else None
             row[f"{key}_cv"] = cv(goodput)
             row[f"{key}_server_cpu_cv"] = cv([r.server.exit.cpu_s for r in ok if r.server.exit])
         rows.append(row)
