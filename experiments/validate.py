@@ -12,7 +12,9 @@ Each engine predicts each source's scenarios through the sweep runner
 95th-percentile absolute percentage error (APE = |predicted − observed| /
 observed), the worst cases, and which seed findings are reproduced (from
 ``quiclab reproduce``'s ``findings.csv``): ``validation.md``,
-``validation.html`` (plots embedded) and ``validation.csv``.
+``validation.html`` (plots embedded) and ``validation.csv``. Fresh goodput cells are
+also summarised per engine, experiment and server stack, with the median noise CV
+beside each error (``fresh-by-stack.csv`` and a section listing every cell).
 
 Fresh request-workload runs (``workload`` = ``requests`` or ``handshakes``,
 issue 10) are not goodput cells: each cell (setting and pair, median over its
@@ -221,7 +223,8 @@ def predict_source(items: SourceItems, engine: str, registry: Any, executor: Any
         predicted = float(row["goodput_mbps"]) if row else math.nan
         rows.append({
             "source": items.source, "engine": engine, "ident": e.ident, "group": e.group,
-            "scenario": e.scenario.describe(), "observed_mbps": e.goodput_mbps,
+            "scenario": e.scenario.describe(), "server": e.scenario.server,
+            "client": e.scenario.client, "observed_mbps": e.goodput_mbps,
             "predicted_mbps": predicted,
             "ape_pct": abs(predicted - e.goodput_mbps) / e.goodput_mbps * 100.0
             if e.goodput_mbps > 0 else math.nan,
@@ -300,6 +303,58 @@ def summarise(items: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _setting_label(ident: str) -> str:
+    """A fresh cell's setting without its pair: ``exp|a→b [mtu_bytes=9000, …]`` →
+    ``mtu_bytes=9000, …`` (``base`` when nothing changed but the transfer size)."""
+    _, _, setting = ident.partition("|")
+    inside = setting[setting.find("[") + 1:setting.rfind("]")] if "[" in setting else ""
+    parts = [p for p in inside.split(", ") if p and not p.startswith("transfer_bytes=")]
+    return ", ".join(parts) or "base"
+
+
+def summarise_fresh(items: pd.DataFrame) -> pd.DataFrame:
+    """Fresh goodput cells per engine, experiment and server stack (issue 8: error per
+    engine and per stack, with the noise beside it): cells, cells predicted, APE
+    median/p95, signed error median and the median of the cells' noise CV."""
+    fresh = items[items["source"] == "fresh"]
+    rows = []
+    for (engine, group, stack), g in fresh.groupby(["engine", "group", "server"], sort=True):
+        ape = g["ape_pct"].dropna()
+        rows.append({"engine": engine, "experiment": group, "stack": stack, "items": len(g),
+                     "predicted": len(ape),
+                     "median_ape_pct": float(np.median(ape)) if len(ape) else math.nan,
+                     "p95_ape_pct": float(np.percentile(ape, 95)) if len(ape) else math.nan,
+                     "median_signed_error_pct": float(g["signed_error_pct"].median())
+                     if len(ape) else math.nan,
+                     "median_noise_cv_pct": float(g["noise_cv_pct"].median())
+                     if g["noise_cv_pct"].notna().any() else math.nan})
+    for (engine, group), g in fresh.groupby(["engine", "group"], sort=True):
+        ape = g["ape_pct"].dropna()
+        rows.append({"engine": engine, "experiment": group, "stack": "(all)", "items": len(g),
+                     "predicted": len(ape),
+                     "median_ape_pct": float(np.median(ape)) if len(ape) else math.nan,
+                     "p95_ape_pct": float(np.percentile(ape, 95)) if len(ape) else math.nan,
+                     "median_signed_error_pct": float(g["signed_error_pct"].median())
+                     if len(ape) else math.nan,
+                     "median_noise_cv_pct": float(g["noise_cv_pct"].median())
+                     if g["noise_cv_pct"].notna().any() else math.nan})
+    return pd.DataFrame(rows, columns=["engine", "experiment", "stack", "items", "predicted",
+                                       "median_ape_pct", "p95_ape_pct",
+                                       "median_signed_error_pct", "median_noise_cv_pct"])
+
+
+def fresh_cells(items: pd.DataFrame) -> pd.DataFrame:
+    """Every fresh goodput cell: stack pair and setting, measured (median of n, with
+    the repetitions' CV) and each engine's prediction."""
+    fresh = items[items["source"] == "fresh"]
+    if fresh.empty:
+        return pd.DataFrame()
+    shown = fresh.assign(setting=fresh["ident"].map(_setting_label))
+    return shown[["engine", "group", "server", "client", "setting", "n", "observed_mbps",
+                  "noise_cv_pct", "predicted_mbps", "signed_error_pct", "limit"]] \
+        .sort_values(["group", "server", "client", "setting", "engine"])
+
+
 def _fmt_table(frame: pd.DataFrame, floats: int = 1) -> str:
     from quiclab.experiments.reproduce import markdown_table
 
@@ -372,6 +427,10 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
         assert requests is not None and requests_summary is not None
         requests.to_csv(out / "requests.csv", index=False)
         requests_summary.to_csv(out / "requests-summary.csv", index=False)
+    by_stack = summarise_fresh(items)
+    cells = fresh_cells(items)
+    if len(by_stack):
+        by_stack.to_csv(out / "fresh-by-stack.csv", index=False)
     png = out / "validation.png"
     if len(items.dropna(subset=["predicted_mbps"])):
         plot_items(items, png)
@@ -384,6 +443,14 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
     md += ["## Worst cases", "", _fmt_table(worst[["source", "engine", "ident", "scenario",
                                                     "observed_mbps", "predicted_mbps",
                                                     "signed_error_pct", "limit"]]), ""]
+    if len(by_stack):
+        md += ["## Fresh runs per engine, experiment and stack", "",
+               "Goodput cells of this host's testbed runs (median of each cell's "
+               "repetitions); `fresh-calibration` is what the fresh models were fitted on, "
+               "`fresh-validation` the held-out settings. `median_noise_cv_pct` is the "
+               "median of the cells' coefficients of variation over repetitions.", "",
+               _fmt_table(by_stack), "",
+               "### Every fresh cell", "", _fmt_table(cells), ""]
     for source, reasons in skipped.items():
         if reasons:
             md += [f"{len(reasons)} {source} points are not validated (bounds, duplicates, "
@@ -419,6 +486,11 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
         parts.append(_img(png))
     parts += ["<h2>Worst cases</h2>", worst.to_html(index=False,
                                                     float_format=lambda x: f"{x:.1f}")]
+    if len(by_stack):
+        parts += ["<h2>Fresh runs per engine, experiment and stack</h2>",
+                  by_stack.to_html(index=False, float_format=lambda x: f"{x:.1f}"),
+                  "<h3>Every fresh cell</h3>",
+                  cells.to_html(index=False, float_format=lambda x: f"{x:.1f}")]
     if has_requests:
         assert requests is not None and requests_summary is not None
         parts += ["<h2>Request workloads (fresh)</h2>",
@@ -497,7 +569,8 @@ def main_validate(args: argparse.Namespace) -> int:
     if not frames and not request_frames:
         raise DataError(args.catalog, "nothing to validate (run `quiclab data ingest`)")
     items_df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["source", "engine", "ident", "group", "scenario", "observed_mbps",
+        columns=["source", "engine", "ident", "group", "scenario", "server", "client",
+                 "observed_mbps",
                  "predicted_mbps", "ape_pct", "signed_error_pct", "limit", "n",
                  "noise_cv_pct"])
     summary = summarise(items_df)
@@ -511,6 +584,9 @@ def main_validate(args: argparse.Namespace) -> int:
                                  requests_df, requests_summary)
     if len(summary):
         print(_fmt_table(summary))
+    by_stack = summarise_fresh(items_df)
+    if len(by_stack):
+        print("\nfresh runs per engine, experiment and stack:\n" + _fmt_table(by_stack))
     if requests_df is not None and requests_summary is not None:
         print("\nrequest workloads (fresh):\n" + _fmt_table(requests_summary) + "\n")
         print(_fmt_table(requests_df[["engine", "ident", "quantity", "observed", "predicted",
