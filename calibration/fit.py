@@ -162,7 +162,15 @@ class Calibrator:
                  max_nfev: int = 400, ridge_role: float = 1.0, ridge_pair: float = 1.0,
                  progress: Callable[[str], None] | None = None,
                  warm_start: dict[str, float] | None = None, requests: bool = True,
-                 softness: float = 10.0, sigma: float = 0.2):
+                 softness: float = 10.0, sigma: float = 0.2, sigma_util: float = 0.05,
+                 loss: str = "linear"):
+        #: Loss of scipy's least_squares on the residuals in σ units ("linear": squares;
+        #: "soft_l1": squares within one σ, linear beyond — robust to cells whose
+        #: mechanism the engine lacks).
+        self.loss = loss
+        #: Error of a measured CPU utilisation in log units (pidstat medians repeat
+        #: within ~1 %; 5 % leaves room for the model).
+        self.sigma_util = sigma_util
         #: Error of one evidence item in log units (model discrepancy and measurement
         #: noise): residuals are divided by it, so that priors (also in log units) weigh
         #: as what they are — a prior's sd against a measurement's.
@@ -422,6 +430,12 @@ class Calibrator:
         for pair in pairs:
             out.append(FreeParam(f"P|{pair}", 0.0, 0.0, self.ridge_pair, -4.0, 1.0,
                                  source="fit: pair interplay effect (ridge-shrunk)"))
+        measured = sorted({f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
+                           for e in self.evidence_ if math.isfinite(e.server_util)})
+        for pair in measured:
+            out.append(FreeParam(f"O|{pair}", 0.0, 0.0, 0.5, math.log(0.5), math.log(4.0),
+                                 source="fit: CPU utilisation and goodput of the pair's runs "
+                                        "(pidstat)"))
         return out
 
     def _smart_init(self) -> None:
@@ -520,7 +534,8 @@ class Calibrator:
             pair_sd={k[2:]: self.ridge_pair for k in raw if k.startswith("P|")}
             | {"_unseen": float(np.hypot(self.ridge_role, self.ridge_pair))},
             pair_ack_every=dict(self.pair_acks_),
-            provenance={"fit": "quiclab.calibration.fit stage C (MAP, soft-L1)"})
+            pair_overhead={k[2:]: raw[k] for k in raw if k.startswith("O|")},
+            provenance={"fit": "quiclab.calibration.fit stage C (MAP: goodput and CPU utilisation)"})
         return specs, interop
 
     def _models(self, specs: dict[str, ImplSpec]) -> dict[str, CostModel]:
@@ -555,20 +570,28 @@ class Calibrator:
 
     def _predict(self, theta: np.ndarray, evidence: Sequence[Evidence],
                  softness: float = 0.0) -> np.ndarray:
-        """Goodput (Mbit/s) of the analytic engine for every evidence item.
+        """Goodput (Mbit/s) of the analytic engine for every evidence item."""
+        return self._predict_full(theta, evidence, softness)[0]
+
+    def _predict_full(self, theta: np.ndarray, evidence: Sequence[Evidence],
+                      softness: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Goodput (Mbit/s) and the server's and client's CPU utilisation (cores).
 
         With ``softness`` k > 0 the minimum over the resources is replaced by
-        the smooth ``(Σ rᵢ^−k)^(−1/k)`` (see :func:`soft_goodput`).
+        the smooth ``(Σ rᵢ^−k)^(−1/k)`` (see :func:`soft_goodput`); utilisation
+        moves with goodput.
         """
         specs, interop = self._apply(theta)
         registry = Registry(self._models(specs), self.cpus, interop, source="calibration",
                             track_versions=False)
         engine = AnalyticEngine(registry)
         resolved, out = engine.evaluate(self._scenarios(theta, evidence))
-        if softness <= 0:
-            return out.goodput_bps / 1e6
-        busy = np.array([r.interop_busy for r in resolved])
-        return soft_goodput(out.goodput_bps, out.rates_bps, busy, softness) / 1e6
+        g = out.goodput_bps
+        if softness > 0:
+            busy = np.array([r.interop_busy for r in resolved])
+            g = soft_goodput(out.goodput_bps, out.rates_bps, busy, softness)
+        scale = g / np.maximum(out.goodput_bps, 1e-300)
+        return g / 1e6, out.sender_util * scale, out.receiver_util * scale
 
     def _dependencies(self, evidence: Sequence[Evidence]) -> np.ndarray:
         """Jacobian sparsity: which free parameters each residual can move."""
@@ -581,7 +604,7 @@ class Calibrator:
             for name in (f"T|{s}|sender", f"T|{s}|receiver", f"T|{c}|sender",
                          f"T|{c}|receiver", f"B|{s}", f"B|{c}", f"C|{s}", f"C|{c}",
                          f"H|{s}", f"H|{c}",
-                         f"S|{s}", f"R|{c}", f"P|{s}|{c}", f"W|{c}", f"W|{s}",
+                         f"S|{s}", f"R|{c}", f"P|{s}|{c}", f"O|{s}|{c}", f"W|{c}", f"W|{s}",
                          f"D|{e.group[4:]}"):
                 if name in index:
                     sparsity[k, index[name]] = True
@@ -615,9 +638,19 @@ class Calibrator:
         prior_mean = np.array([p.prior_mean for p in self.free_])
         prior_sd = np.array([p.prior_sd for p in self.free_])
 
+        # CPU utilisation where the runs measured it (pidstat): it tells a CPU-bound
+        # side (≈ 100 %) from one the pair's interplay leaves partly idle.
+        util_obs = np.array([[e.server_util, e.client_util] for e in self.evidence_])
+        util_idx = np.flatnonzero(np.isfinite(util_obs).all(axis=1) & (util_obs > 0).all(axis=1))
+        log_util = np.log(util_obs[util_idx])
+
         def residuals(theta: np.ndarray, softness: float) -> np.ndarray:
-            pred = np.log(np.maximum(self._predict(theta, self.evidence_, softness), 1e-6))
-            return np.concatenate([weights * (pred - obs), (theta - prior_mean) / prior_sd])
+            g, su, cu = self._predict_full(theta, self.evidence_, softness)
+            pred = np.log(np.maximum(g, 1e-6))
+            util = np.log(np.maximum(np.stack([su[util_idx], cu[util_idx]], axis=1), 1e-6))
+            return np.concatenate([weights * (pred - obs),
+                                   ((util - log_util) / self.sigma_util).ravel(),
+                                   (theta - prior_mean) / prior_sd])
 
         self.progress(f"stage C: MAP fit of {len(self.free_)} parameters to "
                       f"{len(self.evidence_)} evidence items")
@@ -627,6 +660,10 @@ class Calibrator:
         from scipy.optimize._numdiff import approx_derivative, group_columns
 
         sparsity = self._dependencies(self.evidence_)
+        n_ev = len(self.evidence_)
+        # The utilisation residuals (two per measured cell) move with their cell's parameters.
+        util_rows = np.repeat(sparsity[util_idx], 2, axis=0)
+        sparsity = np.concatenate([sparsity[:n_ev], util_rows, sparsity[n_ev:]])
         groups = group_columns(sparsity)
 
         def jacobian(theta: np.ndarray, softness: float) -> Any:
@@ -641,7 +678,7 @@ class Calibrator:
         x = np.clip(x0, lower + 1e-9, upper - 1e-9)
         for softness in ((self.softness, 0.0) if self.softness > 0 else (0.0,)):
             result = least_squares(residuals, x, jac=jacobian, bounds=(lower, upper),
-                                   loss="linear", tr_solver="lsmr", max_nfev=self.max_nfev,
+                                   loss=self.loss, tr_solver="lsmr", max_nfev=self.max_nfev,
                                    ftol=1e-5, xtol=1e-5, verbose=0, args=(softness,))
             x = np.clip(result.x, lower + 1e-9, upper - 1e-9)
         self.result_ = result

@@ -236,6 +236,13 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
     )
 
 
+def _scaled(ep: Endpoint, factor: float) -> Endpoint:
+    """``ep`` with every bulk CPU cost (packet, crypto, application, kernel, ACK) × factor."""
+    return replace(ep, ns_protocol=ep.ns_protocol * factor, ns_crypto=ep.ns_crypto * factor,
+                   ns_app=ep.ns_app * factor, ns_segment=ep.ns_segment * factor,
+                   ns_per_call=ep.ns_per_call * factor, ns_per_ack=ep.ns_per_ack * factor)
+
+
 def path_for(scenario: Scenario) -> Path:
     """The path part of a Scenario (no registry needed)."""
     link_bps = scenario.link_gbps * 1e9
@@ -274,6 +281,10 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     s_base, c_base = scenario.server.split("@")[0], scenario.client.split("@")[0]
     busy, lo, hi, src = registry.interop.busy(s_base, c_base)
     pair_acks = registry.interop.ack_every(s_base, c_base)
+    overhead = registry.interop.overhead(s_base, c_base)
+    if overhead != 1.0:
+        # The pair's interplay costs CPU per packet on both sides (Interop.pair_overhead).
+        sender, receiver = (_scaled(ep, overhead) for ep in (sender, receiver))
     if pair_acks is not None:
         # The pair's measured ACK frequency replaces the client's usual one.
         receiver = replace(receiver, ack_every_packets=pair_acks)
