@@ -535,7 +535,8 @@ class Calibrator:
             | {"_unseen": float(np.hypot(self.ridge_role, self.ridge_pair))},
             pair_ack_every=dict(self.pair_acks_),
             pair_overhead={k[2:]: raw[k] for k in raw if k.startswith("O|")},
-            provenance={"fit": "quiclab.calibration.fit stage C (MAP: goodput and CPU utilisation)"})
+            provenance={"fit": "quiclab.calibration.fit stage C (MAP: goodput and CPU "
+                               "utilisation)"})
         return specs, interop
 
     def _models(self, specs: dict[str, ImplSpec]) -> dict[str, CostModel]:
