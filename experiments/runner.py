@@ -11,6 +11,7 @@ the rows, with provenance, into the catalog's ``predictions`` table.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -104,10 +105,27 @@ def prediction_row(prediction: Prediction, record: Sequence[str] = OUTPUT_FIELDS
 
 
 def content_hash(spec: dict[str, Any], model_versions: dict[str, str]) -> str:
-    """Hash of what determines a sweep's results (not its engines, path or wording)."""
+    """Hash of what determines a sweep's results (not its engines, path or wording):
+    the resolved spec, the model versions and the engines' code (engine_code_digest),
+    so that neither a refit nor a changed engine reuses stale results."""
     core = {k: v for k, v in spec.items()
             if k not in ("engines", "path", "description", "name", "kind")}
-    return digest({"spec": core, "models": model_versions})
+    return digest({"spec": core, "models": model_versions, "engines": engine_code_digest()})
+
+
+@functools.cache
+def engine_code_digest() -> str:
+    """SHA-256 (16 hex digits) of every source file of the engines (``quiclab.sim``:
+    Python, ns-3 C++), read once per process."""
+    from importlib import resources
+
+    root = Path(str(resources.files("quiclab.sim")))
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".py", ".cc", ".h") and path.is_file():
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def default_out(data_dir: Path, kind: str, name: str, chash: str) -> Path:
