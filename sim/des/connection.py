@@ -63,8 +63,8 @@ class RunConfig:
     #: Receiver ACK threshold capped at this fraction of the sender's cwnd
     #: (0 = TRANSPORT.md's fixed ack_every_packets; see Receiver).
     ack_window_fraction: float = 0.25
-    #: True: cwnd grows on every ACK, also when not cwnd-limited (RFC 9002 §7.8 off).
-    grow_always: bool = False
+    #: RFC 9002 §7.8 rule for cwnd growth (recovery.VALIDATIONS): "app" per TRANSPORT.md.
+    cwnd_validation: str = "app"
     timeseries_interval_s: float = 0.0
     max_sim_s: float = 36_000.0
 
@@ -108,7 +108,7 @@ class Connection:
         self.unit = unit
         self.sender = Sender(self.env, resolved, self.link, unit_packets_max=unit,
                              unit_cwnd_divisor=config.unit_cwnd_divisor if unit > 1 else 1,
-                             grow_always=config.grow_always)
+                             cwnd_validation=config.cwnd_validation)
         transfer = s.transfer_bytes
         prefix = config.prefix_bytes if 0 < config.prefix_bytes < transfer else 0
         self.prefix = prefix
@@ -156,9 +156,10 @@ class Connection:
             notes.append(f"not TRANSPORT.md: the receiver's ACK threshold is capped at "
                          f"{self.config.ack_window_fraction:g} × the sender's cwnd "
                          "(spec: 0.25; 0 = no cap)")
-        if self.config.grow_always:
-            notes.append("not RFC 9002 §7.8: cwnd grows on every ACK, also when the "
-                         "sender is not cwnd-limited")
+        if self.config.cwnd_validation != "app":
+            notes.append(f"not TRANSPORT.md: cwnd_validation={self.config.cwnd_validation} "
+                         "(cwnd grows " + ("on every ACK" if self.config.cwnd_validation == "off"
+                                           else "only while bytes in flight fill it") + ")")
         start = self.window_start
         if start is None:
             start = dict.fromkeys(COUNTERS, 0.0)

@@ -24,6 +24,7 @@ from quiclab.models.registry import Registry
 from quiclab.sim.analytic import bounds
 from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.des.connection import Connection, RunConfig, RunResult
+from quiclab.sim.des.recovery import VALIDATIONS
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
@@ -52,8 +53,9 @@ class DesEngine:
     ``workers`` processes for ``predict_batch`` (1 = in this process);
     ``ack_window_fraction`` the receiver's ACK-threshold cap as a fraction of
     the sender's cwnd (TRANSPORT.md: 0.25; 0 switches the cap off, noted in
-    the Prediction); ``grow_always`` lets cwnd grow on every ACK
-    (no RFC 9002 §7.8 cwnd-limited check; opt-in, noted).
+    the Prediction); ``cwnd_validation`` RFC 9002 §7.8's rule for cwnd growth:
+    "app" (TRANSPORT.md: grow unless the sender was app-limited), "inflight"
+    (only while bytes in flight fill cwnd) or "off" (every ACK); noted unless "app".
     Raises ValueError for an unknown granularity or a bad option.
     """
 
@@ -65,7 +67,7 @@ class DesEngine:
                  max_units: int = DEFAULT_MAX_UNITS, unit_cwnd_divisor: int = 8,
                  timeseries: bool = False, timeseries_interval_s: float = 0.01,
                  workers: int = 1, max_sim_s: float = 36_000.0,
-                 ack_window_fraction: float = 0.25, grow_always: bool = False):
+                 ack_window_fraction: float = 0.25, cwnd_validation: str = "app"):
         if granularity not in GRANULARITIES:
             raise ValueError(f'granularity={granularity!r}: allowed "packet" | "batch"')
         if max_packets is not None and max_packets < 0:
@@ -88,7 +90,10 @@ class DesEngine:
         if not 0.0 <= ack_window_fraction <= 1.0:
             raise ValueError(f'"ack_window_fraction" must be in 0 … 1, got {ack_window_fraction!r}')
         self.ack_window_fraction = ack_window_fraction
-        self.grow_always = grow_always
+        if cwnd_validation not in VALIDATIONS:
+            raise ValueError(f'cwnd_validation={cwnd_validation!r}: allowed '
+                             + " | ".join(f'"{v}"' for v in VALIDATIONS))
+        self.cwnd_validation = cwnd_validation
 
     def options(self) -> dict[str, Any]:
         """Constructor arguments (to rebuild the engine in a worker process)."""
@@ -97,7 +102,7 @@ class DesEngine:
                 "unit_cwnd_divisor": self.unit_cwnd_divisor, "timeseries": self.timeseries,
                 "timeseries_interval_s": self.timeseries_interval_s, "workers": 1,
                 "max_sim_s": self.max_sim_s, "ack_window_fraction": self.ack_window_fraction,
-                "grow_always": self.grow_always}
+                "cwnd_validation": self.cwnd_validation}
 
     # ------------------------------------------------------------------ API
     def predict(self, scenario: Scenario) -> Prediction:
@@ -136,7 +141,7 @@ class DesEngine:
             prefix_bytes=prefix, prefix_records=self.max_units,
             timeseries_interval_s=self.timeseries_interval_s if self.timeseries else 0.0,
             max_sim_s=self.max_sim_s, ack_window_fraction=self.ack_window_fraction,
-            grow_always=self.grow_always)
+            cwnd_validation=self.cwnd_validation)
         return Connection(resolved, config).run()
 
     def predict_resolved(self, resolved: Resolved) -> Prediction:

@@ -54,6 +54,17 @@ Arrival = tuple[float, int, int, Record, int, float]
 PTO_PROBES = 2
 
 
+#: RFC 9002 §7.8 — when may cwnd grow on an ACK (the ``cwnd_validation`` option):
+#: "app" (default): unless the send loop, since the previous ACK, stopped with room in
+#: cwnd but nothing it could send (no data, no flow-control credit) — a sender that only
+#: its own CPU (or the pair's interplay hold, which models a slower send loop) holds
+#: back is not under-using its window; this is
+#: what the receive-buffer drops of seed 002 Fig. 4 need (a CPU-bound sender's flight
+#: must outgrow the 208 KiB buffer, ~130 datagrams, far beyond its ~15-packet BDP);
+#: "inflight": only when bytes in flight (nearly) fill cwnd; "off": on every ACK.
+VALIDATE_APP, VALIDATE_INFLIGHT, VALIDATE_OFF = range(3)
+VALIDATIONS = {"app": VALIDATE_APP, "inflight": VALIDATE_INFLIGHT, "off": VALIDATE_OFF}
+
 class Recovery:
     """RFC 9002 loss recovery for the sender (see the module docstring)."""
 
@@ -65,7 +76,8 @@ class Recovery:
     inflight: int
     max_inflight: int
     cwnd_blocked: bool
-    grow_always: bool
+    app_limited: bool
+    validation: int
     recovery_start_s: float
     retx: deque[tuple[int, int, int]]
     streams: dict[int, list[int]]
@@ -202,16 +214,20 @@ class Recovery:
 
     def _grow(self, acked_bytes: float, newest_s: float, t: float) -> None:
         cc = self.cc
-        # RFC 9002 §7.8: grow only when cwnd-limited (Linux's rule in slow start:
-        # cwnd < 2 × bytes in flight).
-        if self.grow_always:
-            limited = True  # opt-in: TRANSPORT.md read literally (no §7.8 check)
+        # RFC 9002 §7.8 (VALIDATIONS): grow unless the sender was app-limited since the
+        # last ACK; or (opt-in) only when bytes in flight nearly fill cwnd (Linux's rule
+        # in slow start: cwnd < 2 × bytes in flight); or on every ACK.
+        if self.validation == VALIDATE_APP:
+            limited = not self.app_limited
+        elif self.validation == VALIDATE_OFF:
+            limited = True
         elif cc.cwnd < cc.ssthresh:
             limited = self.cwnd_blocked or self.max_inflight * 2 > cc.cwnd
         else:
             limited = self.cwnd_blocked or (
                 self.max_inflight + self.payload * self.segments >= cc.cwnd)
         self.cwnd_blocked = False
+        self.app_limited = False
         self.max_inflight = self.inflight
         # RFC 9002 §7.3.2: no growth for packets sent before recovery began.
         if limited and newest_s > self.recovery_start_s:

@@ -36,7 +36,14 @@ from quiclab.sim.des.cc import GRANULARITY_S, RttEstimator, congestion_controlle
 from quiclab.sim.des.host import CpuServers
 from quiclab.sim.des.link import CAUSE_PATH, CAUSE_QUEUE, ForwardLink
 from quiclab.sim.des.pipeline import cpu_for
-from quiclab.sim.des.recovery import AckFrame, Record, Recovery
+from quiclab.sim.des.recovery import (
+    VALIDATE_APP,
+    VALIDATE_OFF,
+    VALIDATIONS,
+    AckFrame,
+    Record,
+    Recovery,
+)
 from quiclab.sim.resolve import ETHERNET_WIRE_OVERHEAD_BYTES, IP_UDP_HEADER_BYTES, Resolved
 
 if TYPE_CHECKING:
@@ -54,12 +61,13 @@ class Sender(Recovery):
 
     ``unit_packets_max`` > 1 is batch granularity: one record stands for a
     unit of up to that many packets, at most cwnd / ``unit_cwnd_divisor``.
-    ``grow_always`` drops RFC 9002 §7.8's cwnd-limited check (opt-in).
+    ``cwnd_validation`` is RFC 9002 §7.8's rule for when cwnd may grow (see
+    :data:`VALIDATIONS`).
     """
 
     def __init__(self, env: simpy.Environment, resolved: Resolved, link: ForwardLink,
                  unit_packets_max: int = 1, unit_cwnd_divisor: int = 1,
-                 grow_always: bool = False):
+                 cwnd_validation: str = "app"):
         ep = resolved.sender
         self.env = env
         self.link = link
@@ -95,9 +103,11 @@ class Sender(Recovery):
         self.inflight = 0
         self.max_inflight = 0
         self.cwnd_blocked = False
-        #: False: RFC 9002 §7.8, cwnd grows only while cwnd-limited (the default,
-        #: as in the ns-3 engine). True: every ACK grows it (opt-in sensitivity).
-        self.grow_always = grow_always
+        #: RFC 9002 §7.8, as VALIDATIONS codes it (APP by default, as in ns-3).
+        self.validation = VALIDATIONS[cwnd_validation]
+        #: Since the last ACK the send loop stopped with room in cwnd but nothing it
+        #: could send (no data, no flow-control credit).
+        self.app_limited = False
         self.recovery_start_s = -1.0
         self.retx: deque[tuple[int, int, int]] = deque()
         self.streams: dict[int, list[int]] = {}  # sid → [next offset, size, MAX_STREAM_DATA]
@@ -291,7 +301,10 @@ class Sender(Recovery):
                     self.pto_count = 0
                     # Recovery._grow() (RFC 9002 §7.8, §7.3.2).
                     cwnd = cc.cwnd
-                    if self.grow_always:
+                    validation = self.validation
+                    if validation == VALIDATE_APP:
+                        limited = not self.app_limited
+                    elif validation == VALIDATE_OFF:
                         limited = True
                     elif cwnd < cc.ssthresh:
                         limited = self.cwnd_blocked or self.max_inflight * 2 > cwnd
@@ -299,6 +312,7 @@ class Sender(Recovery):
                         limited = self.cwnd_blocked or (
                             self.max_inflight + payload * segments >= cwnd)
                     self.cwnd_blocked = False
+                    self.app_limited = False
                     self.max_inflight = inflight
                     if limited and newest_s > self.recovery_start_s:
                         cc.on_ack(acked, te, rtt.smoothed)
@@ -462,6 +476,8 @@ class Sender(Recovery):
                 nxt = acks[0][0]
             if reason == HOLD and self.hold_until < nxt:
                 nxt = self.hold_until
+            if reason == FLOW or reason == NODATA:
+                self.app_limited = True  # idle with room in cwnd (RFC 9002 §7.8)
             if reason != state:  # _set_state(reason, ts)
                 if ts > since:
                     state_s[state] += ts - since

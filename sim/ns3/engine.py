@@ -40,6 +40,8 @@ DEFAULT_PREFIX_PACKETS = 200_000
 #: Share of the prefix treated as warm-up (handshake, slow start) and not measured;
 #: the DES measures the second half of its prefix too.
 DEFAULT_WARM_FRACTION = 0.5
+#: cwnd_validation → the simulator's cwndValidation (the DES's recovery.VALIDATIONS).
+VALIDATION_CODES = {"app": 0, "inflight": 1, "off": 2}
 #: A loss-driven prefix grows (up to DEFAULT_PREFIX_EXTEND prefixes) until its
 #: window holds this many congestion events (the DES's RunConfig defaults).
 DEFAULT_MIN_WINDOW_EVENTS = 20
@@ -62,8 +64,9 @@ class Ns3Engine:
     ``prefix_packets``/``warm_fraction`` bound the simulated part of long
     transfers; ``progress`` receives the one-line build notice (default:
     stderr); ``ack_window_fraction`` the receiver's ACK-threshold cap as a fraction
-    of the sender's cwnd (TRANSPORT.md: 0.25; 0 = no cap), ``grow_always`` its
-    opt-in growth of cwnd on every ACK (RFC 9002 §7.8 off). Raises EngineError
+    of the sender's cwnd (TRANSPORT.md: 0.25; 0 = no cap), ``cwnd_validation``
+    RFC 9002 §7.8's rule for cwnd growth as in the DES ("app" per TRANSPORT.md,
+    "inflight", "off"; noted unless "app"). Raises EngineError
     (one line) if the build or a run fails.
     """
 
@@ -74,7 +77,7 @@ class Ns3Engine:
                  prefix_packets: int = DEFAULT_PREFIX_PACKETS,
                  warm_fraction: float = DEFAULT_WARM_FRACTION, compiler: str | None = None,
                  progress: Callable[[str], None] | None = _stderr, timeout_s: float = 3600.0,
-                 ack_window_fraction: float = 0.25, grow_always: bool = False,
+                 ack_window_fraction: float = 0.25, cwnd_validation: str = "app",
                  min_window_events: int = DEFAULT_MIN_WINDOW_EVENTS,
                  prefix_extend: float = DEFAULT_PREFIX_EXTEND):
         if jobs < 1:
@@ -98,7 +101,10 @@ class Ns3Engine:
         self.progress = progress
         self.timeout_s = timeout_s
         self.ack_window_fraction = ack_window_fraction
-        self.grow_always = grow_always
+        if cwnd_validation not in VALIDATION_CODES:
+            raise ValueError(f'cwnd_validation={cwnd_validation!r}: allowed '
+                             + " | ".join(f'"{v}"' for v in VALIDATION_CODES))
+        self.cwnd_validation = cwnd_validation
         self.min_window_events = min_window_events
         self.prefix_extend = prefix_extend
         self._binary: Path | None = None
@@ -179,7 +185,7 @@ class Ns3Engine:
             "stallAlpha": repr(rcv.rx_stall_alpha),
             "interopBusy": repr(min(1.0, r.interop_busy)),
             "ackWindowFraction": repr(self.ack_window_fraction),
-            "growAlways": _flag(self.grow_always),
+            "cwndValidation": VALIDATION_CODES[self.cwnd_validation],
             "seed": s.seed,
             "run": s.run,
             "prefixBytes": prefix_bytes if use_prefix else 0,
@@ -243,9 +249,10 @@ class Ns3Engine:
             notes.append(f"not TRANSPORT.md: the receiver's ACK threshold is capped at "
                          f"{self.ack_window_fraction:g} × the sender's cwnd "
                          "(spec: 0.25; 0 = no cap)")
-        if self.grow_always:
-            notes.append("not RFC 9002 §7.8: cwnd grows on every ACK, also when the "
-                         "sender is not cwnd-limited")
+        if self.cwnd_validation != "app":
+            notes.append(f"not TRANSPORT.md: cwnd_validation={self.cwnd_validation} "
+                         "(cwnd grows " + ("on every ACK" if self.cwnd_validation == "off"
+                                           else "only while bytes in flight fill it") + ")")
         if r.sender.pipeline or r.receiver.pipeline:
             # Issue 11: a pipeline reaches ns-3 as its capacity (W / max L effective
             # cores, sim/analytic/pipeline.py), not as stages in series (the DES's).

@@ -65,7 +65,10 @@ AddOptions(CommandLine& cmd, Params& p)
     cmd.AddValue("interopBusy", "pair interplay busy fraction", p.interopBusy);
     cmd.AddValue("ackWindowFraction", "ACK at least every this fraction of cwnd (0 = off)",
                  p.ackWindowFraction);
-    cmd.AddValue("growAlways", "grow cwnd on every ACK (RFC 9002 7.8 off)", p.growAlways);
+    cmd.AddValue("cwndValidation",
+                 "RFC 9002 7.8: 0 grow unless app-limited, 1 only while in flight fills cwnd, "
+                 "2 every ACK",
+                 p.cwndValidation);
     cmd.AddValue("seed", "random seed", p.seed);
     cmd.AddValue("run", "run number", p.run);
     cmd.AddValue("prefixBytes", "stop after this many goodput bytes (0 = whole transfer)",

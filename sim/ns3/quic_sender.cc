@@ -151,7 +151,12 @@ QuicSender::Kick()
         ++st.senderCalls;
         Simulator::Schedule(finish - now, &QuicSender::OnBatchBuilt, this, first, count, ns);
     }
-    SetState(m_cpu.HasIdleCore(now) ? why : kBusy);
+    bool idle = m_cpu.HasIdleCore(now);
+    if (idle && (why == kNoData || why == kFlowControl))
+    {
+        m_appLimitedSinceAck = true; // room in cwnd, nothing it may send (RFC 9002 §7.8)
+    }
+    SetState(idle ? why : kBusy);
 }
 
 bool
@@ -348,20 +353,35 @@ QuicSender::ApplyAck(const AckFrame& frame)
         // RFC 9002 §5.1: a sample when the largest acknowledged is newly acked.
         m_rtt.Update((now - largestSent).GetSeconds(), frame.ackDelayS, m_p.maxAckDelayS);
     }
-    // RFC 9002 §7.8: grow only when cwnd-limited; in slow start Linux's rule
-    // (cwnd < 2 × bytes in flight), in congestion avoidance within one send
-    // call of the window. RFC 9002 §7.3.2: and not for packets sent before
-    // the current recovery period began.
+    // RFC 9002 §7.8 as TRANSPORT.md reads it: grow unless the sender was
+    // app-limited since the last ACK (cwndValidation 0); opt-in: only when
+    // cwnd-limited — Linux's rule in slow start (cwnd < 2 × bytes in flight), in
+    // congestion avoidance within one send call of the window (1); every ACK (2).
+    // RFC 9002 §7.3.2: and not for packets sent before the current recovery
+    // period began.
     const uint64_t cwnd = m_cc.Cwnd();
-    bool limited = m_p.growAlways || m_cwndBlockedSinceAck ||
-                   (m_cc.InSlowStart()
-                        ? 2 * m_maxInflightSinceAck > cwnd
-                        : m_maxInflightSinceAck + uint64_t{m_p.udpPayload} * m_p.sSegments >= cwnd);
+    bool limited;
+    if (m_p.cwndValidation == 0)
+    {
+        limited = !m_appLimitedSinceAck;
+    }
+    else if (m_p.cwndValidation == 2)
+    {
+        limited = true;
+    }
+    else
+    {
+        limited = m_cwndBlockedSinceAck ||
+                  (m_cc.InSlowStart()
+                       ? 2 * m_maxInflightSinceAck > cwnd
+                       : m_maxInflightSinceAck + uint64_t{m_p.udpPayload} * m_p.sSegments >= cwnd);
+    }
     if (ackedBytes > 0 && newestSent.GetSeconds() > m_recoveryStart)
     {
         m_cc.OnAck(ackedBytes, nowS, m_rtt.smoothed, limited);
     }
     m_cwndBlockedSinceAck = false;
+    m_appLimitedSinceAck = false;
     m_maxInflightSinceAck = m_inflight;
     DetectLost();
     m_ptoCount = 0; // RFC 9002 §6.2.1: backoff reset on an acknowledgment

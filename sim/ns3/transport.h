@@ -74,9 +74,10 @@ struct Params
     // Not TRANSPORT.md (off = 0): ACK at least every this fraction of the
     // sender's cwnd, as the ACK-frequency extension would request.
     double ackWindowFraction = 0.25;  // TRANSPORT.md: ACK threshold ≤ ¼ cwnd
-    // Not RFC 9002 §7.8 (off = false): cwnd grows on every ACK, also when the
-    // sender is not cwnd-limited (the DES's grow_always).
-    bool growAlways = false;
+    // RFC 9002 §7.8, TRANSPORT.md (the DES's cwnd_validation): 0 = grow unless the
+    // sender was app-limited since the last ACK; 1 = only while bytes in flight
+    // fill cwnd; 2 = on every ACK.
+    uint32_t cwndValidation = 0;
     // run control
     uint64_t seed = 0;
     uint64_t run = 0;
@@ -334,6 +335,7 @@ class QuicSender : public ns3::Application
     uint64_t m_base = 0, m_nextPn = 0;
     uint64_t m_inflight = 0, m_maxInflightSinceAck = 0;
     bool m_cwndBlockedSinceAck = false;
+    bool m_appLimitedSinceAck = false; // idle with room in cwnd since the last ACK
     int64_t m_largestAcked = -1;
     double m_recoveryStart = -1;
     std::deque<Chunk> m_retx;

@@ -249,15 +249,30 @@ def test_ack_threshold_is_capped_at_a_quarter_window(registry: Registry) -> None
         DesEngine(registry, ack_window_fraction=2.0)
 
 
-def test_grow_always_lets_cwnd_outgrow_a_cpu_bound_flight(registry: Registry) -> None:
-    """RFC 9002 §7.8 (default) keeps cwnd near the CPU-bound flight, so stalls cannot
-    overflow a large enough buffer; growing on every ACK (opt-in) lets them."""
+def test_cpu_bound_sender_is_not_app_limited(registry: Registry) -> None:
+    """TRANSPORT.md's §7.8: a sender held back by its CPU grows cwnd beyond its flight
+    (so stalls can overflow a large buffer); the opt-in "inflight" rule keeps cwnd near
+    the flight, "off" grows on every ACK; both are noted."""
     s = Scenario(server="s8000", client="fast", transfer_bytes=10 * MB)
-    limited = run(registry, s)[0].sender.cc.cwnd
-    always = run(registry, s, grow_always=True)[0].sender.cc.cwnd
-    assert limited < 40 * 1400 < 100 * limited < always
-    pred = des(registry, grow_always=True).predict(s)
-    assert any(n.startswith("not RFC 9002") for n in pred.notes)
+    app = run(registry, s)[0].sender.cc.cwnd
+    inflight = run(registry, s, cwnd_validation="inflight")[0].sender.cc.cwnd
+    always = run(registry, s, cwnd_validation="off")[0].sender.cc.cwnd
+    assert inflight < 40 * 1400 < 100 * inflight < app <= always
+    assert not any(n.startswith("not TRANSPORT.md: cwnd") for n in des(registry).predict(s).notes)
+    pred = des(registry, cwnd_validation="inflight").predict(s)
+    assert any(n.startswith("not TRANSPORT.md: cwnd_validation") for n in pred.notes)
+    with pytest.raises(ValueError, match="cwnd_validation"):
+        DesEngine(registry, cwnd_validation="sometimes")
+
+
+def test_app_limited_sender_does_not_grow_cwnd(registry: Registry) -> None:
+    """A flow-control-bound sender (1 MiB window, 20 ms) idles with room in cwnd, so
+    cwnd stops growing once the window binds; growing on every ACK would not stop."""
+    s = Scenario(server="win", client="win", rtt_ms=20.0, transfer_bytes=20 * MB)
+    sender = run(registry, s)[0].sender
+    assert sender.state_s[2] > 0.5 * sum(sender.state_s)  # mostly flow-control blocked
+    assert sender.cc.cwnd < 3 * (1 << 20)
+    assert run(registry, s, cwnd_validation="off")[0].sender.cc.cwnd > 3 * sender.cc.cwnd
 
 
 def test_immediate_ack_on_gap(registry: Registry) -> None:

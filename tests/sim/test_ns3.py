@@ -206,16 +206,21 @@ def test_ack_threshold_is_capped_at_a_quarter_window(registry: Registry,
         Ns3Engine(registry, ack_window_fraction=2.0)
 
 
-def test_grow_always_lets_cwnd_outgrow_a_cpu_bound_flight(registry: Registry,
-                                                         cache_dir: Path) -> None:
-    # RFC 9002 §7.8 (default) keeps cwnd near a CPU-bound sender's flight, so
-    # receiver stalls rarely overflow the buffer; growing on every ACK lets them.
+def test_cpu_bound_sender_grows_cwnd_past_its_flight(registry: Registry,
+                                                     cache_dir: Path) -> None:
+    # TRANSPORT.md's §7.8 (default): a sender only its CPU holds back is not
+    # app-limited, its cwnd outgrows the flight and receiver stalls overflow the
+    # buffer; the opt-in "inflight" rule keeps cwnd near the flight (fewer drops).
     scenario = Scenario(server="slow", client="stall", rcvbuf_bytes=65536,
                         transfer_bytes=20 * MB)
-    limited = Ns3Engine(registry, cache_dir=cache_dir).predict(scenario)
-    always = Ns3Engine(registry, cache_dir=cache_dir, grow_always=True).predict(scenario)
-    assert always.rcvbuf_drops > limited.rcvbuf_drops
-    assert any(note.startswith("not RFC 9002") for note in always.notes)
+    app = Ns3Engine(registry, cache_dir=cache_dir).predict(scenario)
+    inflight = Ns3Engine(registry, cache_dir=cache_dir,
+                         cwnd_validation="inflight").predict(scenario)
+    assert app.rcvbuf_drops > inflight.rcvbuf_drops
+    assert any(note.startswith("not TRANSPORT.md: cwnd_validation") for note in inflight.notes)
+    assert not any("cwnd_validation" in note for note in app.notes)
+    with pytest.raises(ValueError, match="cwnd_validation"):
+        Ns3Engine(registry, cache_dir=cache_dir, cwnd_validation="sometimes")
 
 
 def test_unsupported_workloads_are_refused(engine: Ns3Engine) -> None:
