@@ -476,7 +476,7 @@ class Sender(Recovery):
                 nxt = acks[0][0]
             if reason == HOLD and self.hold_until < nxt:
                 nxt = self.hold_until
-            if reason == FLOW or reason == NODATA:
+            if reason in (FLOW, NODATA):
                 self.app_limited = True  # idle with room in cwnd (RFC 9002 §7.8)
             if reason != state:  # _set_state(reason, ts)
                 if ts > since:
