@@ -430,9 +430,9 @@ class Calibrator:
         for pair in pairs:
             out.append(FreeParam(f"P|{pair}", 0.0, 0.0, self.ridge_pair, -4.0, 1.0,
                                  source="fit: pair interplay effect (ridge-shrunk)"))
-        measured = sorted({f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
-                           for e in self.evidence_ if math.isfinite(e.server_util)})
-        for pair in measured:
+        with_util = sorted({f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
+                            for e in self.evidence_ if math.isfinite(e.server_util)})
+        for pair in with_util:
             out.append(FreeParam(f"O|{pair}", 0.0, 0.0, 0.5, math.log(0.5), math.log(4.0),
                                  source="fit: CPU utilisation and goodput of the pair's runs "
                                         "(pidstat)"))
