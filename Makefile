@@ -9,7 +9,9 @@ PYTEST_FLAGS ?=
 
 .PHONY: run test test-slow test-testbed test-all lint bench testbed app setup clean reproduce validate
 
-$(STAMP): pyproject.toml
+# setup.py and the DES hot path: `pip install -e` compiles those modules with mypyc
+# (a stale build is not used — sim/des/native.py — but then runs at pure-Python speed).
+$(STAMP): pyproject.toml setup.py $(wildcard sim/des/*.py)
 	@command -v $(PY) >/dev/null || { echo "python3.11 not found"; exit 1; }
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
