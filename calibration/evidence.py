@@ -28,6 +28,15 @@ DOCUMENT_DEFAULTS: dict[str, dict[str, Any]] = {k: dict(v.fields) for k, v in ST
 #: Builds a document measured under another name (seed 001 §5: "the baseline
 #: implementation of mvfst supports GSO and GRO").
 DOCUMENT_NAMES: dict[str, dict[str, str]] = {"001": {"mvfst": "mvfst@gso"}}
+#: Points whose pair the text leaves unnamed but the rest of the document identifies:
+#: point id → (server, client, app, why).
+ATTRIBUTED: dict[str, tuple[str, str, str, str]] = {
+    "kempf24-033": ("msquic", "msquic", "hq",
+                    "seed 002 §4.3: the Fig. 6 maximum (4819 Mbit/s) is above every LSQUIC, "
+                    "quiche, mvfst, picoquic, quic-go and aioquic pair of the raw data (best: "
+                    "3820), and MsQuic is the third of 'the three best-performing "
+                    "implementations'; MsQuic speaks hq only (§4)"),
+}
 #: Condition keywords that put a point outside what the bulk engines model today.
 UNMODELLED = ("pipeline=", "pinned", "NUMA", "kernel bypass", "Shenango")
 
@@ -45,6 +54,9 @@ class Evidence:
     #: Median CPU utilisation per side (cores busy, 1.0 = one core) where measured.
     server_util: float = float("nan")
     client_util: float = float("nan")
+    #: "" (a value), "lower" (the goodput is at least this) or "upper" (at most this):
+    #: a one-sided point constrains the fit only when a prediction violates it.
+    bound: str = ""
 
 
 def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None,
@@ -141,7 +153,15 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
         if row.quantity not in ("goodput", "throughput"):
             continue
         cond = row.conditions if isinstance(row.conditions, str) else ""
-        if "bound=" in cond:
+        bound = ""
+        if pid in ATTRIBUTED:
+            # The range's end is this pair's value (ATTRIBUTED says why).
+            server, client, app, _reason = ATTRIBUTED[pid]
+            row = row._replace(server=server, client=client, app=app)
+        elif ("bound=lower_limit" in cond or "bound=upper_limit" in cond) and row.cpu:
+            # A one-sided point constrains the fit only on a stated testbed.
+            bound = "lower" if "bound=lower_limit" in cond else "upper"
+        elif "bound=" in cond:
             skipped.append((pid, "states a bound, not a value"))
             continue
         if "dup_of=" in cond:
@@ -189,7 +209,7 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
             skipped.append((pid, str(err)))
             continue
         value = float(row.value) * (1000.0 if row.unit == "Gbit/s" else 1.0)
-        out.append(Evidence(scenario, value, f"seed{doc}", "published", pid))
+        out.append(Evidence(scenario, value, f"seed{doc}", "published", pid, bound=bound))
     return out, skipped
 
 

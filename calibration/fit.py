@@ -635,6 +635,9 @@ class Calibrator:
             if p.name in self.warm_start:
                 p.init = float(np.clip(self.warm_start[p.name], p.lower + 1e-6, p.upper - 1e-6))
         obs = np.log([e.goodput_mbps for e in self.evidence_])
+        # One-sided points (Evidence.bound) count only when a prediction violates them.
+        at_least = np.array([e.bound == "lower" for e in self.evidence_])
+        at_most = np.array([e.bound == "upper" for e in self.evidence_])
         weights = np.array([e.weight for e in self.evidence_]) / self.sigma
         prior_mean = np.array([p.prior_mean for p in self.free_])
         prior_sd = np.array([p.prior_sd for p in self.free_])
@@ -648,8 +651,11 @@ class Calibrator:
         def residuals(theta: np.ndarray, softness: float) -> np.ndarray:
             g, su, cu = self._predict_full(theta, self.evidence_, softness)
             pred = np.log(np.maximum(g, 1e-6))
+            err = pred - obs
+            err[at_least] = np.minimum(err[at_least], 0.0)
+            err[at_most] = np.maximum(err[at_most], 0.0)
             util = np.log(np.maximum(np.stack([su[util_idx], cu[util_idx]], axis=1), 1e-6))
-            return np.concatenate([weights * (pred - obs),
+            return np.concatenate([weights * err,
                                    ((util - log_util) / self.sigma_util).ravel(),
                                    (theta - prior_mean) / prior_sd])
 

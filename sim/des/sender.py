@@ -119,6 +119,8 @@ class Sender(Recovery):
         # never has more unconsumed data than the connection), so none is kept.
         streams = resolved.scenario.streams
         self.stream_window = self.max_data // streams if streams > 1 else 1 << 62
+        #: The smaller of the connection and stream windows (bytes): batch units' bound.
+        self.fc_window = float(min(self.max_data, self.stream_window))
         self.acks: deque[AckFrame] = deque()
         self.last_sent_s = 0.0
         self.pto_count = 0
@@ -349,8 +351,12 @@ class Sender(Recovery):
                             break
                         count = 1
                         if unit_max > 1:
+                            # A unit is at most 1/unit_div of the window that binds:
+                            # cwnd or the flow-control window (a unit larger than the
+                            # credit would wait for all of it at once).
+                            window = cc.cwnd if cc.cwnd < self.fc_window else self.fc_window
                             count = min(int(room // payload), unit_max,
-                                        max(1, int(cc.cwnd // (payload * self.unit_div))))
+                                        max(1, int(window // (payload * self.unit_div))))
                         if len(rr) == 1 and not retx:
                             # _next_data() inlined: one open stream, nothing to retransmit.
                             sid = rr[0]
