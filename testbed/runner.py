@@ -360,11 +360,12 @@ class Testbed:
 
 def _verdict(result: RunResult, cli_exit: collect.Exit, client: Stack,
              config: RunConfig) -> tuple[str, str | None]:
-    if cli_exit.timed_out:
-        return "failed", (f"client {client.name} hung: killed after {result.timeout_s:.0f} s "
-                          f"(expected ~{result.expected_s:.1f} s for "
-                          f"{config.scenario.transfer_bytes} B)")
     report = result.client.report
+    if cli_exit.timed_out:
+        said = (f" after reporting: {report['error']}" if report.get("error") else "")
+        return "failed", (f"client {client.name} hung{said}: killed after "
+                          f"{result.timeout_s:.0f} s (expected ~{result.expected_s:.1f} s for "
+                          f"{config.scenario.transfer_bytes} B)")
     if report.get("error"):
         server_said = result.server.report.get("close_reason") or result.server.report.get("error")
         return "failed", f"client: {report['error']}" + (f" (server: {server_said})"

@@ -53,9 +53,16 @@ impl Opts {
     }
 }
 
+extern "C" {
+    fn _exit(status: i32) -> !;
+}
+
 fn fail(msg: &str) -> ! {
     println!("{}", json!({"stack": "msquic", "error": msg}));
-    std::process::exit(1)
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    // _exit, not exit: with a connection still open (a failed handshake) MsQuic's
+    // library destructor waits for it, and the peer hung until the harness killed it.
+    unsafe { _exit(1) }
 }
 
 fn emit(mut fields: Map<String, Value>) {
