@@ -121,6 +121,9 @@ class Sender(Recovery):
         self.stream_window = self.max_data // streams if streams > 1 else 1 << 62
         #: The smaller of the connection and stream windows (bytes): batch units' bound.
         self.fc_window = float(min(self.max_data, self.stream_window))
+        #: Packets a batch unit may hold so that it fits half the bottleneck queue.
+        self.unit_queue_max = max(1, int(resolved.path.queue_bytes
+                                         // (2 * (ep.udp_payload_bytes + self.wire_extra))))
         self.acks: deque[AckFrame] = deque()
         self.last_sent_s = 0.0
         self.pto_count = 0
@@ -353,9 +356,10 @@ class Sender(Recovery):
                         if unit_max > 1:
                             # A unit is at most 1/unit_div of the window that binds:
                             # cwnd or the flow-control window (a unit larger than the
-                            # credit would wait for all of it at once).
+                            # credit would wait for all of it at once), and at most half
+                            # the bottleneck queue (a unit arrives there at once).
                             window = cc.cwnd if cc.cwnd < self.fc_window else self.fc_window
-                            count = min(int(room // payload), unit_max,
+                            count = min(int(room // payload), unit_max, self.unit_queue_max,
                                         max(1, int(window // (payload * self.unit_div))))
                         if len(rr) == 1 and not retx:
                             # _next_data() inlined: one open stream, nothing to retransmit.
