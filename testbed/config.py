@@ -305,7 +305,9 @@ def expected_seconds(config: RunConfig, server: Stack, client: Stack) -> float:
     if config.scenario.link_gbps and "link_gbps" in config.explicit:
         mbps = min(mbps, config.scenario.link_gbps * 1e3)
     if config.scenario.loss_pct > 0:
-        mbps /= 1 + config.scenario.loss_pct  # loss-bound cwnd: slower
+        # Loss-bound: x/net/quic moved 10–12 Mbit/s at 1 % loss here (~800 without), a
+        # fifth of its plausible minimum; at 1/(1 + loss%) its 200 MB runs were killed.
+        mbps /= 1 + 4 * config.scenario.loss_pct
     seconds = config.scenario.transfer_bytes * 8 / (mbps * 1e6)
     if config.scenario.workload == "requests":
         rate = min(server.min_requests_per_s, client.min_requests_per_s)
