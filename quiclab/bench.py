@@ -5,7 +5,9 @@
   rate, buffer and transfer size), plus end-to-end ``predict_batch`` with
   Prediction objects on a smaller batch;
 - ``des`` / ``ns3``: simulated packets per CPU-second of the packet engines
-  (delegated to ``quiclab.sim.des.bench`` and ``quiclab.sim.ns3.bench``).
+  (delegated to ``quiclab.sim.des.bench`` and ``quiclab.sim.ns3.bench``);
+- ``app``: the what-if page's latency per widget change (issue 9: every analytic
+  what-if answers in under 200 ms), the app driven by Streamlit's AppTest.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,8 +24,9 @@ import numpy as np
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="print speed figures of the engines",
                        description="Benchmarks: scenarios/s (analytic), simulated packets per "
-                                   "CPU-second (des, ns3).")
-    p.add_argument("what", choices=("analytic", "des", "ns3", "all"), nargs="?", default="all")
+                                   "CPU-second (des, ns3), what-if latency (app).")
+    p.add_argument("what", choices=("analytic", "des", "ns3", "app", "all"), nargs="?",
+                   default="all")
     p.add_argument("--n", type=int, default=1_000_000,
                    help="batch size for the analytic benchmark (default 10⁶)")
     p.add_argument("--json", action="store_true", help="print one JSON object per benchmark")
@@ -81,6 +85,82 @@ def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0) -> dict[str
     }
 
 
+#: What-if changes the app benchmark makes, in turn (widget key, values cycled).
+APP_CHANGES: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
+    ("number_input", "w.mtu_bytes", (9000, 1500, 4000)),
+    ("number_input", "w.rtt_ms", (10.0, 50.0, 0.0)),
+    ("number_input", "w.loss_pct", (0.5, 1.0, 0.0)),
+    ("number_input", "w.link_gbps", (1.0, 25.0, 10.0)),
+    ("number_input", "w.rcvbuf_bytes", (6656, 416, 208)),
+    ("checkbox", "w.gso", (False, True)),
+)
+
+
+def bench_app(paths: Any, changes: int = 30) -> dict[str, Any]:
+    """Latency of the what-if page: the app script under Streamlit's AppTest with the
+    real models and catalog, one widget change at a time (MTU, RTT, loss, link, buffer,
+    GSO), each a full rerun. Reports the page's own "Analytic answer in … ms" (read
+    from its caption: the analytic predictions and their table) and the whole rerun
+    (charts and the catalog's matching points too), median and p95 over ``changes``."""
+    import logging
+    import os
+    import re
+
+    from streamlit.testing.v1 import AppTest
+
+    # AppTest runs the script in "bare mode"; its context warnings are not results.
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
+
+    script = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+    if not script.is_file():
+        from importlib import resources
+
+        script = Path(str(resources.files("quiclab.app").joinpath("streamlit_app.py")))
+    env = {"QUICLAB_MODELS": str(paths.models), "QUICLAB_CATALOG": str(paths.catalog),
+           "QUICLAB_DATA_DIR": str(paths.data_dir)}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        at = AppTest.from_file(str(script), default_timeout=120)
+        t0 = time.perf_counter()
+        at.run()
+        cold_ms = (time.perf_counter() - t0) * 1e3
+        if at.exception:
+            raise RuntimeError(f"app: {at.exception[0].message}")
+        answer, rerun = [], []
+        for i in range(changes):
+            kind, key, values = APP_CHANGES[i % len(APP_CHANGES)]
+            widget = getattr(at, kind)(key=key).set_value(values[(i // len(APP_CHANGES))
+                                                                 % len(values)])
+            t0 = time.perf_counter()
+            widget.run()
+            rerun.append((time.perf_counter() - t0) * 1e3)
+            if at.exception:
+                raise RuntimeError(f"app: {at.exception[0].message}")
+            caption = next((c.value for c in at.caption if "Analytic answer in" in c.value), "")
+            match = re.search(r"Analytic answer in (\d+) ms", caption)
+            if match:
+                answer.append(float(match.group(1)))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return {
+        "benchmark": "app",
+        "changes": changes,
+        "cold_first_page_ms": cold_ms,
+        "analytic_answer_median_ms": float(np.median(answer)) if answer else float("nan"),
+        "analytic_answer_p95_ms": float(np.percentile(answer, 95)) if answer else float("nan"),
+        "analytic_answer_max_ms": float(np.max(answer)) if answer else float("nan"),
+        "page_rerun_median_ms": float(np.median(rerun)),
+        "page_rerun_p95_ms": float(np.percentile(rerun, 95)),
+        "target_answer_ms": 200.0,
+        "target_met": bool(answer) and float(np.max(answer)) < 200.0,
+    }
+
+
 def run_bench(args: argparse.Namespace) -> int:
     from quiclab.models.registry import Registry
 
@@ -94,6 +174,8 @@ def run_bench(args: argparse.Namespace) -> int:
         # packet mode should reach at least 2× ns-3's packets per CPU-second).
         results.append(des_bench.bench(ns3=True, ns3_cache_dir=str(args.paths.cache / "ns3"),
                                        out=None))
+    if args.what in ("app", "all"):
+        results.append(bench_app(args.paths))
     if args.what == "ns3":
         from quiclab.sim.ns3 import bench as ns3_bench
 

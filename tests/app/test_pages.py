@@ -323,3 +323,17 @@ def test_reproductions_page_reads_what_quiclab_reproduce_writes(
     shown = frame_with(app, "check")
     assert list(shown["check"]) == list(checks["check"])
     assert len(app.get("image")) == int((root / name / f"{name}.png").is_file())
+
+
+def test_bench_app_times_what_if_changes(app_env: Any) -> None:
+    """`quiclab bench app` drives the real page: every change reruns it without error and
+    the page's own analytic-answer time is read back (a figure, not a timed assertion)."""
+    from quiclab.bench import bench_app
+    from quiclab.paths import Paths
+
+    paths = Paths.resolve(models=str(app_env.models), catalog=str(app_env.catalog),
+                          data_dir=str(app_env.data_dir))
+    result = bench_app(paths, changes=6)
+    assert result["changes"] == 6
+    assert result["analytic_answer_median_ms"] > 0
+    assert result["page_rerun_median_ms"] > 0
