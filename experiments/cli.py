@@ -63,6 +63,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="report folder (default <data dir>/reports/reproductions)")
     p.add_argument("--no-catalog", action="store_true",
                    help="do not write the predictions to the catalog")
+    p.add_argument("--readme", metavar="FILE",
+                   help="also write the findings table into FILE between its "
+                        "REPRODUCTIONS:BEGIN/END markers (appended if absent)")
     p.set_defaults(func=run_reproduce)
 
     p = sub.add_parser(

@@ -320,6 +320,35 @@ def update_summary(out: Path, reps: list[Reproduced]) -> pd.DataFrame:
     return findings
 
 
+#: Markers of the reproduction table in a README (``quiclab reproduce --all --readme FILE``).
+README_BEGIN = "<!-- REPRODUCTIONS:BEGIN (quiclab reproduce --all --readme README.md) -->"
+README_END = "<!-- REPRODUCTIONS:END -->"
+
+
+def write_readme_table(readme: Path, findings: pd.DataFrame, seconds: float) -> None:
+    """Put the findings table between README_BEGIN and README_END in ``readme`` (the
+    markers are appended if absent); the rest of the file is left as it is."""
+    counts = findings["verdict"].value_counts().to_dict()
+    body = [README_BEGIN, "",
+            f"{len(findings)} findings: {counts.get(PASS, 0)} pass, {counts.get(FAIL, 0)} fail, "
+            f"{counts.get(NOT_COVERED, 0)} not covered ({seconds:.0f} s on this machine). "
+            "Every check of a finding and its reason: `<data dir>/reports/reproductions/`.",
+            "",
+            markdown_table(findings, ["reproduction", "finding", "engine", "tolerance",
+                                      "published", "predicted", "verdict"],
+                           ["reproduction", "finding", "engine", "tolerance", "published",
+                            "predicted", "result"]),
+            "", README_END]
+    text = readme.read_text() if readme.is_file() else ""
+    if README_BEGIN in text and README_END in text:
+        head, rest = text.split(README_BEGIN, 1)
+        tail = rest.split(README_END, 1)[1]
+        text = head + "\n".join(body) + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(body) + "\n"
+    readme.write_text(text)
+
+
 # ----------------------------------------------------------------- CLI
 def main_reproduce(args: argparse.Namespace) -> int:
     from quiclab.experiments.cli import _executor, runtime_options
@@ -362,6 +391,8 @@ def main_reproduce(args: argparse.Namespace) -> int:
             write_one(merged, out)
     findings = update_summary(out, reps)
     counts = findings["verdict"].value_counts().to_dict()
+    if getattr(args, "readme", None):
+        write_readme_table(Path(args.readme), findings, time.perf_counter() - started)
     print(f"\n{len(findings)} findings in {out}/summary.md: {counts.get(PASS, 0)} pass, "
           f"{counts.get(FAIL, 0)} fail, {counts.get(NOT_COVERED, 0)} not covered "
           f"({time.perf_counter() - started:.0f} s)")

@@ -212,3 +212,27 @@ def test_fitted_ids_include_single_term_fits(tmp_path: Path) -> None:
     got = fitted_ids(empty, models) - base
     assert got == {"litespeed-029", "tquic-006", "mukherjee25-079", "mukherjee25-088",
                    "koenig25-019", "koenig25-020"}
+
+
+def test_readme_table_replaces_only_its_block(tmp_path: Path) -> None:
+    """`reproduce --readme`: the table goes between its markers; the rest stays."""
+    import pandas as pd
+
+    from quiclab.experiments.reproduce import README_BEGIN, README_END, write_readme_table
+
+    findings = pd.DataFrame([{"reproduction": "repro-x", "finding": "a", "engine": "analytic",
+                              "tolerance": "±10 %", "published": "3", "predicted": "3.1",
+                              "verdict": "pass"}])
+    readme = tmp_path / "README.md"
+    readme.write_text("# title\n\ntext before\n")
+    write_readme_table(readme, findings, 12.0)
+    first = readme.read_text()
+    assert first.startswith("# title\n\ntext before\n") and README_BEGIN in first
+    assert "| repro-x | a | analytic | ±10 % | 3 | 3.1 | pass |" in first
+    readme.write_text(first + "\ntext after\n")
+    findings.loc[0, "verdict"] = "fail"
+    write_readme_table(readme, findings, 12.0)
+    second = readme.read_text()
+    assert second.count(README_BEGIN) == 1 and second.count(README_END) == 1
+    assert "| 3.1 | fail |" in second and "| 3.1 | pass |" not in second
+    assert second.endswith("\ntext after\n") and "text before" in second
