@@ -113,17 +113,39 @@ class Preset:
         return out
 
 
+@dataclass(frozen=True)
+class Builtin:
+    """A build whose stack is itself pipelined or kernel-bypassing (``picoquic@dpdk``).
+
+    With ``Scenario.pipeline = none`` that endpoint runs ``preset``; ``crypto``
+    names a crypto engine whose fitted cost factor
+    (:attr:`HostParams.crypto_engines`) replaces the cost model's crypto (Fusion
+    in ``picoquic@dpdk-fusion``).
+    """
+
+    implementation: str
+    preset: str
+    source: str
+    crypto: str = ""
+
+
 class PipelineCatalog:
     """All named presets; ``get`` refuses an unknown name with the list of known ones."""
 
-    def __init__(self, presets: dict[str, Preset], stages: dict[str, str]):
+    def __init__(self, presets: dict[str, Preset], stages: dict[str, str],
+                 builtin: dict[str, Builtin] | None = None):
         self.presets = dict(presets)
         self.stages = dict(stages)
+        self.builtin = dict(builtin or {})
         for p in self.presets.values():
             for name in (*p.per_implementation.values(), *p.candidates):
                 if name not in self.presets or self.presets[name].is_choice:
                     raise DataError("pipelines.json", f"preset {p.name!r} refers to "
                                     f"{name!r}, which is not a fixed preset")
+        for b in self.builtin.values():
+            if b.preset not in self.presets or self.presets[b.preset].is_choice:
+                raise DataError("pipelines.json", f"implementations.{b.implementation}: "
+                                f"{b.preset!r} is not a fixed preset")
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str = "pipelines.json") -> PipelineCatalog:
@@ -156,7 +178,14 @@ class PipelineCatalog:
                 sender=sender, receiver=receiver,
                 per_implementation=dict(p.get("per_implementation", {})),
                 candidates=candidates)
-        return cls(presets, dict(data.get("stages", {})))
+        builtin = {}
+        for impl, b in data.get("implementations", {}).items():
+            at = f"{where}: implementations.{impl}"
+            if "@" not in impl or "preset" not in b:
+                raise DataError(at, "needs an impl@variant name and a preset")
+            builtin[impl] = Builtin(impl, str(b["preset"]), str(b.get("source", "")),
+                                    str(b.get("crypto", "")))
+        return cls(presets, dict(data.get("stages", {})), builtin)
 
     @classmethod
     def packaged(cls) -> PipelineCatalog:
@@ -187,6 +216,10 @@ class PipelineCatalog:
         if base in preset.per_implementation:
             return [self.presets[preset.per_implementation[base]]]
         return [self.presets[c] for c in preset.candidates]
+
+    def builtin_for(self, impl: str) -> Builtin | None:
+        """The pipeline ``impl`` (``name@variant``) runs as shipped, if any."""
+        return self.builtin.get(impl)
 
 
 @lru_cache(maxsize=1)
@@ -282,6 +315,13 @@ class HostParams:
     #: Relative CPU cost on a core of another NUMA node than the NIC's, per role.
     sender_far_penalty: Param
     receiver_far_penalty: Param
+    #: Share of the pair's interplay idleness (``Interop.busy``) that busy-polling
+    #: I/O on both ends removes (no sleep and wake-up between the pair's packets).
+    poll_interplay: Param = field(default_factory=lambda: Param(
+        1.0, 0.5, 1.0, "", "assumed: the pair's interplay idleness is time each side "
+        "sleeps until the other's packets wake it; a busy-polling loop never sleeps"))
+    #: Crypto engine → its crypto cost relative to the cost model's (OpenSSL-class).
+    crypto_engines: dict[str, Param] = field(default_factory=dict)
     #: Implementation → role (sender / receiver) → stage profile.
     profiles: dict[str, dict[str, StageProfile]] = field(default_factory=dict)
     threads: dict[str, dict[str, RuntimeThreads]] = field(default_factory=dict)
@@ -317,6 +357,8 @@ class HostParams:
             "libc_io_fraction": self.libc_io_fraction.to_json(),
             "sender_far_penalty": self.sender_far_penalty.to_json(),
             "receiver_far_penalty": self.receiver_far_penalty.to_json(),
+            "poll_interplay": self.poll_interplay.to_json(),
+            "crypto_engines": {k: v.to_json() for k, v in sorted(self.crypto_engines.items())},
             "profiles": {k: {r: p.to_json() for r, p in sorted(v.items())}
                          for k, v in sorted(self.profiles.items())},
             "threads": {k: {r: t.to_json() for r, t in sorted(v.items())}
@@ -344,6 +386,11 @@ class HostParams:
                                                    f"{where}: sender_far_penalty"),
                 receiver_far_penalty=Param.from_json(data["receiver_far_penalty"],
                                                      f"{where}: receiver_far_penalty"),
+                **({"poll_interplay": Param.from_json(data["poll_interplay"],
+                                                      f"{where}: poll_interplay")}
+                   if "poll_interplay" in data else {}),
+                crypto_engines={k: Param.from_json(v, f"{where}: crypto_engines.{k}")
+                                for k, v in data.get("crypto_engines", {}).items()},
                 profiles={k: {r: StageProfile.from_json(p, f"{where}: profiles.{k}.{r}")
                               for r, p in v.items()}
                           for k, v in data.get("profiles", {}).items()},

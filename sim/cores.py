@@ -108,40 +108,88 @@ NOT_STAGED = {"tcp+tls": "the kernel runs TCP (no user-space UDP/IP, crypto-per-
                          "QUIC protocol stage to place)"}
 
 
-def _pipelined(ep: Endpoint, role: str, impl: str, resolved: Resolved, params: HostParams,
-               scale: float) -> Endpoint:
+def preset_for(scenario: Scenario, impl: str, catalog: PipelineCatalog) -> str:
+    """The preset an endpoint runs: the Scenario's, else its build's own (``picoquic@dpdk``)."""
+    if scenario.pipeline != NONE:
+        return scenario.pipeline
+    builtin = catalog.builtin_for(impl)
+    return builtin.preset if builtin else NONE
+
+
+def _pipelined(ep: Endpoint, role: str, impl: str, preset: str, resolved: Resolved,
+               params: HostParams, scale: float) -> Endpoint:
     base = impl.split("@")[0]
     if base in NOT_STAGED:
         field = "server" if role == "sender" else "client"
         raise ScenarioError("pipeline", resolved.scenario.pipeline,
                             f"none with {field}={impl}: {NOT_STAGED[base]}")
     catalog = PipelineCatalog.packaged()
-    presets = catalog.choices(resolved.scenario.pipeline, impl)
+    presets = catalog.choices(preset, impl)
     acks = resolved.acks_per_packet
     split = pipe.resplit(pipe.model_stages(ep, acks), params.profile(impl, role))
+    builtin = catalog.builtin_for(impl)
+    if builtin and builtin.crypto:
+        # The build's crypto engine replaces the profiled one (OpenSSL-class).
+        engine = params.crypto_engines.get(builtin.crypto)
+        if engine is not None:
+            split["crypto"] *= engine.value
     chosen = pipe.choose(presets, role, split, params.handoff_ns.value * scale,
                          params.bypass_io_ns.value * scale, params.bypass_udpip_ns.value * scale)
     return pipe.pipelined_endpoint(ep, acks, chosen, split)
+
+
+def polls(ep: Endpoint) -> bool:
+    """Whether the endpoint's I/O runs on a busy-polling core (it never sleeps for packets)."""
+    return any(busy and "io" in label.rstrip("*").split("+")
+               for label, _share, busy, _queue in ep.pipeline)
+
+
+def _interplay(resolved: Resolved, params: HostParams) -> Resolved:
+    """Busy polling on both ends removes ``poll_interplay`` of the pair's interplay idleness.
+
+    ``Interop.busy`` is the share of time a pair keeps its CPUs busy when neither
+    saturates (seed 002 §4.3); the rest is time a side sleeps until the other's
+    packets wake it. A busy-polling I/O loop never sleeps, so with both ends polling
+    that idleness goes, by ``poll_interplay`` (seed 001 Table 1: picoquic-dpdk's
+    busy polling, 2.5× the kernel stack's throughput).
+    """
+    if not (polls(resolved.sender) and polls(resolved.receiver)):
+        return resolved
+    phi = params.poll_interplay.value
+    if phi <= 0 or resolved.interop_busy >= 1.0:
+        return resolved
+
+    def lift(b: float) -> float:
+        return min(1.0, b + (1.0 - b) * phi)
+
+    return replace(resolved, interop_busy=lift(resolved.interop_busy),
+                   interop_lo=lift(resolved.interop_lo), interop_hi=lift(resolved.interop_hi),
+                   interop_source=f"{resolved.interop_source}; busy polling on both ends "
+                                  f"removes {phi:.0%} of the idleness "
+                                  f"(was {resolved.interop_busy:.2f})")
 
 
 def apply(resolved: Resolved, registry: Registry) -> Resolved:
     """Pipelines, placement and runtime threads for ``resolved`` (see the module docstring)."""
     s = resolved.scenario
     params = host_params(registry)
+    catalog = PipelineCatalog.packaged()
+    presets = {"sender": preset_for(s, s.server, catalog),
+               "receiver": preset_for(s, s.client, catalog)}
     threads = {"sender": params.runtime(s.server, "sender"),
                "receiver": params.runtime(s.client, "receiver")}
     cpu = registry.cpus.find(s.cpu)
     multi_node = cpu.numa_nodes > 1
-    if s.pipeline == NONE and not any(threads.values()) and not multi_node and \
-            not (s.pin or s.server_core >= 0 or s.client_core >= 0):
+    if all(p == NONE for p in presets.values()) and not any(threads.values()) \
+            and not multi_node and not (s.pin or s.server_core >= 0 or s.client_core >= 0):
         return resolved
     out: dict[str, Endpoint] = {}
     for role, ep, impl in (("sender", resolved.sender, s.server),
                            ("receiver", resolved.receiver, s.client)):
         model = registry.model(impl, field="server" if role == "sender" else "client")
         scale = registry.cpus.scaling(model.reference_cpu, cpu.name, s.cpu_ghz).factor
-        if s.pipeline != NONE:
-            ep = _pipelined(ep, role, impl, resolved, params, scale)
+        if presets[role] != NONE:
+            ep = _pipelined(ep, role, impl, presets[role], resolved, params, scale)
         factor, note = placement(s, cpu, role, params)
         ep = _scaled(ep, factor)
         runtime = threads[role]
@@ -151,4 +199,4 @@ def apply(resolved: Resolved, registry: Registry) -> Resolved:
         out[role] = ep
     if out["sender"] is resolved.sender and out["receiver"] is resolved.receiver:
         return resolved
-    return replace(resolved, sender=out["sender"], receiver=out["receiver"])
+    return _interplay(replace(resolved, sender=out["sender"], receiver=out["receiver"]), params)

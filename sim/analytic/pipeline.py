@@ -180,6 +180,44 @@ def pipelined_endpoint(ep: Endpoint, acks_per_packet: float, placement: Placemen
 
 
 # ------------------------------------------------------------------ outputs
+def perf_profile(ep: Endpoint, acks_per_packet: float, goodput_bps: float,
+                 profile: StageProfile | None = None, polls_idle: bool = False
+                 ) -> dict[str, float]:
+    """What ``perf`` would attribute to I/O, crypto and protocol on this endpoint (%).
+
+    Seed 001 Table 1 profiles a sender's *on-CPU* cycles, which are not its cost
+    split: a core that busy-polls (kernel-bypass I/O; a stack that polls its socket
+    when idle, ``polls_idle``) is on the CPU all the time, and the time it does no
+    work is spent in the I/O path. Work per second is the goodput's packets times
+    each stage's ns (the stack's measured ``profile`` re-splits a plain endpoint;
+    a pipelined one carries it already); hand-offs count as I/O (queue polling).
+    The idle time of a busy-polling core (1 − its work) and, with ``polls_idle``,
+    of an unpipelined one (cores − work) is added to I/O.
+    """
+    if ep.pipeline:
+        stages = {"io": ep.ns_segment + ep.ns_per_call / ep.segments_per_call + ep.ns_handoff,
+                  "crypto": ep.ns_crypto,
+                  "protocol": ep.ns_protocol + acks_per_packet * ep.ns_per_ack + ep.ns_app}
+    else:
+        split = resplit(model_stages(ep, acks_per_packet), profile)
+        stages = {"io": split["kernel"], "crypto": split["crypto"],
+                  "protocol": split["protocol"] + split["app"]}
+    total_ns = sum(stages.values())
+    pkts = goodput_bps / (8.0 * max(ep.stream_bytes, 1))
+    work = pkts * total_ns * 1e-9  # cores busy with packet work
+    if ep.pipeline:
+        spin = sum(max(0.0, 1.0 - share * work)
+                   for _label, share, busy, _queue in ep.pipeline if busy)
+    else:
+        spin = max(0.0, ep.cores - work) if polls_idle else 0.0
+    on_cpu = work + spin
+    if on_cpu <= 0 or total_ns <= 0:
+        return {k: 100.0 * v / total_ns if total_ns > 0 else 0.0 for k, v in stages.items()}
+    out = {k: 100.0 * work * v / total_ns / on_cpu for k, v in stages.items()}
+    out["io"] += 100.0 * spin / on_cpu
+    return out
+
+
 def busy_poll_cores(ep: Endpoint, util_cores: float) -> float:
     """Extra cores a busy-polling pipeline shows as busy beyond the work it does.
 
