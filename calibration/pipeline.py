@@ -11,23 +11,38 @@ a stack whose runtime spreads over cores.
 1. **Stage profiles** — how one implementation's cost divides into the
    kernel network path ("IO" in seed 001 Table 1: driver to socket API),
    crypto and QUIC protocol. From Table 1 (seed 001, sender profiles of
-   quicly, quicly without GRO, mvfst, picoquic, picoquic with Fusion) and the
+   quicly, mvfst, picoquic, picoquic with Fusion; "quicly (no opt.)" is the
+   same server idling against a client without GRO, no work split) and the
    catalog's perf categories (seed 002's QIR traces: Packet I/O, Crypto,
-   Connection Management for lsquic and quiche). The weight of a stage is the
-   profiled share over the cost model's own share at the profile's condition.
-   libc samples (packet copies and allocation) count to IO by the fraction λ.
-2. **Hand-off and λ** — per-message cost of an inter-core queue and λ, by
-   least squares on the two simple-pipelining gains (mvfst +31.4 %, quicly
-   +31 %; seed 001 §5). The best-configuration gains stay out of the fit: they
+   Connection Management for lsquic and quiche, each side measured). The
+   weight of a stage is the profiled share over the cost model's own share at
+   the profile's condition; libc samples (packet copies and allocation) count
+   to IO by the fraction λ. Seed 001 profiled senders only: a client keeps the
+   model's own split (its GRO or none) corrected by its server's weights.
+2. **Hand-off, λ and mvfst's client crypto** — per-message cost of an
+   inter-core queue, λ and the crypto weight of mvfst's client, by least
+   squares on the three gains of seed 001 §5: simple pipelining of mvfst
+   (+31.4 %) and quicly (+31 %), and mvfst's best over simple (+43 %), the one
+   experiment that moves crypto off the protocol's core — with Table 1's
+   sender split (crypto 18.9 %, protocol 52.7 %) that gain is out of reach
+   (≤ 1.34×), so the client, which limits mvfst in the cost models and which
+   nobody profiled, must spend more of its time in crypto. These gains are
+   in-sample; quicly's best (+3 %), MTU 4000 and every absolute throughput
    are the check (``repro-mukherjee25-fig2/3``).
-3. **Placement** — far-from-the-NIC penalty δ of each role from LSQUIC in
-   seed 002 §4.7: the server pinned near the 100 G NIC is ~22 % above the mean
-   over all pinnings (kempf24-073), both ends near the 10 G NIC reach
-   3855 Mbit/s (kempf24-070).
-4. **Runtime threads** — quic-go's extra CPU (seed 000 Fig. 7): the client
+3. **Crypto engines** — Fusion's crypto cost relative to OpenSSL's from
+   Table 1's two picoquic columns (crypto share × the sender's predicted
+   utilisation / throughput), for ``picoquic@dpdk-fusion``.
+4. **Placement** — far-from-the-NIC penalty δ of each role from LSQUIC in
+   seed 002 §4.7: both ends near the 10 G NIC reach 3855 Mbit/s
+   (kempf24-070; the server's δ) with the client 90 % busy (kempf24-072; the
+   client's δ).
+5. **Runtime threads** — quic-go's extra CPU (seed 000 Fig. 7): the client
    at about 400 % with ≥ 32 streams (koenig25-018), the server 160–190 %
    whatever the streams (koenig25-019/020), the goodput unchanged; the
    overhead is the stated total minus what the packet path uses.
+
+Busy polling (``HostParams.poll_interplay``, assumed) and the kernel-bypass
+costs (``bypass_io_ns``, ``bypass_udpip_ns``, assumed) are not fitted.
 """
 
 from __future__ import annotations
@@ -433,7 +448,8 @@ class HostCalibrator:
             gains = self._gains(_with_host(registry, host_for(theta)), cases)
             ids = ", ".join(c[0] for c in cases)
             src = (f"fit: {S001} §5 pipelining gains ({ids}: mvfst simple +31.4 %, quicly simple "
-                   "+31 %, mvfst best over simple +43 %) by least squares on the analytic engine, "
+                   "+31 %, mvfst best over simple +43 % — with the simple gain the stated +88 % "
+                   "and 1.88×, mukherjee25-081/002) by least squares on the analytic engine, "
                    f"jointly ({', '.join(names)}); interval: where a gain misses by 5 %")
             handoff_p = Param(handoff, min(handoff, ends[1][0]), max(handoff, ends[1][1]), "ns",
                               src)

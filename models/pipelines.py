@@ -133,10 +133,13 @@ class PipelineCatalog:
     """All named presets; ``get`` refuses an unknown name with the list of known ones."""
 
     def __init__(self, presets: dict[str, Preset], stages: dict[str, str],
-                 builtin: dict[str, Builtin] | None = None):
+                 builtin: dict[str, Builtin] | None = None,
+                 idle_polling: dict[str, str] | None = None):
         self.presets = dict(presets)
         self.stages = dict(stages)
         self.builtin = dict(builtin or {})
+        #: Stacks whose loop polls its socket when idle (on the CPU, in the I/O path).
+        self.idle_polling = dict(idle_polling or {})
         for p in self.presets.values():
             for name in (*p.per_implementation.values(), *p.candidates):
                 if name not in self.presets or self.presets[name].is_choice:
@@ -185,7 +188,8 @@ class PipelineCatalog:
                 raise DataError(at, "needs an impl@variant name and a preset")
             builtin[impl] = Builtin(impl, str(b["preset"]), str(b.get("source", "")),
                                     str(b.get("crypto", "")))
-        return cls(presets, dict(data.get("stages", {})), builtin)
+        return cls(presets, dict(data.get("stages", {})), builtin,
+                   {str(k): str(v) for k, v in data.get("idle_polling", {}).items()})
 
     @classmethod
     def packaged(cls) -> PipelineCatalog:
@@ -216,6 +220,10 @@ class PipelineCatalog:
         if base in preset.per_implementation:
             return [self.presets[preset.per_implementation[base]]]
         return [self.presets[c] for c in preset.candidates]
+
+    def polls_idle(self, impl: str) -> bool:
+        """Whether ``impl`` (or its base name) spends idle time polling its socket."""
+        return impl in self.idle_polling or impl.split("@")[0] in self.idle_polling
 
     def builtin_for(self, impl: str) -> Builtin | None:
         """The pipeline ``impl`` (``name@variant``) runs as shipped, if any."""

@@ -9,7 +9,11 @@ every engine sees the same numbers:
 - **Pipelines** (``Scenario.pipeline``, presets in ``models/pipelines.json``):
   stage costs, per-core loads and effective cores from
   :mod:`quiclab.sim.analytic.pipeline`; the implementation's own ``cores`` is
-  replaced by the pipeline's.
+  replaced by the pipeline's. A build that is itself a kernel-bypass stack
+  (``picoquic@dpdk``, the catalog's ``implementations``) runs its preset under
+  ``pipeline = none``, with its crypto engine's fitted cost. With busy-polling
+  I/O on both ends the pair's interplay idleness (``Interop.busy``: time a side
+  sleeps until the other's packets wake it) goes, by ``poll_interplay``.
 - **Placement** (``Scenario.pin``, ``server_core``, ``client_core``; seed 002
   §4.7, Fig. 11): on a CPU with several NUMA nodes, a process on a core of
   another node than the NIC's pays ``1 + δ`` for its work (remote memory for

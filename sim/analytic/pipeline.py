@@ -170,6 +170,13 @@ def pipelined_endpoint(ep: Endpoint, acks_per_packet: float, placement: Placemen
     else:
         r_kernel = ratio(split["kernel"], model["kernel"])
         fields.update(ns_segment=ep.ns_segment * r_kernel, ns_per_call=ep.ns_per_call * r_kernel)
+    if placement.preset.io == "bypass" and any(
+            lay_busy and "io" in core
+            for core, lay_busy in zip(placement.layout.cores, placement.layout.busy_poll,
+                                      strict=True)):
+        # A busy-polling user-space driver owns its core and the NIC's ring: no socket
+        # buffer, no wake-up, no scheduler stall to overflow it (receive-buffer drops).
+        fields["rx_stall_rate_hz"] = 0.0
     work = sum(c.ns for c in loads)
     fields["ns_handoff"] = max(0.0, work - sum(costs.values()))
     fields["cores"] = effective_cores(loads)

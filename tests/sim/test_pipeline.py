@@ -4,6 +4,7 @@ NIC, threads that add CPU and no goodput, and presets on every packaged model.""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from quiclab.errors import ScenarioError
 from quiclab.models.costmodel import Param
 from quiclab.models.pipelines import HostParams, PipelineCatalog, RuntimeThreads
-from quiclab.models.registry import Registry
+from quiclab.models.registry import Interop, Registry
 from quiclab.models.testing import synthetic_model, synthetic_registry
 from quiclab.sim.analytic import AnalyticEngine
 from quiclab.sim.analytic import pipeline as pipe
@@ -119,6 +120,56 @@ def test_a_pipeline_cannot_apply_to_kernel_tcp() -> None:
     assert resolve(Scenario(server="tcp+tls", client="x"), reg).sender is not None
 
 
+def test_busy_polling_on_both_ends_removes_the_pairs_interplay_idleness() -> None:
+    """Interop.busy is time a side sleeps until the other's packets wake it: a
+    busy-polling I/O core never sleeps, so with both ends polling the pair runs at
+    its slowest core (poll_interplay = 1); kernel I/O keeps the idleness."""
+    model = synthetic_model("x", sender_ns=3000.0, receiver_ns=1500.0)
+    interop = Interop(server_effect={"x": math.log(0.5)})
+    reg = synthetic_registry(model, interop=interop)
+    reg = Registry(reg.models, reg.cpus, reg.interop, source="synthetic",
+                   track_versions=False, host=_host(handoff_ns=0.0))
+    base = Scenario(server="x", client="x", link_gbps=100.0, rcvbuf_bytes=6815744,
+                    sndbuf_bytes=6815744)
+    assert resolve(base, reg).interop_busy == pytest.approx(0.5)
+    polled = resolve(base.with_(pipeline="mukherjee-simple"), reg)
+    assert polled.interop_busy == 1.0 and "busy polling on both ends" in polled.interop_source
+    kernel = resolve(base.with_(pipeline="msquic"), reg)  # two threads, kernel sockets
+    assert kernel.interop_busy == pytest.approx(0.5)
+    half = Registry(reg.models, reg.cpus, reg.interop, source="synthetic", track_versions=False,
+                    host=replace(reg.host, poll_interplay=Param.point(0.5, "", "t")))
+    assert resolve(base.with_(pipeline="dpdk"), half).interop_busy == pytest.approx(0.75)
+    engine = AnalyticEngine(reg)
+    assert engine.predict(base.with_(pipeline="dpdk")).limit == "sender_cpu"
+    assert engine.predict(base).limit == "interop"
+
+
+def test_perf_profile_counts_busy_polling_as_io() -> None:
+    """Seed 001 Table 1 profiles on-CPU cycles: a polling core's idle time is I/O."""
+    reg = _registry(_host(handoff_ns=0.0, bypass_io_ns=100.0, bypass_udpip_ns=0.0),
+                    sender_ns=3000.0, receiver_ns=1000.0, crypto_ns=1000.0)
+    s = Scenario(server="x", client="x", link_gbps=100.0, rcvbuf_bytes=6815744,
+                 sndbuf_bytes=6815744, pipeline="dpdk")
+    r = resolve(s, reg)
+    ep = r.sender
+    work_ns = (ep.ns_segment + ep.ns_crypto + ep.ns_protocol + r.acks_per_packet * ep.ns_per_ack
+               + ep.ns_app)
+    full = 8.0 * ep.stream_bytes / (work_ns * 1e-9)  # the rate one saturated core gives
+    busy = pipe.perf_profile(ep, r.acks_per_packet, full)
+    assert busy["io"] == pytest.approx(100.0 * 100.0 / work_ns, rel=1e-6)
+    assert sum(busy.values()) == pytest.approx(100.0)
+    # At half that rate the core spins half of the time, in its I/O loop.
+    half = pipe.perf_profile(ep, r.acks_per_packet, full / 2)
+    assert half["io"] == pytest.approx(50.0 + busy["io"] / 2, rel=1e-6)
+    assert half["crypto"] == pytest.approx(busy["crypto"] / 2, rel=1e-6)
+    # A kernel-I/O stack is off the CPU when idle, unless it polls its socket.
+    plain = resolve(s.with_(pipeline="none"), reg).sender
+    quiet = pipe.perf_profile(plain, r.acks_per_packet, full / 4)
+    polling = pipe.perf_profile(plain, r.acks_per_packet, full / 4, polls_idle=True)
+    assert sum(quiet.values()) == pytest.approx(100.0)
+    assert polling["io"] > quiet["io"] and polling["crypto"] < quiet["crypto"]
+
+
 def test_near_factor_keeps_the_unpinned_rate_the_mean() -> None:
     assert near_factor(1, 0.5) == 1.0
     e = near_factor(4, 0.5)
@@ -193,3 +244,28 @@ def test_every_calibrated_stack_takes_every_preset() -> None:
             assert any(f"pipeline {preset}" in n or "pipeline mukherjee" in n
                        for n in p.notes), (name, preset, p.notes)
         assert plain.goodput_mbps > 0
+
+
+@pytest.mark.skipif(not (MODELS / "pipeline.json").is_file(), reason="no fitted models")
+def test_kernel_bypass_builds_run_their_preset_as_shipped() -> None:
+    """picoquic@dpdk is a kernel-bypass stack (seed 001 §2.1): under pipeline none it
+    runs the dpdk preset; an explicit pipeline replaces it; the Fusion build's crypto
+    costs the fitted share of OpenSSL's."""
+    reg = Registry.load(MODELS)
+    s = Scenario(server="picoquic@dpdk", client="picoquic@dpdk", cpu="E5-2640 v4",
+                 link_gbps=25.0, app="perf", gso=True, gro=True)
+    dpdk = resolve(s, reg)
+    assert dpdk.sender.pipeline_label.startswith("dpdk: ") and dpdk.receiver.pipeline
+    assert dpdk.sender.ns_per_call == 0.0  # no system calls
+    assert dpdk.interop_busy == 1.0
+    simple = resolve(s.with_(pipeline="mukherjee-simple"), reg)
+    assert simple.sender.pipeline_label.startswith("mukherjee-simple")
+    fusion = resolve(s.with_(server="picoquic@dpdk-fusion", client="picoquic@dpdk-fusion"), reg)
+    factor = reg.host.crypto_engines["fusion"].value
+    assert 0.0 < factor < 1.0
+    assert fusion.sender.ns_crypto == pytest.approx(dpdk.sender.ns_crypto * factor)
+    # The kernel build stays as shipped; the bypass build is faster.
+    engine = AnalyticEngine(reg)
+    plain = engine.predict(s.with_(server="picoquic", client="picoquic"))
+    assert engine.predict(s).goodput_mbps > 1.5 * plain.goodput_mbps
+    assert not resolve(s.with_(server="picoquic", client="picoquic"), reg).sender.pipeline
