@@ -258,6 +258,11 @@ def test_kernel_bypass_builds_run_their_preset_as_shipped() -> None:
     assert dpdk.sender.pipeline_label.startswith("dpdk: ") and dpdk.receiver.pipeline
     assert dpdk.sender.ns_per_call == 0.0  # no system calls
     assert dpdk.interop_busy == 1.0
+    # A polling user-space receiver owns its core: no scheduler stalls, no buffer drops.
+    assert dpdk.receiver.rx_stall_rate_hz == 0.0
+    kernel = resolve(s.with_(server="picoquic", client="picoquic"), reg)
+    assert resolve(s.with_(pipeline="msquic"), reg).receiver.rx_stall_rate_hz == \
+        kernel.receiver.rx_stall_rate_hz
     simple = resolve(s.with_(pipeline="mukherjee-simple"), reg)
     assert simple.sender.pipeline_label.startswith("mukherjee-simple")
     fusion = resolve(s.with_(server="picoquic@dpdk-fusion", client="picoquic@dpdk-fusion"), reg)
