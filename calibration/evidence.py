@@ -12,7 +12,7 @@ state bounds, duplicates, or conditions the engines do not model yet
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -37,6 +37,13 @@ ATTRIBUTED: dict[str, tuple[str, str, str, str]] = {
                     "3820), and MsQuic is the third of 'the three best-performing "
                     "implementations'; MsQuic speaks hq only (§4)"),
 }
+#: Matrices whose extremes the seeds state: a "highest pair" point bounds every other
+#: pair of the matrix from above, a "slowest pair" point from below.
+#: document → (implementations, source).
+MATRICES: dict[str, tuple[tuple[str, ...], str]] = {
+    "000": (("lsquic", "picoquic", "ngtcp2", "quiche", "quic-go"),
+            "seed 000 §V-A Fig. 3: the HTTP/3 matrix of the five implementations of Table III"),
+}
 #: Condition keywords that put a point outside what the bulk engines model today.
 UNMODELLED = ("pipeline=", "pinned", "NUMA", "kernel bypass", "Shenango")
 
@@ -57,6 +64,20 @@ class Evidence:
     #: "" (a value), "lower" (the goodput is at least this) or "upper" (at most this):
     #: a one-sided point constrains the fit only when a prediction violates it.
     bound: str = ""
+
+    def errors_pct(self, predicted_mbps: float) -> tuple[float, float]:
+        """(absolute, signed) percentage error of a prediction. A one-sided point has no
+        absolute error (NaN: it is a constraint, not a value, and stays out of median
+        and p95 figures); its signed error is by how much a prediction violates it (0
+        when it does not)."""
+        if not self.goodput_mbps > 0 or predicted_mbps != predicted_mbps:
+            return math.nan, math.nan
+        signed = (predicted_mbps / self.goodput_mbps - 1.0) * 100.0
+        if self.bound == "lower":
+            return math.nan, min(signed, 0.0)
+        if self.bound == "upper":
+            return math.nan, max(signed, 0.0)
+        return abs(signed), signed
 
 
 def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None,
@@ -210,6 +231,17 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
             continue
         value = float(row.value) * (1000.0 if row.unit == "Gbit/s" else 1.0)
         out.append(Evidence(scenario, value, f"seed{doc}", "published", pid, bound=bound))
+        extreme = ("upper" if "highest pair of the matrix" in cond else
+                   "lower" if "slowest pair of the matrix" in cond else "")
+        if extreme and doc in MATRICES:
+            # Every other pair of the matrix is at most (at least) this pair's goodput.
+            for s in MATRICES[doc][0]:
+                for c in MATRICES[doc][0]:
+                    other = replace(scenario, server=_version_2025(s), client=_version_2025(c))
+                    if (other.server, other.client) == (scenario.server, scenario.client):
+                        continue
+                    out.append(Evidence(other, value, f"seed{doc}", "published",
+                                        f"{pid}>{s}|{c}", bound=extreme))
     return out, skipped
 
 

@@ -226,10 +226,10 @@ def predict_source(items: SourceItems, engine: str, registry: Any, executor: Any
             "scenario": e.scenario.describe(), "server": e.scenario.server,
             "client": e.scenario.client, "observed_mbps": e.goodput_mbps,
             "predicted_mbps": predicted,
-            "ape_pct": abs(predicted - e.goodput_mbps) / e.goodput_mbps * 100.0
-            if e.goodput_mbps > 0 else math.nan,
-            "signed_error_pct": (predicted / e.goodput_mbps - 1.0) * 100.0
-            if e.goodput_mbps > 0 else math.nan,
+            # One-sided points: no absolute error, the signed one is the violation.
+            "ape_pct": e.errors_pct(predicted)[0],
+            "signed_error_pct": e.errors_pct(predicted)[1],
+            "bound": e.bound,
             "limit": row.get("limit_resource") if row else None, "n": e.n,
             # Noise of the measurement itself: coefficient of variation over repetitions.
             "noise_cv_pct": e.cv * 100.0 if e.cv == e.cv else math.nan,

@@ -236,3 +236,23 @@ def test_readme_table_replaces_only_its_block(tmp_path: Path) -> None:
     assert second.count(README_BEGIN) == 1 and second.count(README_END) == 1
     assert "| 3.1 | fail |" in second and "| 3.1 | pass |" not in second
     assert second.endswith("\ntext after\n") and "text before" in second
+
+
+def test_argmin_slack_accepts_near_ties_only(tmp_path: Path, registry: Registry) -> None:
+    """``slack`` lets the expected point trail the extreme by that fraction, no more."""
+    spec_text = SPEC.split("findings:")[0] + """findings:
+  - id: tie
+    claim: fast is ~4x slow, not the slowest
+    shapes:
+      - {type: argmin, among: pairs, expect: "pairs[fast]", slack: 0.1, reason: synthetic}
+  - id: wide
+    claim: a slack wider than the gap
+    shapes:
+      - {type: argmin, among: pairs, expect: "pairs[fast]", slack: 10, reason: synthetic}
+"""
+    spec = load_repro(write(tmp_path / "repro-slack.yaml", spec_text))
+    rep = run_one(spec, registry, _points(1.0, 1.0), LocalExecutor(1), tmp_path / "data",
+                  {}, progress=False, fitted=set())
+    by = {r.finding: r for r in rep.results}
+    assert by["tie"].status == FAIL
+    assert by["wide"].status == PASS and "within" in by["wide"].predicted_text
