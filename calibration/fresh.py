@@ -11,7 +11,10 @@ ACKs per side. From those runs alone this module fits, per stack and role:
 - ACK frequency (data packets per ACK packet) and receive-buffer drops
   (the receiver-stall model, LSQUIC's Pareto shape);
 - behaviour from the testbed's stack table (packet sizes, offload support,
-  application protocol, congestion controllers).
+  application protocol, congestion controllers);
+- request-workload terms (issue 10) derived as the published calibration derives
+  them for a stack no seed measures (:func:`request_terms`), not fitted on fresh
+  request runs, so ``validate --source fresh`` compares those out of sample.
 
 The reference CPU of these models is this host (from ``/proc/cpuinfo``),
 written beside the models as ``cpus.json``. Held-out settings — MTU 9000,
@@ -93,6 +96,41 @@ def _min_rtt_us(extra: pd.Series) -> float:
         if rep.get("min_rtt_ms"):
             values.append(float(rep["min_rtt_ms"]) * 1e3)
     return float(np.median(values)) if values else 100.0
+
+
+#: Packaged models whose seed-004 per-request work the fresh models scale from
+#: (lsws's server and lsquic's client, fitted on LiteSpeed's Round 1).
+REQUEST_REFERENCES = {"sender": ("lsws", "sender"), "receiver": ("lsquic", "receiver")}
+
+
+def request_terms(models: dict[str, CostModel], cpus: CpuCatalog,
+                  references: dict[str, CostModel] | None = None) -> dict[str, CostModel]:
+    """``models`` with their request terms set (they are otherwise 0: a bulk fit).
+
+    The derivation the published calibration uses for stacks no seed measures
+    (:class:`~quiclab.calibration.requests.RequestCalibrator`): per connection the
+    handshake's X25519 and ECDSA cryptography measured with ``openssl speed``, moved
+    to this host by the CPU rule, plus ten packets' protocol work of the role; a
+    STREAM frame at a tenth of a packet; per request the seed-004 work of lsws
+    (sender) and lsquic (receiver) × this stack's per-packet cost over theirs,
+    which carries this host's speed and the contention factor of the bulk fit.
+    ``references`` are those two models (default: the packaged ones); ``cpus``
+    must hold this host.
+    """
+    from quiclab.calibration.requests import RequestCalibrator
+    from quiclab.models.registry import Registry
+
+    if references is None:
+        packaged = Registry.packaged()
+        references = {name: packaged.models[name] for name, _ in REQUEST_REFERENCES.values()}
+    calibrator = RequestCalibrator(cpus)
+    calibrator.models_ = {**references, **models}
+    calibrator.fitted_ = set()
+    calibrator.terms_ = {}
+    calibrator.reference_ = dict(REQUEST_REFERENCES)
+    for name in sorted(models):
+        calibrator._derive(name)
+    return {name: calibrator.models_[name] for name in models}
 
 
 def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
@@ -203,6 +241,12 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                      "packets_per_send_call": seg_s, "packets_per_recv_call": seg_r,
                      "packets_per_ack": ack_every, "drop_fraction": drops,
                      "contention_factor": scale, "T_sender_ns": Ts, "T_receiver_ns": Tr})
+    if models:
+        models = request_terms(models, cpus)
+        for row in rows:
+            model = models[str(row["stack"])]
+            row["conn_us_sender"] = model.sender.ns_per_connection.value / 1e3
+            row["request_us_sender"] = model.sender.ns_per_request.value / 1e3
     return FreshFit(host, models, base_rtt, pd.DataFrame(rows),
                     notes=[f"veth base RTT (median stack min_rtt): {base_rtt:.0f} µs",
                            *(f"skipped {s}" for s in skipped)])
