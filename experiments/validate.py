@@ -231,8 +231,9 @@ def predict_source(items: SourceItems, engine: str, registry: Any, executor: Any
             "signed_error_pct": e.errors_pct(predicted)[1],
             "bound": e.bound,
             "limit": row.get("limit_resource") if row else None, "n": e.n,
-            # Noise of the measurement itself: coefficient of variation over repetitions.
-            "noise_cv_pct": e.cv * 100.0 if e.cv == e.cv else math.nan,
+            # Noise of the measurement itself: coefficient of variation over repetitions
+            # (unknown for a single run, whose Evidence carries cv = 0).
+            "noise_cv_pct": e.cv * 100.0 if e.cv == e.cv and e.n > 1 else math.nan,
         })
     return pd.DataFrame(rows), report.failed
 
