@@ -2,8 +2,10 @@
 
 - ``analytic``: scenarios per second of the vectorised analytic engine on a
   batch of 10⁶ scenarios (10 implementation pairs × random RTT, loss, link
-  rate, buffer and transfer size), plus end-to-end ``predict_batch`` with
-  Prediction objects on a smaller batch;
+  rate, buffer and transfer size; the median of three runs, with the CPU time
+  they took and the load average, as the machine may be shared), plus
+  end-to-end ``predict_batch`` with Prediction objects on a smaller batch, one
+  ``predict``, and what loading the compiled core cost this process;
 - ``des`` / ``ns3``: simulated packets per CPU-second of the packet engines
   (delegated to ``quiclab.sim.des.bench`` and ``quiclab.sim.ns3.bench``);
 - ``app``: the what-if page's latency per widget change (issue 9: every analytic
@@ -33,11 +35,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_bench)
 
 
-def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0) -> dict[str, Any]:
-    """Scenarios per second: the numpy core on ``n`` scenarios, and predict_batch end to end."""
+def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0,
+                   repeat: int = 3) -> dict[str, Any]:
+    """Scenarios per second: the core on ``n`` scenarios, and predict_batch end to end."""
+    import os
     from dataclasses import fields
 
-    from quiclab.sim.analytic import AnalyticEngine, inputs_from_resolved
+    from quiclab.sim.analytic import AnalyticEngine, core, inputs_from_resolved
     from quiclab.sim.analytic.core import Inputs, evaluate
     from quiclab.sim.scenario import Scenario
 
@@ -58,10 +62,20 @@ def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0) -> dict[str
     arrays["queue_bytes"] = np.maximum(65536, arrays["link_bps"] / 8 * arrays["rtt_s"])
     arrays["transfer_bytes"] = 10 ** rng.uniform(6, 10, n)
     inputs = Inputs(**arrays)
-    evaluate(Inputs(**{k: v[:1000] for k, v in arrays.items()}))  # warm-up
+    # Warm-up; in a process that has not loaded the compiled core yet, this
+    # also measures what loading it costs (numba's import and its disk cache).
+    loaded = bool(core._compiled_kernel)
     t0 = time.perf_counter()
-    out = evaluate(inputs)
-    core_s = time.perf_counter() - t0
+    evaluate(Inputs(**{k: v[:1000] for k, v in arrays.items()}))
+    warm_s = time.perf_counter() - t0
+    runs = []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = evaluate(inputs)
+        runs.append((time.perf_counter() - t0, time.process_time() - c0))
+        if len(runs) < repeat:
+            del out
+    core_s, core_cpu_s = sorted(runs)[len(runs) // 2]
     m = 2000
     scenarios = [Scenario(server=pairs[i % len(pairs)][0], client=pairs[i % len(pairs)][1],
                           rtt_ms=float(rtt[i] * 1e3), loss_pct=float(arrays["loss_prob"][i] * 100))
@@ -75,8 +89,13 @@ def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0) -> dict[str
     return {
         "benchmark": "analytic",
         "batch": n,
+        "backend": core.backend_for(n),
         "core_seconds": core_s,
         "core_scenarios_per_s": n / core_s,
+        "core_cpu_seconds": core_cpu_s,
+        "core_scenarios_per_cpu_s": n / core_cpu_s,
+        "load_average_1min": os.getloadavg()[0],
+        "compiled_core_load_s": None if loaded else warm_s,
         "end_to_end_batch": m,
         "end_to_end_scenarios_per_s": m / e2e_s,
         "single_predict_ms": single_ms,

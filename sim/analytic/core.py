@@ -1,4 +1,4 @@
-"""Closed-form bottleneck model, vectorised over scenarios with numpy.
+"""Closed-form bottleneck model, vectorised over scenarios.
 
 One call evaluates any number of scenarios: every input is a 1-D array (or a
 scalar that broadcasts). Goodput is the minimum of the rates each resource
@@ -18,19 +18,45 @@ allows, the limit is the resource that attains it:
 
 Because loss depends on the rate (faster arrivals overflow a stalled
 receiver's buffer sooner) and costs depend on loss (retransmissions, the
-receiver's immediate ACKs on gaps), the model is solved by a short fixed-point
-iteration, vectorised like everything else. Large batches are solved in
-cache-sized blocks, one thread per core; every scenario goes through the same
-floating-point operations whatever batch it is in, so its result does not
-depend on the batch (bit for bit).
+receiver's immediate ACKs on gaps), goodput is the fixed point g = f(g), solved
+per scenario in log goodput until the solver's next step is below TOL_STEP
+(``_solve_step``); every output is then evaluated at that solution. A
+scenario's answer therefore does not depend on the batch it is in nor on the
+number of steps it took, beyond that tolerance.
+
+The model is written once, element by element (``_prepare``, ``_rates``,
+``_solve_start``, ``_solve_step``, ``_finish``), with its elementwise primitives
+(``_where``, ``_min``, ``_max``, ``_exp``, ``_log``, ``_sqrt``, ``_abs``) as module
+globals. Two backends run that one source:
+
+- numpy: the functions called on whole arrays (``_evaluate_numpy``): when
+  numba cannot be imported, with QUICLAB_ANALYTIC_PURE=1, or with
+  ``backend="numpy"``;
+- compiled: numba compiles the same functions for one scenario with scalar
+  primitives (branch-free selects; exp and log as polynomials on the float's
+  bits, so that LLVM can vectorise them) and a driver, ``_kernel``, that solves
+  blocks of KERNEL_BLOCK scenarios one solver step at a time across the block
+  (AVX-512 where the CPU has it), moving the scenarios still iterating to the
+  front as others converge. Large batches run on a thread per core. The machine
+  code is cached on disk (numba ``cache=True``, next to this file): a process
+  pays numba's import and the cache load on its first call (~0.5 s), and the
+  first run after this file changes compiles (~5 s).
+
+Each backend gives a scenario the same bits in any batch; the two agree to the
+solver's tolerance, in practice ~1e-12 relative (see
+tests/sim/test_analytic_speed_equivalence.py).
 """
 
 from __future__ import annotations
 
 import contextvars
+import math
 import os
+import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +74,20 @@ CPU_BOUND_BUSY = 0.95
 #: The receiver's ACK threshold is capped at this fraction of the sender's
 #: window, in packets (TRANSPORT.md "ACKs"; the DES and ns-3 use the same).
 ACK_WINDOW_FRACTION = 0.25
+#: Average CUBIC window factor (C·(3+β)/(4·(1−β)))^(1/4), see cc_window_packets.
+CUBIC_K = (CUBIC_C * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25
+
+#: The solver stops when its next step would move log goodput by less than
+#: TOL_STEP (it then answers at that next point: near the root each secant or
+#: regula falsi step is far smaller than the one before, so the answer is
+#: within a small fraction of TOL_STEP of the root), when goodput reproduces
+#: itself exactly (log f(g) = log g), or when the bracket around the root is
+#: narrower than TOL_STEP — or after MAX_STEPS evaluations of f (then, and for
+#: a narrow bracket, at the point with the smallest residual; scenarios whose
+#: f jumps across g = f(g) have no fixed point and end with a narrow bracket
+#: around the jump).
+TOL_STEP = 1e-6
+MAX_STEPS = 64
 
 
 @dataclass
@@ -125,7 +165,8 @@ def rcvbuf_drop_fraction(arrival_Bps: np.ndarray, rcvbuf_bytes: np.ndarray,
     - x = B/r ≥ τm:  E[(τ−x)+] = τm^α · x^(1−α) / (α − 1)
     - x < τm:        E[τ] − x  = τm·α/(α−1) − x
 
-    Drop fraction = stall_rate × E[(τ−x)+] (capped at 1).
+    Drop fraction = stall_rate × E[(τ−x)+] (capped at 1). (The solver's form of
+    the same law is in ``_rates``.)
     """
     r = np.maximum(arrival_Bps, 1.0)
     x = rcvbuf_bytes / r
@@ -162,182 +203,679 @@ def cc_window_packets(loss: np.ndarray, rtt_s: np.ndarray, cc: np.ndarray) -> np
     """
     p = np.maximum(loss, 1e-12)
     reno = np.sqrt(1.5 / p)
-    cubic = (CUBIC_C * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25 * \
-        rtt_s ** 0.75 / p ** 0.75
+    cubic = CUBIC_K * rtt_s ** 0.75 / p ** 0.75
     w = np.where(cc == 0, np.maximum(cubic, reno), reno)
     w = np.where(cc == 2, np.where(loss < 0.2, np.inf, reno), w)
     return np.where(loss <= 0, np.inf, w)
 
 
-def _where_into(out: np.ndarray, mask: np.ndarray, value: float | np.ndarray) -> None:
-    """``out = np.where(mask, value, out)`` in place; cheap when the mask is (almost) empty."""
-    if mask.any():
-        out[mask] = value if np.ndim(value) == 0 else value[mask]  # type: ignore[index]
+# ---------------------------------------------------------------------------
+# The model, element by element.
+#
+# Each function below takes ``i``, the scenarios it works on: an int in the
+# compiled backend (then every value is a float), a slice or an index array in
+# the numpy backend (then every value is an array). Per-scenario invariants live
+# in the rows of ``c`` (C_* below), the solver's state in the rows of ``s``
+# (S_*). Only the primitives may branch on the backend; the code here uses
+# ``_where`` instead of ``if`` and never ``~``/``not``/``and``/``or``.
+
+_where: Callable[..., Any] = np.where
+_min: Callable[..., Any] = np.minimum
+_max: Callable[..., Any] = np.maximum
+_exp: Callable[..., Any] = np.exp
+_log: Callable[..., Any] = np.log
+_sqrt: Callable[..., Any] = np.sqrt
+_abs: Callable[..., Any] = np.abs
 
 
-def _blend(bits: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``out = np.where(mask, a, b)`` bit for bit, with ``bits = -mask`` as int64 (0 or all ones).
+def _prefer_wide_vectors() -> None:
+    """Nothing here; compiled, it lets the kernel use 512-bit vectors (_scalar_primitives)."""
 
-    np.where branches per element and mispredicts on the solver's irregular
-    masks (~9 ns per element against ~1 ns for this blend of the float64 bit
-    patterns: b ^ ((a ^ b) & bits)). ``out`` may be ``a`` or ``b``.
+
+INF = math.inf
+
+(C_P8, C_LOG_P8, C_RATE_LINK, C_S_BASE, C_R_BASE, C_S_NUM, C_R_NUM, C_S_ACK, C_R_ACK,
+ C_ACK_BASE, C_ACK_WAIT, C_LOSS, C_KEEP, C_ALPHA_M1, C_INV_ALPHA_M1, C_STALL_RATE,
+ C_X1, C_INV_X1, C_LOG_TM_X1, C_STALL_SCALE, C_MEAN_STALL, C_FC_BITS, C_FC_PKTS,
+ C_RTT_BASE, C_RTT, C_MAX_ACK_DELAY, C_IMMEDIATE, C_BUSY, C_CC) = range(29)
+N_C = 29
+(S_YA, S_HA, S_YB, S_HB, S_SIDE, S_YC, S_YP, S_HP, S_YBEST, S_HBEST, S_YOUT,
+ S_DONE) = range(N_C, N_C + 12)
+#: Rows of the work array: the invariants, then the solver's state.
+N_W = N_C + 12
+
+def _prepare(c, i, payload, udp_payload, wire, s_ns_packet, s_ns_call, s_segments, s_ns_ack,
+             s_cores, r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every,
+             immediate_ack, stall_rate_hz, stall_min_s, stall_alpha, max_ack_delay_s,
+             fc_window_bytes, busy, link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc):
+    """Write the invariants of scenarios ``i`` (everything that does not depend on g) to ``c``."""
+    P8 = payload * 8.0
+    c[C_P8, i] = P8
+    c[C_LOG_P8, i] = _log(P8)
+    # Link: a drop-tail queue smaller than the BDP leaves the link idle after
+    # each multiplicative decrease: W_max = BDP + Q, the window falls to
+    # β·W_max and climbs back; the link is idle while the window is below the BDP.
+    bdp = link_bps / 8.0 * rtt_s
+    beta = _where(cc == 1.0, RENO_BETA, CUBIC_BETA)
+    wmax = bdp + queue_bytes
+    low = beta * wmax
+    idle = _where(low < bdp, (bdp - low) * (bdp - low) / _max(2.0 * bdp * (wmax - low), 1e-9),
+                  0.0)
+    util = _where(cc == 2.0, 1.0, _min(_max(1.0 - idle, 0.05), 1.0))
+    c[C_RATE_LINK, i] = link_bps * payload / wire * util
+    # CPU: per-packet and per-call work; ACKs are added per goodput packet in _cpu_rates.
+    s_base = s_ns_packet + s_ns_call / s_segments
+    r_base = r_ns_packet + r_ns_call / r_segments
+    c[C_S_BASE, i] = s_base
+    c[C_R_BASE, i] = r_base
+    c[C_S_NUM, i] = s_cores * P8 * 1e9  # rate = cores · P·8 / (ns · 1e-9)
+    c[C_R_NUM, i] = r_cores * P8 * 1e9
+    c[C_S_ACK, i] = s_ns_ack
+    c[C_R_ACK, i] = r_ns_ack
+    c[C_ACK_BASE, i] = 1.0 / _max(ack_every, 1e-9)
+    c[C_ACK_WAIT, i] = _max(ack_every - 1.0, 0.0)
+    c[C_LOSS, i] = loss_prob
+    c[C_KEEP, i] = 1.0 - loss_prob  # path delivery probability
+    # Receiver stalls: Poisson at stall_rate_hz, Pareto(τm, α) long. At one
+    # datagram per second the buffer absorbs x1 = B / (S + skb overhead) seconds.
+    alpha = _max(stall_alpha, 1.01)
+    tm = _max(stall_min_s, 1e-12)
+    x1 = _max(rcvbuf_bytes, 1.0) / (udp_payload + SKB_OVERHEAD_BYTES)
+    c[C_ALPHA_M1, i] = alpha - 1.0
+    c[C_INV_ALPHA_M1, i] = 1.0 / (alpha - 1.0)
+    c[C_STALL_RATE, i] = stall_rate_hz
+    c[C_X1, i] = x1
+    c[C_INV_X1, i] = 1.0 / x1
+    c[C_LOG_TM_X1, i] = _log(tm / x1)
+    c[C_STALL_SCALE, i] = stall_rate_hz * tm
+    c[C_MEAN_STALL, i] = stall_min_s * alpha / (alpha - 1.0)  # E[τ] = τm·α/(α−1)
+    fc_bits = _where(fc_window_bytes > 0.0, fc_window_bytes * 8.0, INF)
+    c[C_FC_BITS, i] = fc_bits
+    c[C_FC_PKTS, i] = fc_bits / P8  # the flow-control window in full data packets
+    # A packet is acknowledged only after it has been serialised onto the link
+    # and the receiver has processed it: both add to the path's RTT in the
+    # time a window must cover (a few µs at 1500 B, ~12 µs for 9000 B at 10 Gbit/s).
+    c[C_RTT_BASE, i] = rtt_s + wire * 8.0 / _max(link_bps, 1.0) + r_base * 1e-9
+    c[C_RTT, i] = rtt_s
+    c[C_MAX_ACK_DELAY, i] = max_ack_delay_s
+    c[C_IMMEDIATE, i] = immediate_ack
+    c[C_BUSY, i] = busy
+    c[C_CC, i] = cc
+
+
+def _cpu_rates(c, i, loss, acks):
+    """Sender and receiver ns per goodput packet, and the CPU and interplay rates.
+
+    Each goodput packet costs 1 + loss/(1 − loss) sends (retransmissions) and
+    ``acks`` ACKs.
     """
-    ai, bi = a.view(np.int64), b.view(np.int64)
-    t = np.bitwise_xor(ai, bi)
-    np.bitwise_and(t, bits, out=t)
-    np.bitwise_xor(t, bi, out=out.view(np.int64))
+    keep = _max(1.0 - loss, 1e-9)
+    s_keep = (keep + loss) * c[C_S_BASE, i] + keep * acks * c[C_S_ACK, i]  # s_ns · keep
+    r_ns = c[C_R_BASE, i] + acks * c[C_R_ACK, i]
+    inv = 1.0 / (s_keep * r_ns)  # one division for both rates
+    s_ns = s_keep / keep  # (only the outputs need it)
+    rate_s = c[C_S_NUM, i] * keep * r_ns * inv
+    rate_r = c[C_R_NUM, i] * s_keep * inv
+    rate_pair = c[C_BUSY, i] * _min(rate_s, rate_r)
+    return s_ns, r_ns, rate_s, rate_r, rate_pair
 
 
-class _RateModel:
-    """``f(g)``: the smallest resource rate when the transfer runs at goodput ``g``.
+def _upper_bound(c, i):
+    """A goodput no f(g) exceeds: the CPU, interplay and link rates with the path's
+    loss alone and the fewest ACKs (buffer drops and immediate ACKs only add cost)."""
+    _, _, rate_s, rate_r, rate_pair = _cpu_rates(c, i, c[C_LOSS, i],
+                                                 _min(c[C_ACK_BASE, i], 1.0))
+    return _max(_min(_min(rate_s, rate_r), _min(rate_pair, c[C_RATE_LINK, i])), 1.0)
 
-    Invariants of the scenarios are computed once; each call costs a few dozen
-    vector operations and keeps its intermediate arrays for the outputs. Terms
-    that the whole block does not need (stalls, CUBIC, BBR, zero-loss rows) are
-    skipped; every value is computed with the same operations in the same order
-    either way, so the results do not depend on how scenarios are grouped.
+
+def _rates(c, i, y):
+    """Every resource's rate when scenarios ``i`` run at goodput ``g = e^y``.
+
+    Returns ``f(g)`` (the smallest rate, at least 1 bit/s) and the quantities
+    the outputs report at the solution.
     """
+    # Data packets per second (at least one), its log and inverse.
+    log_pkt = _max(y - c[C_LOG_P8, i], 0.0)
+    pkt = _exp(log_pkt)
+    inv_pkt = 1.0 / pkt
+    # Receive-buffer drops (see rcvbuf_drop_fraction and stall_event_rate): the
+    # buffer absorbs x = x1 / pkt seconds of arrivals. While x ≥ τm the overflow
+    # tail is rate·τm^α·x^(1−α)/(α−1) and rate·τm^α·x^(−α) stalls per second
+    # overflow; below, E[τ] − x and every stall. rate·τm^α·x^(1−α) =
+    # rate·τm·(τm/x)^(α−1), and log(τm/x) = log(τm/x1) + log pkt.
+    stall_rate = c[C_STALL_RATE, i]
+    log_tm_x = c[C_LOG_TM_X1, i] + log_pkt
+    x = c[C_X1, i] * inv_pkt
+    scaled = c[C_STALL_SCALE, i] * _exp(c[C_ALPHA_M1, i] * log_tm_x)  # rate·τm^α·x^(1−α)
+    above = log_tm_x <= 0.0  # x ≥ τm
+    tail = _where(above, scaled * c[C_INV_ALPHA_M1, i], stall_rate * (c[C_MEAN_STALL, i] - x))
+    stalls = stall_rate > 0.0
+    p_buf = _where(stalls, _min(_max(tail, 0.0), 1.0), 0.0)
+    # Overflowing stalls per data packet: rate·τm^α·x^(−α) / pkt = scaled / x1.
+    overflows = _where(stalls, _where(above, scaled * c[C_INV_X1, i], stall_rate * inv_pkt), 0.0)
+    loss = 1.0 - c[C_KEEP, i] * (1.0 - p_buf)
+    # Loss events seen by congestion control: every random path loss, but one
+    # per overflowing stall however many datagrams it drops.
+    events = _min(c[C_LOSS, i] + overflows, 1.0)
+    lossy = events > 0.0
+    inv_events = 1.0 / _max(events, 1e-300)
+    reno = _sqrt(1.5 * inv_events)  # Mathis: the window loss leaves, in packets
+    # The sender's window must also cover the receiver's ACK turnaround: it
+    # waits for ack_every − 1 more packets, at most max_ack_delay (RFC 9000
+    # §13.2.1) — but its threshold is capped at ACK_WINDOW_FRACTION of the
+    # window the sender has, the one loss leaves it (sqrt(1.5/p) packets) or
+    # the flow-control window, whichever is smaller (TRANSPORT.md, "ACKs"),
+    # else the sender would stall waiting for an ACK.
+    w_have = _min(_where(lossy, reno, INF), c[C_FC_PKTS, i])
+    ack_eff = _min(c[C_ACK_WAIT, i] + 1.0, _max(2.0, ACK_WINDOW_FRACTION * w_have))
+    rtt_eff = c[C_RTT_BASE, i] + _min((ack_eff - 1.0) * inv_pkt, c[C_MAX_ACK_DELAY, i])
+    # After a loss, a receiver that ACKs out-of-order arrivals immediately
+    # sends one ACK per packet until the retransmission fills the gap,
+    # about one path RTT's worth of packets (RFC 9000 §13.2.1).
+    acks = _min(c[C_ACK_BASE, i] + c[C_IMMEDIATE, i] * loss * pkt * c[C_RTT, i], 1.0)
+    s_ns, r_ns, rate_s, rate_r, rate_pair = _cpu_rates(c, i, loss, acks)
+    # Congestion window for the loss-event rate (see cc_window_packets):
+    # CUBIC's average window k·(RTT/p)^(3/4), never below Reno's; BBR is not
+    # loss-driven below 20 % loss events.
+    t = rtt_eff * inv_events
+    cubic = CUBIC_K * _sqrt(t * _sqrt(t))
+    cc = c[C_CC, i]
+    w = _where(cc == 0.0, _max(cubic, reno), reno)
+    w = _where(((cc == 2.0) & (events < 0.2)) | (lossy == False), INF, w)  # noqa: E712
+    inv_rtt = 1.0 / rtt_eff
+    rate_cc = w * c[C_P8, i] * inv_rtt
+    # Flow control: at most the receiver's window in flight per (effective) RTT.
+    rate_fc = c[C_FC_BITS, i] * inv_rtt
+    f = _min(_min(_min(rate_s, rate_r), _min(rate_pair, c[C_RATE_LINK, i])),
+             _min(rate_cc, rate_fc))
+    return (_max(f, 1.0), rate_s, rate_r, rate_pair, rate_cc, rate_fc, p_buf, loss, acks,
+            s_ns, r_ns, rtt_eff)
 
-    def __init__(self, x: Inputs, P8: np.ndarray, rate_link: np.ndarray):
-        self.x = x
-        self.P8 = P8
-        self.rate_link = rate_link
-        self.s_base = x.s_ns_packet + x.s_ns_call / x.s_segments
-        self.r_base = x.r_ns_packet + x.r_ns_call / x.r_segments
-        self.s_rate_num = x.s_cores * P8
-        self.r_rate_num = x.r_cores * P8
-        self.ack_base = 1.0 / np.maximum(x.ack_every, 1e-9)
-        self.ack_wait = np.maximum(x.ack_every - 1.0, 0.0)
-        self.arrival_per_pkt = x.udp_payload_bytes + SKB_OVERHEAD_BYTES
-        self.keep = 1.0 - x.loss_prob  # path delivery probability
-        self.alpha = np.maximum(x.stall_alpha, 1.01)
-        self.has_stalls = x.stall_rate_hz > 0
-        self.any_stalls = bool(self.has_stalls.any())
-        self.all_stalls = bool(self.has_stalls.all())
-        with np.errstate(divide="ignore"):
-            self.log_tm = np.log(np.maximum(x.stall_min_s, 1e-12))
-        # rate·τm^α, the scale of both the overflow tail and the event rate.
-        self.stall_scale = x.stall_rate_hz * np.exp(self.alpha * self.log_tm)
-        self.mean_stall = x.stall_min_s * self.alpha / (self.alpha - 1.0)  # E[τ] = τm·α/(α−1)
-        self.log_B = np.log(np.maximum(x.rcvbuf_bytes, 1.0))
-        self.fc_bits = np.where(x.fc_window_bytes > 0, x.fc_window_bytes * 8.0, np.inf)
-        self.fc_pkts = self.fc_bits / P8  # the flow-control window in full data packets
-        # A packet is acknowledged only after it has been serialised onto the link
-        # and the receiver has processed it: both add to the path's RTT in the
-        # time a window must cover (a few µs at 1500 B, ~12 µs for 9000 B at 10 Gbit/s).
-        self.rtt_base = (x.rtt_s + x.wire_bytes * 8.0 / np.maximum(x.link_bps, 1.0)
-                         + self.r_base * 1e-9)
-        self.cubic_k = (CUBIC_C * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25
-        self.is_cubic = x.cc == 0
-        self.any_cubic = bool(self.is_cubic.any())
-        self.all_cubic = bool(self.is_cubic.all())
-        self.is_bbr = x.cc == 2
-        self.any_bbr = bool(self.is_bbr.any())
 
-    def loss_free(self) -> np.ndarray:
-        """The bound without buffer drops: CPU, pair, link (an upper end for the root)."""
-        x = self.x
-        retx = x.loss_prob / np.maximum(1.0 - x.loss_prob, 1e-9)
-        s_ns = (1.0 + retx) * self.s_base + self.ack_base * x.s_ns_ack
-        r_ns = self.r_base + self.ack_base * x.r_ns_ack
-        rate_s = x.s_cores * self.P8 / (s_ns * 1e-9)
-        rate_r = x.r_cores * self.P8 / (r_ns * 1e-9)
-        return np.maximum(np.minimum.reduce([rate_s, rate_r, x.busy * np.minimum(rate_s, rate_r),
-                                             self.rate_link]), 1.0)
+def _residual(c, i, y):
+    """h(y) = log f(e^y) − y: positive below the fixed point, negative above."""
+    return _log(_rates(c, i, y)[0]) - y
 
-    def _stall_losses(self, pkt_rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Buffer drop probability and overflowing stalls per second at ``pkt_rate``.
 
-        Pareto tail, see rcvbuf_drop_fraction and stall_event_rate: with
-        x = B / r, overflow tail = rate·τm^α·x^(1−α)/(α−1) and events =
-        rate·τm^α·x^(−α) while x ≥ τm; below, E[τ] − x and every stall.
-        """
-        x = self.x
-        log_x = self.log_B - np.log(pkt_rate * self.arrival_per_pkt)
-        scaled = self.stall_scale * np.exp((1.0 - self.alpha) * log_x)  # rate·τm^α·x^(1−α)
-        tail = scaled / (self.alpha - 1.0)
-        event_rate = scaled * np.exp(-log_x)
-        below = ~(log_x >= self.log_tm)  # the buffer holds less than the shortest stall
-        if below.any():
-            i = np.flatnonzero(below)
-            tail[i] = x.stall_rate_hz[i] * (self.mean_stall[i] - np.exp(log_x[i]))
-            event_rate[i] = x.stall_rate_hz[i]
-        p_buf = np.clip(tail, 0.0, 1.0, out=tail)
-        if not self.all_stalls:
-            no_stalls = ~self.has_stalls
-            p_buf[no_stalls] = 0.0
-            event_rate[no_stalls] = 0.0
-        return p_buf, event_rate
+def _solve_start(s, c, i):
+    """First evaluation: at the upper bound; the next point is one fixed-point step.
 
-    def __call__(self, goodput: np.ndarray) -> np.ndarray:
-        x = self.x
-        pkt_rate = np.maximum(goodput / self.P8, 1.0)
-        if self.any_stalls:
-            self.p_buf, event_rate = p_buf, event_rate = self._stall_losses(pkt_rate)
-            self.loss = loss = 1.0 - self.keep * (1.0 - p_buf)
-            # Loss events seen by congestion control: every random path loss, but
-            # one per overflowing stall however many datagrams it drops.
-            events = np.minimum(x.loss_prob + event_rate / pkt_rate, 1.0)
-        else:  # no buffer drops anywhere in the block: the path's loss alone
-            self.p_buf = np.zeros_like(pkt_rate)
-            self.loss = loss = 1.0 - self.keep
-            events = np.minimum(x.loss_prob, 1.0)
-        # The sender's window must also cover the receiver's ACK turnaround: it
-        # waits for ack_every − 1 more packets, at most max_ack_delay (RFC 9000
-        # §13.2.1) — but its threshold is capped at ACK_WINDOW_FRACTION of the
-        # window the sender has, the one loss leaves it (sqrt(1.5/p) packets) or
-        # the flow-control window, whichever is smaller (TRANSPORT.md, "ACKs"),
-        # else the sender would stall waiting for an ACK.
-        w_loss = np.sqrt(1.5 / np.maximum(events, 1e-300))
-        _where_into(w_loss, ~(events > 0), np.inf)
-        np.minimum(w_loss, self.fc_pkts, out=w_loss)
-        ack_eff = np.minimum(self.ack_wait + 1.0,
-                             np.maximum(2.0, ACK_WINDOW_FRACTION * w_loss))
-        self.rtt_eff = rtt_eff = self.rtt_base + np.minimum((ack_eff - 1.0) / pkt_rate,
-                                                            x.max_ack_delay_s)
-        # After a loss, a receiver that ACKs out-of-order arrivals immediately
-        # sends one ACK per packet until the retransmission fills the gap,
-        # about one path RTT's worth of packets (RFC 9000 §13.2.1).
-        self.acks = acks = np.minimum(self.ack_base + x.immediate_ack * loss * pkt_rate * x.rtt_s,
-                                      1.0)
-        retx = loss / np.maximum(1.0 - loss, 1e-9)  # extra sends per goodput packet
-        self.s_ns = s_ns = (1.0 + retx) * self.s_base + acks * x.s_ns_ack
-        self.r_ns = r_ns = self.r_base + acks * x.r_ns_ack
-        self.rate_s = rate_s = self.s_rate_num / (s_ns * 1e-9)
-        self.rate_r = rate_r = self.r_rate_num / (r_ns * 1e-9)
-        self.rate_pair = rate_pair = x.busy * np.minimum(rate_s, rate_r)
-        # Congestion window for the loss-event rate (see cc_window_packets).
-        with np.errstate(divide="ignore"):
-            log_p = np.log(np.maximum(events, 1e-300))
-        w = np.sqrt(1.5) * np.exp(-0.5 * log_p)  # Reno
-        if self.any_cubic:
-            cubic = self.cubic_k * np.exp(0.75 * (np.log(rtt_eff) - log_p))
-            if self.all_cubic:
-                np.maximum(cubic, w, out=w)
+    In log goodput y, h(y) = log f(e^y) − y is ≥ 0 at y = 0 (f ≥ 1 bit/s) and
+    ≤ 0 at the upper bound, so [0, y_hi] brackets a root. The lower end is
+    not evaluated: h_a = −1 marks it unknown.
+    """
+    y = _log(_upper_bound(c, i))
+    h = _residual(c, i, y)
+    s[S_YA, i] = 0.0
+    s[S_HA, i] = -1.0
+    s[S_YB, i] = y
+    s[S_HB, i] = h
+    s[S_SIDE, i] = 0.0
+    s[S_YP, i] = y
+    s[S_HP, i] = h
+    s[S_YBEST, i] = y
+    s[S_HBEST, i] = h
+    s[S_YC, i] = _max(y + h, 0.0)  # one fixed-point step: log f(g_hi)
+    # The bound itself is the solution when f(g_hi) = g_hi (a CPU or the link).
+    s[S_YOUT, i] = y
+    s[S_DONE, i] = _where(h >= 0.0, 1.0, 0.0)
+
+
+def _solve_step(s, c, i):
+    """Evaluate h at the pending point, update the bracket, choose the next point.
+
+    The bracket [y_a, y_b] has h(y_a) ≥ 0 ≥ h(y_b). The next point is the
+    secant through the last two points when it falls inside the bracket;
+    else regula falsi on the bracket's ends with the Illinois rule (the end
+    kept twice in a row has its h halved), or a fixed-point step while no
+    point with h ≥ 0 has been evaluated. Only the answer (S_YOUT) and S_DONE
+    of a scenario already done are kept; its other rows may change.
+    """
+    yc = s[S_YC, i]
+    hc = _residual(c, i, yc)
+    ya, ha, yb, hb, side = s[S_YA, i], s[S_HA, i], s[S_YB, i], s[S_HB, i], s[S_SIDE, i]
+    right = hc < 0.0  # the root lies below yc: yc becomes the upper end
+    left = right == False  # noqa: E712
+    ha = _where(right & (side > 0.0), 0.5 * ha, ha)
+    hb = _where(left & (side < 0.0), 0.5 * hb, hb)
+    yb = _where(right, yc, yb)
+    hb = _where(right, hc, hb)
+    ya = _where(right, ya, yc)
+    ha = _where(right, ha, hc)
+    better = _abs(hc) < _abs(s[S_HBEST, i])
+    ybest = _where(better, yc, s[S_YBEST, i])
+    hbest = _where(better, hc, s[S_HBEST, i])
+    # Both candidate points are y1 − h1·(y1 − y2)/(h1 − h2). Not the secant
+    # through the upper bound (side = 0: the first step): f changes regime
+    # between there and the root more often than not.
+    yp, hp = s[S_YP, i], s[S_HP, i]
+    secant = yc - hc * (yc - yp) / (hc - hp)
+    use_secant = (secant > ya) & (secant < yb) & (side != 0.0)
+    falsi = yb - hb * (yb - ya) / (hb - ha)
+    falsi = _where((falsi > ya) & (falsi < yb), falsi, 0.5 * (ya + yb))
+    fixed = _max(yc + hc, 0.0)  # log f(g): inside [0, y_b] while no end has h ≥ 0
+    y_n = _where(use_secant, secant, _where(ha >= 0.0, falsi, fixed))
+    # A secant step near the root is a close (over)estimate of the distance
+    # to it; a regula falsi step is not (it may creep along one side).
+    small_step = use_secant & (_abs(secant - yc) <= TOL_STEP)
+    done = small_step | (hbest == 0.0) | (yb - ya <= TOL_STEP)
+    # The answer: that last secant point, else the point with the smallest
+    # residual (also when MAX_STEPS ends the iteration).
+    y_out = _where(small_step & (hbest != 0.0), secant, ybest)
+    s[S_YA, i] = ya
+    s[S_HA, i] = ha
+    s[S_YB, i] = yb
+    s[S_HB, i] = hb
+    s[S_SIDE, i] = _where(right, 1.0, -1.0)
+    s[S_YBEST, i] = ybest
+    s[S_HBEST, i] = hbest
+    s[S_YP, i] = yc
+    s[S_HP, i] = hc
+    s[S_YC, i] = y_n
+    active = s[S_DONE, i] == 0.0
+    s[S_YOUT, i] = _where(active, y_out, s[S_YOUT, i])
+    s[S_DONE, i] = _where(active & (done == False), 0.0, 1.0)  # noqa: E712
+
+
+def _finish(c, i, y, transfer_bytes, payload, s_cores, r_cores):
+    """The outputs at the solution y (see Outputs), ``limit`` as a float code."""
+    (goodput, rate_s, rate_r, rate_pair, rate_cc, rate_fc, p_buf, loss, acks, s_ns, r_ns,
+     rtt_eff) = _rates(c, i, y)
+    rate_link = c[C_RATE_LINK, i]
+    # The limit: the first smallest rate (as np.argmin), then two namings.
+    limit = _where(rate_r < rate_s, 1.0, 0.0)
+    low = _min(rate_s, rate_r)
+    limit = _where(rate_pair < low, 2.0, limit)
+    low = _min(low, rate_pair)
+    limit = _where(rate_link < low, 3.0, limit)
+    low = _min(low, rate_link)
+    limit = _where(rate_cc < low, 4.0, limit)
+    low = _min(low, rate_cc)
+    limit = _where(rate_fc < low, 5.0, limit)
+    # Ties between CPU and interplay: name the CPU when the pair keeps it busy at
+    # least CPU_BOUND_BUSY of the time (seed 002 §4.4: "server limited … with a
+    # server CPU usage above 95 %"; the DES and ns-3 use the same, BUSY_LIMIT).
+    limit = _where((limit == 2.0) & (c[C_BUSY, i] >= CPU_BOUND_BUSY),
+                   _where(rate_s <= rate_r, 0.0, 1.0), limit)
+    # Loss that comes (mostly) from the receive buffer: call the limit rcvbuf.
+    limit = _where((limit == 4.0) & (p_buf > c[C_LOSS, i]), 6.0, limit)
+    # Startup: handshake (1.5 RTT) plus slow start from 10 packets to the
+    # steady window, during which on average half the rate is achieved.
+    rtt = c[C_RTT, i]
+    w_target = _max(goodput * rtt_eff / c[C_P8, i], 10.0)
+    ss_rounds = _log(_max(w_target / 10.0, 1.0)) * (1.0 / math.log(2.0))
+    startup = 1.5 * rtt + ss_rounds * rtt_eff
+    sent_in_ss = _min(transfer_bytes, 2.0 * w_target * payload)
+    duration = _max(startup + _max(transfer_bytes - sent_in_ss, 0.0) * 8.0 / goodput,
+                    1.5 * rtt + transfer_bytes * 8.0 / goodput)
+    effective = transfer_bytes * 8.0 / duration
+    return (effective, limit, rate_s, rate_r, rate_pair, rate_link, rate_cc, rate_fc, loss,
+            p_buf, acks, s_ns, r_ns, effective / rate_s * s_cores, effective / rate_r * r_cores,
+            duration, rtt_eff)
+
+
+#: Inputs the model reads, in _prepare's order (transfer_bytes and the cores
+#: again in _finish; pacing is not used by this engine).
+_PREPARE_FIELDS = ("payload_bytes", "udp_payload_bytes", "wire_bytes", "s_ns_packet", "s_ns_call",
+                   "s_segments", "s_ns_ack", "s_cores", "r_ns_packet", "r_ns_call", "r_segments",
+                   "r_ns_ack", "r_cores", "ack_every", "immediate_ack", "stall_rate_hz",
+                   "stall_min_s", "stall_alpha", "max_ack_delay_s", "fc_window_bytes", "busy",
+                   "link_bps", "rtt_s", "loss_prob", "queue_bytes", "rcvbuf_bytes", "cc")
+#: Outputs in _finish's order: name, column of rates_bps (or -1).
+_FINISH_OUTPUTS = (("goodput_bps", -1), ("limit", -1), ("rates_bps", 0), ("rates_bps", 1),
+                   ("rates_bps", 2), ("rates_bps", 3), ("rates_bps", 4), ("rates_bps", 5),
+                   ("loss_prob", -1), ("rcvbuf_drop_prob", -1), ("acks_per_packet", -1),
+                   ("s_ns_per_goodput_packet", -1), ("r_ns_per_goodput_packet", -1),
+                   ("sender_util", -1), ("receiver_util", -1), ("duration_s", -1),
+                   ("rtt_eff_s", -1))
+
+
+# ---------------------------------------------------------------------------
+# numpy backend
+
+
+def _evaluate_numpy(x: Inputs, out: Outputs) -> None:
+    """Solve every scenario of ``x`` with the model run on whole arrays; fill ``out``."""
+    n = len(x.payload_bytes)
+    every = slice(None)
+    with np.errstate(all="ignore"):
+        w = np.empty((N_W, n))
+        _prepare(w, every, *[getattr(x, name) for name in _PREPARE_FIELDS])
+        _solve_start(w, w, every)
+        active = np.flatnonzero(w[S_DONE] == 0.0)
+        for _ in range(MAX_STEPS - 1):
+            if not active.size:
+                break
+            # Only the scenarios still iterating: a compact copy of their rows.
+            wa = w[:, active]
+            _solve_step(wa, wa, every)
+            w[:, active] = wa
+            active = active[wa[S_DONE] == 0.0]
+        results = _finish(w, every, w[S_YOUT], x.transfer_bytes, x.payload_bytes, x.s_cores,
+                          x.r_cores)
+    for (name, col), value in zip(_FINISH_OUTPUTS, results, strict=True):
+        target = getattr(out, name)
+        if col >= 0:
+            target[:, col] = value
+        else:
+            target[:] = value
+
+
+# ---------------------------------------------------------------------------
+# compiled backend (numba)
+
+#: Scenarios per block of the compiled kernel: the block's work array then
+#: stays in the core's cache (~(N_W + 2·29) × 256 × 8 B = 180 KB).
+KERNEL_BLOCK = 128
+#: Loops run over multiples of this many scenarios (AVX-512 doubles).
+KERNEL_LANES = 8
+#: Kernel-only rows after the work array: inputs copied in, outputs copied out
+#: (a loop that reads and writes one array, at rows a constant apart, needs no
+#: run-time aliasing checks, so LLVM vectorises it).
+W_IN = N_W
+W_OUT = W_IN + 28
+N_KERNEL_ROWS = W_OUT + 17
+
+
+def _kernel(payload, udp_payload, wire, s_ns_packet, s_ns_call, s_segments, s_ns_ack, s_cores,
+            r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every, immediate_ack,
+            stall_rate_hz, stall_min_s, stall_alpha, max_ack_delay_s, fc_window_bytes, busy,
+            link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc, transfer_bytes,
+            o_goodput, o_limit, o_rates, o_loss, o_pbuf, o_acks, o_s_ns, o_r_ns, o_s_util,
+            o_r_util, o_duration, o_rtt_eff, start, stop):
+    """Scenarios start…stop, KERNEL_BLOCK at a time; runs compiled only (see _compiled).
+
+    Every loop over a block's scenarios is one straight-line body on the work
+    array ``w``, which LLVM vectorises across scenarios.
+    """
+    _prefer_wide_vectors()
+    w = np.zeros((N_KERNEL_ROWS, KERNEL_BLOCK))  # zeros: no subnormal garbage in the padding
+    v = np.zeros((N_W, KERNEL_BLOCK))
+    pos = np.empty(KERNEL_BLOCK, dtype=np.int64)
+    for b0 in range(start, stop, KERNEL_BLOCK):
+        m = stop - b0 if stop - b0 < KERNEL_BLOCK else KERNEL_BLOCK
+        # Loops that compute run over whole vectors (the padding's results are
+        # not used): a scalar remainder of the long loop bodies costs more.
+        mp = (m + KERNEL_LANES - 1) // KERNEL_LANES * KERNEL_LANES
+        for r, a in enumerate((payload, udp_payload, wire, s_ns_packet, s_ns_call, s_segments,
+                               s_ns_ack, s_cores, r_ns_packet, r_ns_call, r_segments, r_ns_ack,
+                               r_cores, ack_every, immediate_ack, stall_rate_hz, stall_min_s,
+                               stall_alpha, max_ack_delay_s, fc_window_bytes, busy, link_bps,
+                               rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc, transfer_bytes)):
+            for j in range(m):
+                w[W_IN + r, j] = a[b0 + j]
+        for j in range(mp):
+            _prepare(w, j, w[W_IN, j], w[W_IN + 1, j], w[W_IN + 2, j], w[W_IN + 3, j],
+                     w[W_IN + 4, j], w[W_IN + 5, j], w[W_IN + 6, j], w[W_IN + 7, j],
+                     w[W_IN + 8, j], w[W_IN + 9, j], w[W_IN + 10, j], w[W_IN + 11, j],
+                     w[W_IN + 12, j], w[W_IN + 13, j], w[W_IN + 14, j], w[W_IN + 15, j],
+                     w[W_IN + 16, j], w[W_IN + 17, j], w[W_IN + 18, j], w[W_IN + 19, j],
+                     w[W_IN + 20, j], w[W_IN + 21, j], w[W_IN + 22, j], w[W_IN + 23, j],
+                     w[W_IN + 24, j], w[W_IN + 25, j], w[W_IN + 26, j])
+        for j in range(mp):
+            _solve_start(w, w, j)
+        # Scenarios converge after 3–5 evaluations, a few take many more: once
+        # half of those iterating have converged, the others move to the front of
+        # v (their invariants and state) and iterate there; w keeps the block's
+        # order for _finish and each scenario's answer (S_YOUT).
+        n_live = m
+        in_v = False
+        for _ in range(MAX_STEPS - 1):
+            live = 0
+            for k in range(n_live):
+                live += 1 if (v[S_DONE, k] if in_v else w[S_DONE, k]) == 0.0 else 0
+            if 2 * live <= n_live:
+                k2 = 0
+                for k in range(n_live):
+                    if in_v:
+                        if v[S_DONE, k] == 0.0:
+                            for r in range(N_W):
+                                v[r, k2] = v[r, k]
+                            pos[k2] = pos[k]
+                            k2 += 1
+                        else:
+                            w[S_YOUT, pos[k]] = v[S_YOUT, k]
+                    elif w[S_DONE, k] == 0.0:
+                        for r in range(N_W):
+                            v[r, k2] = w[r, k]
+                        pos[k2] = k
+                        k2 += 1
+                n_live = k2
+                in_v = True
+            if n_live == 0:
+                break
+            n_lanes = (n_live + KERNEL_LANES - 1) // KERNEL_LANES * KERNEL_LANES
+            if in_v:
+                for k in range(n_lanes):
+                    _solve_step(v, v, k)
             else:
-                np.maximum(cubic, w, out=cubic)
-                w[self.is_cubic] = cubic[self.is_cubic]
-        if self.any_bbr:
-            _where_into(w, self.is_bbr & (events < 0.2), np.inf)
-        _where_into(w, events <= 0, np.inf)
-        self.rate_cc = rate_cc = w * self.P8 / rtt_eff
-        # Flow control: at most the receiver's window in flight per (effective) RTT.
-        self.rate_fc = rate_fc = self.fc_bits / rtt_eff
-        f = np.minimum(rate_s, rate_r)
-        for rate in (rate_pair, self.rate_link, rate_cc, rate_fc):
-            np.minimum(f, rate, out=f)
-        return np.maximum(f, 1.0, out=f)
+                for k in range(n_lanes):
+                    _solve_step(w, w, k)
+        if in_v:  # still iterating after MAX_STEPS evaluations
+            for k in range(n_live):
+                w[S_YOUT, pos[k]] = v[S_YOUT, k]
+        for j in range(mp):
+            r = _finish(w, j, w[S_YOUT, j], w[W_IN + 27, j], w[W_IN, j], w[W_IN + 7, j],
+                        w[W_IN + 12, j])
+            w[W_OUT, j] = r[0]
+            w[W_OUT + 1, j] = r[1]
+            w[W_OUT + 2, j] = r[2]
+            w[W_OUT + 3, j] = r[3]
+            w[W_OUT + 4, j] = r[4]
+            w[W_OUT + 5, j] = r[5]
+            w[W_OUT + 6, j] = r[6]
+            w[W_OUT + 7, j] = r[7]
+            w[W_OUT + 8, j] = r[8]
+            w[W_OUT + 9, j] = r[9]
+            w[W_OUT + 10, j] = r[10]
+            w[W_OUT + 11, j] = r[11]
+            w[W_OUT + 12, j] = r[12]
+            w[W_OUT + 13, j] = r[13]
+            w[W_OUT + 14, j] = r[14]
+            w[W_OUT + 15, j] = r[15]
+            w[W_OUT + 16, j] = r[16]
+        for j in range(m):
+            o_goodput[b0 + j] = w[W_OUT, j]
+            o_limit[b0 + j] = np.intp(w[W_OUT + 1, j])
+        for j in range(m):
+            for q in range(6):
+                o_rates[b0 + j, q] = w[W_OUT + 2 + q, j]
+        for r, a in enumerate((o_loss, o_pbuf, o_acks, o_s_ns, o_r_ns, o_s_util, o_r_util,
+                               o_duration, o_rtt_eff)):
+            for j in range(m):
+                a[b0 + j] = w[W_OUT + 8 + r, j]
+    return 0
 
 
-#: Scenarios evaluated per block: the vector operations of a solver step then
-#: stay in the CPU cache instead of streaming 8-byte arrays through memory.
+#: Functions compiled with scalar primitives, in dependency order.
+_MODEL_FUNCTIONS = ("_cpu_rates", "_upper_bound", "_rates", "_residual", "_prepare",
+                    "_solve_start", "_solve_step", "_finish")
+
+#: LLVM fast-math flags of the compiled code: reassociation, contraction into
+#: FMA, reciprocals — not nnan/ninf, as the model relies on inf (no window, no
+#: flow-control limit) and on comparisons with NaN being false.
+FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+
+_compiled_kernel: Any = None
+_compile_lock = threading.Lock()
+
+
+def _scalar_primitives(numba: Any) -> dict[str, Any]:
+    """The primitives for one float: selects, and exp/log that LLVM can vectorise.
+
+    exp: e^x = 2^k·e^r with k = round(x/ln 2), |r| ≤ ln 2/2, e^r by its Taylor
+    series to r^12 (error < 2e-16), 2^k written into the exponent bits. log: x =
+    2^e·m with m in [√½, √2), log m = 2·atanh(s) = 2(s + s³/3 + …), s = (m−1)/(m+1),
+    |s| ≤ 0.172, to s^19 (error < 1e-16). Both handle 0, ±inf and NaN as libm,
+    except that exp flushes subnormal results (x < −708) to 0; subnormal
+    arguments of log are not needed by the model and not handled.
+    """
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    def as_bits_typer(typingctx, x):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.IntType(64))
+        return types.int64(types.float64), codegen
+
+    def from_bits_typer(typingctx, b):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.DoubleType())
+        return types.float64(types.int64), codegen
+
+    def sqrt_typer(typingctx, x):
+        # The LLVM intrinsic (one vsqrtpd for a vector); numba's math.sqrt calls libm.
+        def codegen(context, builder, signature, args):
+            fn = builder.module.declare_intrinsic("llvm.sqrt", [ir.DoubleType()])
+            return builder.call(fn, args, fastmath=tuple(sorted(FASTMATH)))
+        return types.float64(types.float64), codegen
+
+    def prefer_wide_vectors_typer(typingctx):
+        # The function this is called from may use the CPU's widest vectors
+        # (LLVM keeps to 256 bits on many AVX-512 CPUs unless told so). A string
+        # attribute, which llvmlite's attribute set does not list: added as such.
+        def codegen(context, builder, signature, args):
+            set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+            return context.get_dummy_value()
+        return types.none(), codegen
+
+    as_bits: Any = intrinsic(as_bits_typer)
+    from_bits: Any = intrinsic(from_bits_typer)
+    sqrt: Any = intrinsic(sqrt_typer)
+    prefer_wide_vectors: Any = intrinsic(prefer_wide_vectors_typer)
+
+    # Not reassoc: exp's scaling (p·2^k1)·2^k2 must keep its order.
+    jit = numba.njit(forceinline=True, fastmath=FASTMATH - {"reassoc"}, error_model="numpy")
+    ln2_hi = 6.93147180369123816490e-01
+    ln2_lo = 1.90821492927058770002e-10
+    inv_ln2 = 1.0 / math.log(2.0)
+    sqrt2 = math.sqrt(2.0)
+    mant = 0x000FFFFFFFFFFFFF
+    one_bits = 0x3FF0000000000000
+
+    def where(cond, a, b):
+        return a if cond else b
+
+    def minimum(a, b):
+        return a if a < b else b
+
+    def maximum(a, b):
+        return a if a > b else b
+
+    def absolute(a):
+        return a if a >= 0.0 else -a
+
+    def exp(x):
+        xc = x if x > -708.0 else -708.0
+        xc = xc if xc < 709.78 else 709.78
+        k = math.floor(xc * inv_ln2 + 0.5)
+        r = (xc - k * ln2_hi) - k * ln2_lo
+        p = 1.0 / 479001600.0
+        p = p * r + 1.0 / 39916800.0
+        p = p * r + 1.0 / 3628800.0
+        p = p * r + 1.0 / 362880.0
+        p = p * r + 1.0 / 40320.0
+        p = p * r + 1.0 / 5040.0
+        p = p * r + 1.0 / 720.0
+        p = p * r + 1.0 / 120.0
+        p = p * r + 1.0 / 24.0
+        p = p * r + 1.0 / 6.0
+        p = p * r + 0.5
+        p = p * r + 1.0
+        p = p * r + 1.0
+        # 2^k as 2^k1·2^k2: each factor a normal double for every k used here.
+        k1 = np.int64(k) >> 1
+        k2 = np.int64(k) - k1
+        v = p * from_bits((k1 + 1023) << 52) * from_bits((k2 + 1023) << 52)
+        v = 0.0 if x < -708.0 else v  # (subnormal results are flushed to 0)
+        v = math.inf if x > 709.782712893384 else v  # log of the largest double
+        return x if x != x else v
+
+    def log(x):
+        b = as_bits(x)
+        e = (b >> 52) - 1023
+        m = from_bits((b & mant) | one_bits)
+        big = m > sqrt2
+        m = 0.5 * m if big else m
+        e = e + 1 if big else e
+        s = (m - 1.0) / (m + 1.0)
+        z = s * s
+        p = 1.0 / 19.0
+        p = p * z + 1.0 / 17.0
+        p = p * z + 1.0 / 15.0
+        p = p * z + 1.0 / 13.0
+        p = p * z + 1.0 / 11.0
+        p = p * z + 1.0 / 9.0
+        p = p * z + 1.0 / 7.0
+        p = p * z + 1.0 / 5.0
+        p = p * z + 1.0 / 3.0
+        p = p * z + 1.0
+        fe = float(e)
+        v = fe * ln2_hi + (2.0 * s * p + fe * ln2_lo)
+        v = -math.inf if x == 0.0 else v
+        v = math.inf if x == math.inf else v
+        return math.nan if (x < 0.0) | (x != x) else v
+
+    prims = {"where": where, "min": minimum, "max": maximum, "abs": absolute, "exp": exp,
+             "log": log, "sqrt": sqrt}
+    out = {"_" + name: jit(fn) for name, fn in prims.items() if name != "sqrt"}
+    out["_sqrt"] = sqrt
+    out["_prefer_wide_vectors"] = prefer_wide_vectors
+    return out
+
+
+def _rebind(fn: Callable[..., Any], namespace: dict[str, Any]) -> Callable[..., Any]:
+    """``fn``'s code with ``namespace`` as its globals (the same source, other primitives)."""
+    import types
+
+    return types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+
+
+def _compiled() -> Any:
+    """The compiled kernel (loaded from numba's cache, or compiled: ~5 s), or None
+    when numba cannot be imported."""
+    global _compiled_kernel
+    if _compiled_kernel is None:
+        with _compile_lock:
+            if _compiled_kernel is None:
+                _compiled_kernel = _compile() or False
+    return _compiled_kernel or None
+
+
+def _compile() -> Any:
+    try:
+        import numba
+    except ImportError:
+        return None
+    # The model's own source, its globals the scalar primitives and the
+    # compiled model functions (inlined into the kernel by LLVM).
+    ns = dict(globals())
+    ns.update(_scalar_primitives(numba))
+    model = numba.njit(fastmath=FASTMATH, error_model="numpy", forceinline=True)
+    for name in _MODEL_FUNCTIONS:
+        ns[name] = model(_rebind(globals()[name], ns))
+    kernel = numba.njit(fastmath=FASTMATH, error_model="numpy", nogil=True,
+                        cache=True)(_rebind(_kernel, ns))
+    # Load (or compile) it now, in this thread, with the argument types evaluate uses.
+    a = np.zeros(0)
+    kernel(*[a] * 28, a, np.zeros(0, dtype=np.intp), np.zeros((0, len(RESOURCES))), *[a] * 9,
+           0, 0)
+    return kernel
+
+
+# ---------------------------------------------------------------------------
+# entry point
+
+#: Scenarios per task on the thread pool (either backend).
 BLOCK = 16384
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
 def _threads() -> ThreadPoolExecutor:
-    """One worker per usable core (numpy's loops release the GIL), made anew after a fork."""
+    """One worker per usable core, made anew after a fork."""
     global _pool
     if _pool is None or _pool[0] != os.getpid():
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -345,124 +883,55 @@ def _threads() -> ThreadPoolExecutor:
     return _pool[1]
 
 
-def evaluate(inp: Inputs, iterations: int = 8) -> Outputs:
-    """Solve the bottleneck model for every scenario, block by block (see _evaluate).
+def backend_for(n: int, backend: str = "auto") -> str:
+    """Which backend ``evaluate`` uses for ``n`` scenarios: "numpy" or "compiled".
 
-    Blocks are independent and run on a thread per core.
+    "auto": compiled, unless numba cannot be imported or QUICLAB_ANALYTIC_PURE
+    is set (not "0"). The choice does not depend on ``n``, so a scenario gets
+    the same bits in any batch, in any process on the same machine.
+    """
+    if backend not in ("auto", "numpy", "compiled"):
+        raise ValueError(f"backend={backend!r}: one of auto, numpy, compiled")
+    if backend == "numpy" or (backend == "auto" and os.environ.get("QUICLAB_ANALYTIC_PURE", "")
+                              not in ("", "0")):
+        return "numpy"
+    return "numpy" if _compiled() is None else "compiled"
+
+
+def evaluate(inp: Inputs, backend: str = "auto") -> Outputs:
+    """Solve the bottleneck model for every scenario (see the module docstring).
+
+    ``backend``: "auto" (see ``backend_for``), "numpy" or "compiled" (numpy if
+    numba cannot be imported). Large batches are split in blocks run on a
+    thread per core.
     """
     x = inp.broadcast()
     n = len(x.payload_bytes)
-    if n <= BLOCK:
-        return _evaluate(x, iterations)
+    which = backend_for(n, backend)
     out = Outputs(**{f.name: np.empty(n, dtype=np.intp if f.name == "limit" else np.float64)
                      for f in fields(Outputs) if f.name != "rates_bps"},
                   rates_bps=np.empty((n, len(RESOURCES))))
+    if which == "compiled":
+        kernel = _compiled()
+        # (A read-only array would be another type for numba, hence another compilation.)
+        args = [a if a.flags.writeable else a.copy()
+                for a in [getattr(x, name) for name in _PREPARE_FIELDS] + [x.transfer_bytes]]
+        outs = [out.goodput_bps, out.limit, out.rates_bps, out.loss_prob, out.rcvbuf_drop_prob,
+                out.acks_per_packet, out.s_ns_per_goodput_packet, out.r_ns_per_goodput_packet,
+                out.sender_util, out.receiver_util, out.duration_s, out.rtt_eff_s]
 
-    def block(i: int) -> None:
-        part = slice(i, i + BLOCK)
-        _evaluate(Inputs(*[getattr(x, f.name)[part] for f in fields(Inputs)]), iterations,
-                  out=Outputs(*[getattr(out, f.name)[part] for f in fields(Outputs)]))
-
-    # Each block runs in a copy of the caller's context, so np.errstate holds there too.
+        def task(lo: int) -> None:
+            kernel(*args, *outs, lo, min(lo + BLOCK, n))
+    else:
+        def task(lo: int) -> None:
+            part = slice(lo, lo + BLOCK)
+            _evaluate_numpy(Inputs(*[getattr(x, f.name)[part] for f in fields(Inputs)]),
+                            Outputs(*[getattr(out, f.name)[part] for f in fields(Outputs)]))
+    if n <= BLOCK:
+        task(0)
+        return out
+    # Each block runs in a copy of the caller's context (np.errstate and the like).
     context = contextvars.copy_context()
-    for _ in _threads().map(lambda i: context.copy().run(block, i), range(0, n, BLOCK)):
+    for _ in _threads().map(lambda lo: context.copy().run(task, lo), range(0, n, BLOCK)):
         pass
-    return out
-
-
-def _evaluate(x: Inputs, iterations: int = 8, out: Outputs | None = None) -> Outputs:
-    """Solve the bottleneck model for every scenario (see the module docstring).
-
-    Goodput ``g`` is the fixed point ``g = f(g)``, where ``f`` gives the
-    smallest resource rate when the transfer runs at ``g`` (loss from the
-    receive buffer grows with ``g``, the delayed-ACK wait shrinks). ``f`` is
-    non-increasing, so the root of ``log f(e^y) − y`` is bracketed by
-    ``[log f(g_hi), log g_hi]`` with ``g_hi`` the loss-free bound, and found
-    with the Illinois variant of regula falsi — ``iterations`` evaluations of
-    ``f`` for every scenario at once. ``x`` must be broadcast; results go to
-    ``out`` (arrays of the block's length) when given.
-    """
-    P8 = x.payload_bytes * 8.0
-    link_goodput = x.link_bps * x.payload_bytes / x.wire_bytes
-    bdp = x.link_bps / 8.0 * x.rtt_s
-    # Drop-tail queue smaller than the BDP leaves the link idle after each
-    # multiplicative decrease: W_max = BDP + Q, the window falls to β·W_max
-    # and climbs back; the link is idle while the window is below the BDP.
-    beta = np.where(x.cc == 1, RENO_BETA, CUBIC_BETA)
-    wmax = bdp + x.queue_bytes
-    low = beta * wmax
-    idle = np.where(low < bdp, (bdp - low) ** 2 / np.maximum(2 * bdp * (wmax - low), 1e-9), 0.0)
-    util = np.where(x.cc == 2, 1.0, np.clip(1.0 - idle, 0.05, 1.0))
-    rate_link = link_goodput * util
-    f = _RateModel(x, P8, rate_link)
-
-    # Bracket the root in log space: g_hi from the loss-free CPU/link bounds.
-    g_hi = f.loss_free()
-    y_b = np.log(g_hi)
-    h_b = np.log(f(g_hi)) - y_b  # ≤ 0
-    g_lo = np.exp(y_b + h_b)
-    y_a = np.log(g_lo)
-    h_a = np.log(f(g_lo)) - y_a  # ≥ 0
-    # Illinois: the end that stays twice in a row has its weight halved; the
-    # factors are exactly 1 or 0.5, so scaling by them equals halving or not.
-    halve_a = np.ones_like(y_a)
-    halve_b = np.ones_like(y_b)
-    for _ in range(max(iterations - 2, 1)):
-        denom = h_a - h_b
-        with np.errstate(divide="ignore", invalid="ignore"):
-            y_c = (y_b * h_a - y_a * h_b) / denom
-        _where_into(y_c, ~(np.abs(denom) > 1e-15), y_a)
-        h_c = np.log(f(np.exp(y_c))) - y_c
-        right = h_c < 0  # root lies left of c: c replaces b
-        bits = np.negative(right.view(np.int8), dtype=np.int64)
-        _blend(bits, y_c, y_b, out=y_b)
-        _blend(bits, h_c, np.multiply(h_b, halve_b, out=h_b), out=h_b)
-        _blend(bits, y_a, y_c, out=y_a)
-        _blend(bits, np.multiply(h_a, halve_a, out=h_a), h_c, out=h_a)
-        np.subtract(1.0, 0.5 * right, out=halve_a)  # a stayed: halve it next time
-        np.add(0.5, 0.5 * right, out=halve_b)  # b stayed
-    # Evaluate once more at the solution; report exactly the bound the final
-    # rates imply (goodput is the minimum of the rates returned).
-    goodput = f(np.exp(0.5 * (y_a + y_b)))
-    rate_s, rate_r, rate_pair = f.rate_s, f.rate_r, f.rate_pair
-    rate_cc, rate_fc = f.rate_cc, f.rate_fc
-    p_buf, loss, acks, rtt_eff, s_ns, r_ns = f.p_buf, f.loss, f.acks, f.rtt_eff, f.s_ns, f.r_ns
-    rates = np.stack([rate_s, rate_r, rate_pair, rate_link, rate_cc, rate_fc], axis=1,
-                     out=None if out is None else out.rates_bps)
-    limit = np.argmin(rates, axis=1)
-    # Ties between CPU and interplay: name the CPU when the pair keeps it busy at
-    # least CPU_BOUND_BUSY of the time (seed 002 §4.4: "server limited … with a
-    # server CPU usage above 95 %"; the DES and ns-3 use the same, BUSY_LIMIT).
-    limit = np.where((limit == 2) & (x.busy >= CPU_BOUND_BUSY),
-                     np.where(rate_s <= rate_r, 0, 1), limit)
-    # Loss that comes (mostly) from the receive buffer: call the limit rcvbuf.
-    limit = np.where((limit == 4) & (p_buf > x.loss_prob), 6, limit)
-    # Startup: handshake (1.5 RTT) plus slow start from 10 packets to the
-    # steady window, during which on average half the rate is achieved.
-    w_target = np.maximum(goodput * rtt_eff / P8, 10.0)
-    ss_rounds = np.log2(np.maximum(w_target / 10.0, 1.0))
-    startup = 1.5 * x.rtt_s + ss_rounds * rtt_eff
-    sent_in_ss = np.minimum(x.transfer_bytes, 2.0 * w_target * x.payload_bytes)
-    duration = np.maximum(startup + np.maximum(x.transfer_bytes - sent_in_ss, 0.0) * 8.0 / goodput,
-                          1.5 * x.rtt_s + x.transfer_bytes * 8.0 / goodput)
-    effective = x.transfer_bytes * 8.0 / duration
-    result = Outputs(
-        goodput_bps=effective,
-        limit=limit,
-        rates_bps=rates,
-        loss_prob=loss,
-        rcvbuf_drop_prob=p_buf,
-        acks_per_packet=acks,
-        s_ns_per_goodput_packet=s_ns,
-        r_ns_per_goodput_packet=r_ns,
-        sender_util=effective / rate_s * x.s_cores,
-        receiver_util=effective / rate_r * x.r_cores,
-        duration_s=duration,
-        rtt_eff_s=rtt_eff,
-    )
-    if out is None:
-        return result
-    for fld in fields(Outputs):
-        if fld.name != "rates_bps":
-            np.copyto(getattr(out, fld.name), getattr(result, fld.name))
     return out
