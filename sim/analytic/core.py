@@ -240,10 +240,10 @@ INF = math.inf
  C_X1, C_INV_X1, C_LOG_TM_X1, C_STALL_SCALE, C_MEAN_STALL, C_FC_BITS, C_FC_PKTS,
  C_RTT_BASE, C_RTT, C_MAX_ACK_DELAY, C_IMMEDIATE, C_BUSY, C_CC) = range(29)
 N_C = 29
-(S_YA, S_HA, S_YB, S_HB, S_SIDE, S_YC, S_YP, S_HP, S_YBEST, S_HBEST, S_YOUT,
- S_DONE) = range(N_C, N_C + 12)
+(S_YA, S_KNOWN_A, S_YB, S_FIRST, S_YC, S_YP, S_HP, S_YBEST, S_HBEST, S_YOUT,
+ S_DONE) = range(N_C, N_C + 11)
 #: Rows of the work array: the invariants, then the solver's state.
-N_W = N_C + 12
+N_W = N_C + 11
 
 def _prepare(c, i, payload, udp_payload, wire, s_ns_packet, s_ns_call, s_segments, s_ns_ack,
              s_cores, r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every,
@@ -402,16 +402,15 @@ def _solve_start(s, c, i):
     """First evaluation: at the upper bound; the next point is one fixed-point step.
 
     In log goodput y, h(y) = log f(e^y) − y is ≥ 0 at y = 0 (f ≥ 1 bit/s) and
-    ≤ 0 at the upper bound, so [0, y_hi] brackets a root. The lower end is
-    not evaluated: h_a = −1 marks it unknown.
+    ≤ 0 at the upper bound, so [0, y_hi] brackets a root; y = 0 itself is not
+    evaluated (S_KNOWN_A = 0).
     """
     y = _log(_upper_bound(c, i))
     h = _residual(c, i, y)
     s[S_YA, i] = 0.0
-    s[S_HA, i] = -1.0
+    s[S_KNOWN_A, i] = 0.0
     s[S_YB, i] = y
-    s[S_HB, i] = h
-    s[S_SIDE, i] = 0.0
+    s[S_FIRST, i] = 1.0
     s[S_YP, i] = y
     s[S_HP, i] = h
     s[S_YBEST, i] = y
@@ -426,48 +425,37 @@ def _solve_step(s, c, i):
     """Evaluate h at the pending point, update the bracket, choose the next point.
 
     The bracket [y_a, y_b] has h(y_a) ≥ 0 ≥ h(y_b). The next point is the
-    secant through the last two points when it falls inside the bracket;
-    else regula falsi on the bracket's ends with the Illinois rule (the end
-    kept twice in a row has its h halved), or a fixed-point step while no
-    point with h ≥ 0 has been evaluated. Only the answer (S_YOUT) and S_DONE
-    of a scenario already done are kept; its other rows may change.
+    secant through the last two points when it falls inside the bracket
+    (Dekker's method; not on the first step, whose other point is the upper
+    bound, where f is usually in another regime); else the bracket's midpoint,
+    or while no point with h ≥ 0 has been evaluated, a fixed-point step (which
+    stays inside [0, y_b]). Only the answer (S_YOUT) and S_DONE of a scenario
+    already done are kept; its other rows may change.
     """
     yc = s[S_YC, i]
     hc = _residual(c, i, yc)
-    ya, ha, yb, hb, side = s[S_YA, i], s[S_HA, i], s[S_YB, i], s[S_HB, i], s[S_SIDE, i]
     right = hc < 0.0  # the root lies below yc: yc becomes the upper end
-    left = right == False  # noqa: E712
-    ha = _where(right & (side > 0.0), 0.5 * ha, ha)
-    hb = _where(left & (side < 0.0), 0.5 * hb, hb)
-    yb = _where(right, yc, yb)
-    hb = _where(right, hc, hb)
-    ya = _where(right, ya, yc)
-    ha = _where(right, ha, hc)
+    ya = _where(right, s[S_YA, i], yc)
+    yb = _where(right, yc, s[S_YB, i])
+    known_a = _where(right, s[S_KNOWN_A, i], 1.0)
     better = _abs(hc) < _abs(s[S_HBEST, i])
     ybest = _where(better, yc, s[S_YBEST, i])
     hbest = _where(better, hc, s[S_HBEST, i])
-    # Both candidate points are y1 − h1·(y1 − y2)/(h1 − h2). Not the secant
-    # through the upper bound (side = 0: the first step): f changes regime
-    # between there and the root more often than not.
     yp, hp = s[S_YP, i], s[S_HP, i]
     secant = yc - hc * (yc - yp) / (hc - hp)
-    use_secant = (secant > ya) & (secant < yb) & (side != 0.0)
-    falsi = yb - hb * (yb - ya) / (hb - ha)
-    falsi = _where((falsi > ya) & (falsi < yb), falsi, 0.5 * (ya + yb))
-    fixed = _max(yc + hc, 0.0)  # log f(g): inside [0, y_b] while no end has h ≥ 0
-    y_n = _where(use_secant, secant, _where(ha >= 0.0, falsi, fixed))
-    # A secant step near the root is a close (over)estimate of the distance
-    # to it; a regula falsi step is not (it may creep along one side).
+    use_secant = (secant > ya) & (secant < yb) & (s[S_FIRST, i] == 0.0)
+    fixed = _max(yc + hc, 0.0)  # log f(g)
+    y_n = _where(use_secant, secant, _where(known_a > 0.0, 0.5 * (ya + yb), fixed))
+    # Near the root a secant step is a close (over)estimate of the distance to it.
     small_step = use_secant & (_abs(secant - yc) <= TOL_STEP)
     done = small_step | (hbest == 0.0) | (yb - ya <= TOL_STEP)
     # The answer: that last secant point, else the point with the smallest
     # residual (also when MAX_STEPS ends the iteration).
     y_out = _where(small_step & (hbest != 0.0), secant, ybest)
     s[S_YA, i] = ya
-    s[S_HA, i] = ha
+    s[S_KNOWN_A, i] = known_a
     s[S_YB, i] = yb
-    s[S_HB, i] = hb
-    s[S_SIDE, i] = _where(right, 1.0, -1.0)
+    s[S_FIRST, i] = 0.0
     s[S_YBEST, i] = ybest
     s[S_HBEST, i] = hbest
     s[S_YP, i] = yc
