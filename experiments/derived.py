@@ -1,13 +1,16 @@
 """Metrics that come from the cost model or the Table 3 crypto fit rather than an engine run.
 
 - ``sender_io_pct``, ``sender_crypto_pct``, ``sender_protocol_pct`` (and
-  ``receiver_…``): the share of one endpoint's CPU per data packet in each
-  stage of :class:`~quiclab.sim.resolve.Endpoint` — IO = kernel per-datagram
-  work plus the system call's share, crypto = AEAD and header protection,
-  protocol = QUIC processing, application and the ACKs per packet. This is
-  the split Mukherjee et al. 2025 Table 1 profiles (IO / crypto / protocol,
-  libc left out). ``sender_kernel_pct`` is the IO share, the kernel (sys)
-  time of König et al. 2025 Fig. 11.
+  ``receiver_…``): what ``perf`` would see on one endpoint at the predicted
+  goodput (:func:`quiclab.sim.analytic.pipeline.perf_profile`): the stages of
+  :class:`~quiclab.sim.resolve.Endpoint` weighted by the stack's measured
+  profile — IO = kernel per-datagram work plus the system call's share,
+  crypto = AEAD and header protection, protocol = QUIC processing, application
+  and the ACKs per packet — plus the idle time a polling core spends in its
+  I/O path. This is the split Mukherjee et al. 2025 Table 1 profiles (IO /
+  crypto / protocol, libc left out); without a prediction, the cost split.
+  ``sender_kernel_pct`` is the cost model's IO share, the kernel (sys) time of
+  König et al. 2025 Fig. 11.
 - ``crypto:<point_id>``: Table 3 of Mukherjee et al. 2025 predicted by
   :func:`quiclab.calibration.crypto.fit_table3` — encryption/decryption
   latency of 9000 bytes in units of S bytes, and the rate 9000·8 / latency.
@@ -72,13 +75,13 @@ def crypto_metric(point: dict[str, Any], fits: dict[str, Any]) -> float:
 
 
 def make_derived(spec: ReproSpec, registry: Registry | None, points: pd.DataFrame
-                 ) -> Callable[[str, str], float]:
+                 ) -> Callable[..., float]:
     """The callback :class:`~quiclab.experiments.evaluate.Context` uses for these metrics."""
     cache: dict[str, Resolved] = {}
     fits: dict[str, Any] = {}
     by_id = {str(r["point_id"]): r for r in points.to_dict("records")}
 
-    def derived(name: str, metric: str) -> float:
+    def derived(name: str, metric: str, row: Any = None) -> float:
         if metric.startswith("crypto:"):
             if not fits:
                 from quiclab.calibration.crypto import fit_table3
@@ -96,6 +99,22 @@ def make_derived(spec: ReproSpec, registry: Registry | None, points: pd.DataFram
         if name not in cache:
             cache[name] = resolve(spec.named[name], registry)
         stage = "io" if m.group(2) == "kernel" else m.group(2)
+        if m.group(2) != "kernel" and row is not None and row.get("goodput_mbps"):
+            # Table 1 profiles on-CPU cycles: at the predicted goodput, with the
+            # stack's measured stage weights and the idle time a polling core spends
+            # in its I/O path (sim/analytic/pipeline.perf_profile).
+            from quiclab.models.pipelines import PipelineCatalog
+            from quiclab.sim.analytic.pipeline import perf_profile
+            from quiclab.sim.cores import host_params
+
+            r = cache[name]
+            side = m.group(1)
+            ep = r.sender if side == "sender" else r.receiver
+            impl = r.scenario.server if side == "sender" else r.scenario.client
+            profile = host_params(registry).profile(impl, side)
+            polls = PipelineCatalog.packaged().polls_idle(impl)
+            return perf_profile(ep, r.acks_per_packet, float(row["goodput_mbps"]) * 1e6,
+                                profile, polls)[stage]
         return stage_shares(cache[name], m.group(1))[stage]
 
     return derived

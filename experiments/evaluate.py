@@ -125,7 +125,7 @@ class Context:
 
     def __init__(self, spec: ReproSpec, rows: Mapping[tuple[str, str], Mapping[str, Any]],
                  points: Mapping[str, Mapping[str, Any]], fitted: set[str],
-                 derived: Callable[[str, str], float] | None = None,
+                 derived: Callable[..., float] | None = None,
                  failures: Mapping[tuple[str, str], str] | None = None):
         self.spec = spec
         self.rows = rows
@@ -154,7 +154,7 @@ class Context:
         if metric == "loss_rate_pct":
             return 100.0 * float(row["losses"]) / max(float(row["server_packets_sent"]), 1.0)
         if self.derived is not None:
-            return self.derived(name, metric)
+            return self.derived(name, metric, row)
         raise KeyError(f"unknown metric {metric!r}")
 
 
