@@ -20,9 +20,9 @@ Because loss depends on the rate (faster arrivals overflow a stalled
 receiver's buffer sooner) and costs depend on loss (retransmissions, the
 receiver's immediate ACKs on gaps), goodput is the fixed point g = f(g), solved
 per scenario in log goodput until the solver's next step is below TOL_STEP
-(``_solve_step``); every output is then evaluated at that solution. A
-scenario's answer therefore does not depend on the batch it is in nor on the
-number of steps it took, beyond that tolerance.
+(``_solve_step``); every output is then evaluated at that solution, so the
+answer does not depend on how many steps a scenario took beyond that
+tolerance.
 
 The model is written once, element by element (``_prepare``, ``_rates``,
 ``_solve_start``, ``_solve_step``, ``_finish``), with its elementwise primitives
@@ -38,12 +38,13 @@ globals. Two backends run that one source:
   blocks of KERNEL_BLOCK scenarios one solver step at a time across the block
   (AVX-512 where the CPU has it), moving the scenarios still iterating to the
   front as others converge. Large batches run on a thread per core. The machine
-  code is cached on disk (numba ``cache=True``, next to this file): a process
-  pays numba's import and the cache load on its first call (~0.5 s), and the
-  first run after this file changes compiles (~5 s).
+  code is cached on disk (numba ``cache=True``: next to this file, else in
+  numba's user cache): a process pays numba's import and the cache load on its
+  first call (~0.5 s), and the first run after this file changes compiles (~5 s).
 
-Each backend gives a scenario the same bits in any batch; the two agree to the
-solver's tolerance, in practice ~1e-12 relative (see
+Each backend gives a scenario the same bits in any batch (so the choice of
+backend never depends on the batch size); the two agree to the solver's
+tolerance, on realistic scenarios to ~1e-12 relative (see
 tests/sim/test_analytic_speed_equivalence.py).
 """
 
@@ -214,11 +215,11 @@ def cc_window_packets(loss: np.ndarray, rtt_s: np.ndarray, cc: np.ndarray) -> np
 # The model, element by element.
 #
 # Each function below takes ``i``, the scenarios it works on: an int in the
-# compiled backend (then every value is a float), a slice or an index array in
-# the numpy backend (then every value is an array). Per-scenario invariants live
-# in the rows of ``c`` (C_* below), the solver's state in the rows of ``s``
-# (S_*). Only the primitives may branch on the backend; the code here uses
-# ``_where`` instead of ``if`` and never ``~``/``not``/``and``/``or``.
+# compiled backend (then every value is a float), a slice in the numpy backend
+# (then every value is an array). Per-scenario invariants live in the rows C_*
+# of ``c``, the solver's state in the rows S_* of ``s`` (the drivers pass one
+# work array as both). Only the primitives may branch on the backend; the code
+# here uses ``_where`` instead of ``if`` and never ``~``/``not``/``and``/``or``.
 
 _where: Callable[..., Any] = np.where
 _min: Callable[..., Any] = np.minimum
@@ -313,10 +314,11 @@ def _cpu_rates(c, i, loss, acks):
     keep = _max(1.0 - loss, 1e-9)
     s_keep = (keep + loss) * c[C_S_BASE, i] + keep * acks * c[C_S_ACK, i]  # s_ns · keep
     r_ns = c[C_R_BASE, i] + acks * c[C_R_ACK, i]
-    inv = 1.0 / (s_keep * r_ns)  # one division for both rates
     s_ns = s_keep / keep  # (only the outputs need it)
-    rate_s = c[C_S_NUM, i] * keep * r_ns * inv
-    rate_r = c[C_R_NUM, i] * s_keep * inv
+    # Each side's rate from its own costs alone (one division each), so that a
+    # sender-bound answer does not move, not even by a bit, with the receiver's cost.
+    rate_s = c[C_S_NUM, i] * keep / s_keep
+    rate_r = c[C_R_NUM, i] / r_ns
     rate_pair = c[C_BUSY, i] * _min(rate_s, rate_r)
     return s_ns, r_ns, rate_s, rate_r, rate_pair
 
