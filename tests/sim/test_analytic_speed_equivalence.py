@@ -6,7 +6,7 @@ compiled by numba (vectorised across scenarios, blocks on threads, scenarios
 compacted as they converge). Checked here: the answer is the fixed point (and
 does not move when the tolerance is tightened), it does not depend on the
 batch or on the backend, the compiled primitives match numpy's, and the
-solver's form of the receive-buffer law matches the closed forms. Correctness
+solver's form of the receive-buffer law matches its closed form. Correctness
 only — nothing here is timed.
 """
 
