@@ -64,6 +64,10 @@ DEFAULT_SEGMENT_SHARE = 0.2
 DEFAULT_BYTES_NS = 0.45  # ns per byte incl. crypto (lsquic, seed 000 Fig. 9a ≈ 0.6 on W-2145)
 DEFAULT_H3_SHARE = 0.10  # HTTP/3 layer cost as a share of T (seed 000 §V-A: h3 vs h0.9 up to 27 %)
 APPS = ("perf", "hq", "h3")
+#: Variants whose cost factor applies to one role only: quicly "no opt." differs from
+#: quicly in its client (seed 001 §2.2: "the main difference between the two
+#: implementations is the use of GRO at the client"; Table 1 profiles the same server).
+VARIANT_ROLES: dict[tuple[str, str], tuple[str, ...]] = {("quicly", "noopt"): ("receiver",)}
 
 
 @dataclass
@@ -534,6 +538,9 @@ class Calibrator:
                 spec.variants["gso"]["behaviour"] = {"supports_gso": True, "supports_gro": True}
             if name == "quicly" and "noopt" in spec.variants:
                 spec.variants["noopt"]["behaviour"] = {"supports_gro": False}
+            for (impl, variant), roles in VARIANT_ROLES.items():
+                if impl == name and variant in spec.variants:
+                    spec.variants[variant]["cost_roles"] = list(roles)
             if name in ("lsquic", "picoquic", "ngtcp2", "quic-go"):
                 for v in ("2025", "quicperf", "integrated"):
                     if v in spec.variants and name != "lsquic":
@@ -561,6 +568,8 @@ class Calibrator:
                          "description": d.get("description", ""), "source": d.get("source", "")}
                 if "behaviour" in d:
                     entry["behaviour"] = d["behaviour"]
+                if "cost_roles" in d:
+                    entry["cost_roles"] = d["cost_roles"]
                 variants[v] = entry
             out[name] = build_model(replace(spec, variants=variants), self.crypto_, self.cpus)
         return out

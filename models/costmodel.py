@@ -267,7 +267,8 @@ class CostModel:
 
     ``variants`` maps a build or version name (used as ``impl@variant`` in a
     Scenario, e.g. ``lsquic@march`` for the ``-march`` builds of seed 002 §4.6)
-    to a dict of overrides: ``cost_factor`` (multiplies every CPU cost),
+    to a dict of overrides: ``cost_factor`` (multiplies every CPU cost, or with
+    ``cost_roles`` only those roles' — e.g. a build whose client alone differs),
     behaviour keys, or ``sender.<cost>`` / ``receiver.<cost>`` Params.
     """
 
@@ -311,11 +312,18 @@ class CostModel:
                        else spec.get("cost_factor", 1.0))
         sender, receiver = self.sender, self.receiver
         crypto = self.crypto
-        if factor != 1.0:
+        roles = tuple(spec.get("cost_roles") or ROLES)
+        if factor != 1.0 and set(roles) >= set(ROLES):
             sender = _scale_role(sender, factor)
             receiver = _scale_role(receiver, factor)
             crypto = {k: CryptoCost(v.ns_per_packet.scaled(factor), v.ns_per_byte.scaled(factor))
                       for k, v in crypto.items()}
+        elif factor != 1.0:
+            # One role only: its own costs; crypto (shared by both roles) stays.
+            if "sender" in roles:
+                sender = _scale_role(sender, factor)
+            if "receiver" in roles:
+                receiver = _scale_role(receiver, factor)
         behaviour = self.behaviour
         beh = spec.get("behaviour", {})
         if beh:
