@@ -323,12 +323,32 @@ def _cpu_rates(c, i, loss, acks):
     return s_ns, r_ns, rate_s, rate_r, rate_pair
 
 
+def _cwnd(c, i, events, inv_events, reno, rtt_eff):
+    """Congestion window (packets) for the loss-event rate ``events`` per packet
+    (see cc_window_packets): CUBIC's average window k·(RTT/p)^(3/4), never below
+    Reno's ``reno`` = sqrt(1.5/p); BBR is not loss-driven below 20 % loss events;
+    without loss, no limit."""
+    t = rtt_eff * inv_events
+    cubic = CUBIC_K * _sqrt(t * _sqrt(t))
+    cc = c[C_CC, i]
+    w = _where(cc == 0.0, _max(cubic, reno), reno)
+    no_loss = (events > 0.0) == False  # noqa: E712
+    return _where(((cc == 2.0) & (events < 0.2)) | no_loss, INF, w)
+
+
 def _upper_bound(c, i):
-    """A goodput no f(g) exceeds: the CPU, interplay and link rates with the path's
-    loss alone and the fewest ACKs (buffer drops and immediate ACKs only add cost)."""
-    _, _, rate_s, rate_r, rate_pair = _cpu_rates(c, i, c[C_LOSS, i],
-                                                 _min(c[C_ACK_BASE, i], 1.0))
-    return _max(_min(_min(rate_s, rate_r), _min(rate_pair, c[C_RATE_LINK, i])), 1.0)
+    """A goodput no f(g) exceeds: every rate with the path's loss alone, the fewest
+    ACKs and the base RTT (buffer drops, immediate ACKs and the receiver's ACK
+    delay only add cost, loss events and round-trip time; each rate falls with
+    them). The closer this is to the fixed point, the fewer steps the solver takes."""
+    loss = c[C_LOSS, i]
+    _, _, rate_s, rate_r, rate_pair = _cpu_rates(c, i, loss, _min(c[C_ACK_BASE, i], 1.0))
+    rtt = c[C_RTT_BASE, i]
+    inv_loss = 1.0 / _max(loss, 1e-300)
+    rate_cc = _cwnd(c, i, loss, inv_loss, _sqrt(1.5 * inv_loss), rtt) * c[C_P8, i] / rtt
+    rate_fc = c[C_FC_BITS, i] / rtt
+    return _max(_min(_min(_min(rate_s, rate_r), _min(rate_pair, c[C_RATE_LINK, i])),
+                     _min(rate_cc, rate_fc)), 1.0)
 
 
 def _rates(c, i, y):
@@ -377,14 +397,7 @@ def _rates(c, i, y):
     # about one path RTT's worth of packets (RFC 9000 §13.2.1).
     acks = _min(c[C_ACK_BASE, i] + c[C_IMMEDIATE, i] * loss * pkt * c[C_RTT, i], 1.0)
     s_ns, r_ns, rate_s, rate_r, rate_pair = _cpu_rates(c, i, loss, acks)
-    # Congestion window for the loss-event rate (see cc_window_packets):
-    # CUBIC's average window k·(RTT/p)^(3/4), never below Reno's; BBR is not
-    # loss-driven below 20 % loss events.
-    t = rtt_eff * inv_events
-    cubic = CUBIC_K * _sqrt(t * _sqrt(t))
-    cc = c[C_CC, i]
-    w = _where(cc == 0.0, _max(cubic, reno), reno)
-    w = _where(((cc == 2.0) & (events < 0.2)) | (lossy == False), INF, w)  # noqa: E712
+    w = _cwnd(c, i, events, inv_events, reno, rtt_eff)
     inv_rtt = 1.0 / rtt_eff
     rate_cc = w * c[C_P8, i] * inv_rtt
     # Flow control: at most the receiver's window in flight per (effective) RTT.
@@ -678,7 +691,7 @@ def _kernel(payload, udp_payload, wire, s_ns_packet, s_ns_call, s_segments, s_ns
 
 
 #: Functions compiled with scalar primitives, in dependency order.
-_MODEL_FUNCTIONS = ("_cpu_rates", "_upper_bound", "_rates", "_residual", "_prepare",
+_MODEL_FUNCTIONS = ("_cpu_rates", "_cwnd", "_upper_bound", "_rates", "_residual", "_prepare",
                     "_solve_start", "_solve_step", "_finish")
 
 #: LLVM fast-math flags of the compiled code: reassociation, contraction into
