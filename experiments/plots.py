@@ -129,7 +129,8 @@ def _lines(ax: Any, rep: Any, panel: dict[str, Any]) -> None:
         ax.set_yscale("log")
     ax.set_xlabel(panel.get("xlabel", panel.get("x", "")))
     ax.set_ylabel(panel.get("ylabel", f"{metric} ({unit})" if unit else metric))
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # a panel of unlabelled series has no legend
+        ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
 
 
