@@ -439,7 +439,9 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
         .groupby(["source", "engine"], sort=False).head(WORST)
     md = ["# Validation report", "",
           "Absolute percentage error (APE) of predicted goodput against every measurement of "
-          "each source, per engine.", "",
+          "each source, per engine. `items`: the source's evidence; `predicted`: those "
+          "with a point value, over which the APE columns are taken (a published bound is "
+          "checked as a violation, a CPU figure as utilisation, neither as an APE).", "",
           _fmt_table(summary) if len(summary) else "No goodput measurements.", ""]
     md += ["## Worst cases", "", _fmt_table(worst[["source", "engine", "ident", "scenario",
                                                     "observed_mbps", "predicted_mbps",
