@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from quiclab.errors import DataError
+from quiclab.errors import DataError, ScenarioError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +44,15 @@ def scenario_from_args(args: argparse.Namespace) -> Any:
     return Scenario.from_dict(fields, source=args.scenario or None)
 
 
+def _fields_from_file(args: argparse.Namespace) -> set[str]:
+    """The Scenario fields whose value came from --scenario FILE (not overridden)."""
+    from quiclab.sim.scenario import parse_assignments
+
+    fields = set(load_mapping(Path(args.scenario)))
+    fields -= {name for name in ("server", "client") if getattr(args, name)}
+    return fields - set(parse_assignments(args.set))
+
+
 def load_mapping(path: Path) -> dict[str, Any]:
     import yaml
 
@@ -66,7 +75,14 @@ def run_predict(args: argparse.Namespace) -> int:
     registry = Registry.load(args.paths.models)
     options = {"cache_dir": args.paths.cache / "ns3"} if args.engine == "ns3" else {}
     engine = get_engine(args.engine, registry, **options)
-    pred = engine.predict(scenario)
+    try:
+        pred = engine.predict(scenario)
+    except ScenarioError as err:
+        # Names and combinations are checked when the scenario is resolved; a value
+        # that came from --scenario FILE gets the file named, as on construction.
+        if err.source or not args.scenario or err.field not in _fields_from_file(args):
+            raise
+        raise ScenarioError(err.field, err.value, err.allowed, source=args.scenario) from None
     if args.json:
         print(json.dumps(pred.to_dict(), sort_keys=True))
         return 0

@@ -224,6 +224,24 @@ def test_predict_help(cli, capsys: pytest.CaptureFixture[str]):
     assert capsys.readouterr().out.startswith("usage: quiclab predict")
 
 
+@pytest.mark.parametrize(("text", "extra", "first"), [
+    ("server: nosuch\n", [], "sc.yaml: server='nosuch' is impossible: allowed one of: "),
+    ("server: quiche\ncpu: Nosuch\n", [], "sc.yaml: cpu='Nosuch' is impossible: "),
+    # a value given on the command line is not blamed on the file
+    ("server: quiche\n", ["--server", "nosuch"], "server='nosuch' is impossible: "),
+    ("cpu: Nosuch\n", ["--set", "cpu=Foo"], "cpu='Foo' is impossible: "),
+])
+def test_predict_unknown_name_from_a_scenario_file_names_the_file(
+        cli, tmp_path: Path, text: str, extra: list[str], first: str):
+    spec = tmp_path / "sc.yaml"
+    spec.write_text(text)
+    result = cli("predict", "--scenario", str(spec), *extra, catalog_path=None)
+    assert result.code == 2 and result.out == ""
+    line = result.err.removeprefix("quiclab: error: ")
+    assert "\n" not in line.rstrip("\n")
+    assert line.removeprefix(str(tmp_path) + "/").startswith(first)
+
+
 def test_no_command_prints_help(cli):
     result = cli(catalog_path=None)
     assert result.code == 0 and result.out.startswith("usage: quiclab")
