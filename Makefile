@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 QUICLAB := $(BIN)/quiclab
 PYTEST_FLAGS ?=
 
-.PHONY: run test test-slow test-testbed test-all lint bench testbed app setup clean reproduce validate
+.PHONY: run test test-slow test-testbed lint bench testbed app setup clean
 
 # setup.py and the DES hot path: `pip install -e` compiles those modules with mypyc
 # (a stale build is not used — sim/des/native.py — but then runs at pure-Python speed).

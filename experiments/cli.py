@@ -136,13 +136,15 @@ def run_sweep(args: argparse.Namespace) -> int:
     if not args.no_catalog and report.table is not None:
         rows = runner.to_catalog(args.catalog, report.table, name=spec.name, kind="sweep",
                                  provenance=report.provenance)
-    rates = ", ".join(f"{e} {report.rate(e):,.1f} pts/s" for e in report.seconds)
+    rates = ", ".join(f"{e} {report.rate(e):,.1f} pts/s" for e in report.seconds
+                      if report.computed_by.get(e))  # no rate for an engine that computed none
     print(f"{spec.name}: {report.points} point×engine(s): {report.computed} computed, "
           f"{report.reused} reused, {len(report.failed)} failed in {wall:.1f} s"
           + (f" ({rates})" if rates else ""))
     print(f"  results: {out}/parts  ({report.table.num_rows if report.table else 0} rows)")
     if rows:
-        print(f"  catalog: {rows} rows in predictions — quiclab data sql \"SELECT server, "
+        again = f"--catalog {args.catalog} " if getattr(args, "catalog", None) else ""
+        print(f"  catalog: {rows} rows in predictions — quiclab {again}data sql \"SELECT server, "
               f"engine, goodput_mbps, limit_resource FROM predictions WHERE sweep = "
               f"'{spec.name}' LIMIT 10\"")
     return 1 if report.failed else 0

@@ -313,6 +313,8 @@ def _engines(value: Any, source: str, path: str) -> tuple[str, ...]:
 
 
 def parse_repro(data: dict[str, Any], source: str, name: str) -> ReproSpec:
+    if isinstance(data, dict) and data.get("kind") == "sweep":
+        raise fail(source, "kind", "'sweep': a sweep spec — run it with `quiclab sweep`")
     check_keys(data, REPRO_KEYS, source, "", required=("kind", "title", "source", "findings"))
     if data["kind"] != "reproduction":
         raise fail(source, "kind", f"{data['kind']!r}: this loader reads kind: reproduction")

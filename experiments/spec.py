@@ -148,6 +148,9 @@ def digest(data: Any) -> str:
 
 
 def parse_sweep(data: dict[str, Any], source: str, name: str) -> SweepSpec:
+    if isinstance(data, dict) and data.get("kind") == "reproduction":
+        raise fail(source, "kind", "'reproduction': a reproduction spec — run it with "
+                                   "`quiclab reproduce`")
     check_keys(data, SWEEP_KEYS, source, "", required=("kind",))
     if data["kind"] != "sweep":
         raise fail(source, "kind", f"{data['kind']!r}: this loader reads kind: sweep")

@@ -15,13 +15,17 @@ class ScenarioError(QuiclabError, ValueError):
     'mtu_bytes=100 is impossible: allowed 576 … 65535'
     """
 
-    def __init__(self, field: str, value: object, allowed: str, source: str | None = None):
+    def __init__(self, field: str, value: object, allowed: str, source: str | None = None,
+                 missing: bool = False):
         self.field = field
         self.value = value
         self.allowed = allowed
         self.source = source
         where = f"{source}: " if source else ""
-        super().__init__(f"{where}{field}={value!r} is impossible: allowed {allowed}")
+        if missing:  # "mtu_bytes" alone: the field is known, its value is not there
+            super().__init__(f"{where}{field}: no value given: write {field}=VALUE")
+        else:
+            super().__init__(f"{where}{field}={value!r} is impossible: allowed {allowed}")
 
 
 class DataError(QuiclabError):

@@ -278,7 +278,7 @@ def parse_assignments(items: list[str], source: str = "--set") -> dict[str, Any]
     for item in items:
         for part in item.split():
             if "=" not in part:
-                raise ScenarioError(part, part, "field=value", source=source)
+                raise ScenarioError(part, None, "field=value", source=source, missing=True)
             key, _, value = part.partition("=")
             out[key.strip()] = coerce(key.strip(), value.strip(), source=source)
     return out

@@ -87,12 +87,18 @@ def test_scenario_errors_name_the_file(tmp_path: Path) -> None:
      "below start"),
     ("kind: sweep\nrepetitions: 0\n", "out of range"),
     ("kind: sweeep\n", "this loader reads kind: sweep"),
+    ("kind: reproduction\ntitle: t\n", "a reproduction spec — run it with `quiclab reproduce`"),
     ("- just a list\n", "expected a mapping"),
     ("kind: sweep\naxes: [unclosed\n", "not valid YAML"),
 ])
 def test_other_spec_errors(tmp_path: Path, text: str, match: str) -> None:
     with pytest.raises(SpecError, match=match):
         load_sweep(write(tmp_path / "bad.yaml", text))
+
+
+def test_a_sweep_given_to_reproduce_names_the_command(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="a sweep spec — run it with `quiclab sweep`"):
+        load_repro(write(tmp_path / "s.yaml", "kind: sweep\naxes: []\n"))
 
 
 def test_shipped_specs_load() -> None:

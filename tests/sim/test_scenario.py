@@ -52,7 +52,7 @@ def test_from_dict_coerces_strings_and_names_unknown_keys():
 def test_parse_assignments_accepts_several_per_flag():
     out = parse_assignments(["mtu_bytes=9000 gso=false", "rtt_ms=10"])
     assert out == {"mtu_bytes": 9000, "gso": False, "rtt_ms": 10.0}
-    with pytest.raises(ScenarioError, match="field=value"):
+    with pytest.raises(ScenarioError, match="mtu_bytes: no value given: write mtu_bytes=VALUE"):
         parse_assignments(["mtu_bytes"])
     with pytest.raises(ScenarioError, match="a whole number"):
         coerce("mtu_bytes", "9000.5")
