@@ -12,6 +12,9 @@
   on, and its CPU time) and credits the thread's CPU time since the previous
   read to that core; the side's core is the one credited most (a busy peer's
   threads seldom move within 0.1 s, so this is close to where its CPU went).
+  A side that used less CPU than one clock tick between reads (a short
+  request run's server) is credited nothing; its core is then the one its
+  busiest thread was last seen on (``last_core``).
 - System calls are counted by ``perf stat -e raw_syscalls:sys_enter`` wrapped
   around the peer when available (a counting tracepoint, no sampling).
 """
@@ -111,6 +114,8 @@ class CpuSampler:
         self._last: dict[int, tuple[float, float]] = {}
         self._threads: dict[tuple[int, int], float] = {}
         self._window: dict[int, float] = {}  # core seconds since the last sample
+        #: (CPU s, core) of the thread with the most CPU time at its last reading.
+        self._last_seen: tuple[float, int] | None = None
 
     def start(self) -> CpuSampler:
         self._thread.start()
@@ -129,6 +134,10 @@ class CpuSampler:
     def main_core(self) -> int | None:
         """The core credited with the most CPU time (None when none was observed)."""
         return _busiest(self.core_seconds)
+
+    def last_core(self) -> int | None:
+        """The core the side's busiest thread was last seen on (None if never read)."""
+        return self._last_seen[1] if self._last_seen else None
 
     def _read(self) -> tuple[float, float, bool]:
         """(user s, system s) summed over the tree's last readings, and whether any
@@ -150,6 +159,9 @@ class CpuSampler:
                 # (or with the process): all its CPU time is new.
                 delta = cpu_s - self._threads.get(key, 0.0)
                 self._threads[key] = cpu_s
+                if core is not None and (self._last_seen is None
+                                         or cpu_s >= self._last_seen[0]):
+                    self._last_seen = (cpu_s, core)
                 if core is not None and delta > 0:
                     self.core_seconds[core] = self.core_seconds.get(core, 0.0) + delta
                     self._window[core] = self._window.get(core, 0.0) + delta

@@ -59,7 +59,8 @@ class Side:
     snmp: dict[str, dict[str, int]] = field(default_factory=dict)
     link: dict[str, int] = field(default_factory=dict)
     #: The core it ran on: the pinned one, else the one its threads used most
-    #: (``core_source`` says which; ``core_shares`` is CPU time per observed core).
+    #: (``core_source`` "pinned", "observed", or "last-seen" when it used less than a
+    #: clock tick of CPU; ``core_shares`` is CPU time per observed core).
     core: int | None = None
     core_source: str | None = None
     core_shares: dict[int, float] = field(default_factory=dict)
@@ -337,6 +338,8 @@ class Testbed:
                 side.core, side.core_source = int(pinned), "pinned"
             elif (observed := sampler.main_core()) is not None:
                 side.core, side.core_source = observed, "observed"
+            elif (seen := sampler.last_core()) is not None:
+                side.core, side.core_source = seen, "last-seen"
         result.topology = {"mode": "relayed" if topo.link.relayed else "direct",
                            "namespaces": list(topo.ns.values()), "applied": topo.applied,
                            "qdisc": topo.qdisc_stats("server")}
