@@ -749,11 +749,11 @@ class Calibrator:
         pred_all = self._predict(result.x, self.all_evidence_)
         rows = []
         for e, p in zip(self.all_evidence_, pred_all, strict=True):
+            ape, violation = e.errors_pct(float(p))
             rows.append({"ident": e.ident, "source": e.source, "group": e.group,
                          "server": e.scenario.server, "client": e.scenario.client,
                          "observed_mbps": e.goodput_mbps, "predicted_mbps": float(p),
-                         "ape_pct": e.errors_pct(float(p))[0],
-                         "violation_pct": e.errors_pct(float(p))[1] if e.bound else math.nan,
+                         "ape_pct": ape, "violation_pct": violation if e.bound else math.nan,
                          "bound": e.bound, "n": e.n, "cv": e.cv,
                          "in_fit": not self._excluded(e)})
         self.report_ = FitReport(

@@ -312,18 +312,16 @@ class CostModel:
                        else spec.get("cost_factor", 1.0))
         sender, receiver = self.sender, self.receiver
         crypto = self.crypto
-        roles = tuple(spec.get("cost_roles") or ROLES)
-        if factor != 1.0 and set(roles) >= set(ROLES):
-            sender = _scale_role(sender, factor)
-            receiver = _scale_role(receiver, factor)
-            crypto = {k: CryptoCost(v.ns_per_packet.scaled(factor), v.ns_per_byte.scaled(factor))
-                      for k, v in crypto.items()}
-        elif factor != 1.0:
-            # One role only: its own costs; crypto (shared by both roles) stays.
+        roles = set(spec.get("cost_roles") or ROLES)
+        if factor != 1.0:
             if "sender" in roles:
                 sender = _scale_role(sender, factor)
             if "receiver" in roles:
                 receiver = _scale_role(receiver, factor)
+            if roles >= set(ROLES):  # crypto is shared by both roles: scaled with both only
+                crypto = {k: CryptoCost(v.ns_per_packet.scaled(factor),
+                                        v.ns_per_byte.scaled(factor))
+                          for k, v in crypto.items()}
         behaviour = self.behaviour
         beh = spec.get("behaviour", {})
         if beh:
