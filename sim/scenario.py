@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar
 
@@ -272,11 +273,21 @@ def coerce(name: str, raw: Any, source: str | None = None) -> Any:
     return str(raw)
 
 
+#: Whitespace that starts a new ``field=`` assignment within one item.
+_ASSIGNMENT_SPLIT = re.compile(r"\s+(?=[A-Za-z_][A-Za-z0-9_]*=)")
+
+
 def parse_assignments(items: list[str], source: str = "--set") -> dict[str, Any]:
-    """Parse ``["mtu_bytes=9000", "gso=false"]`` into a dict of coerced values."""
+    """Parse ``["mtu_bytes=9000", "gso=false"]`` into a dict of coerced values.
+
+    One item may hold several assignments separated by spaces
+    (``"mtu_bytes=9000 rtt_ms=10"``); a value may itself contain spaces
+    (``"cpu=Intel Xeon E5-2640 v4"``): an item is split only before a word
+    followed by ``=``.
+    """
     out: dict[str, Any] = {}
     for item in items:
-        for part in item.split():
+        for part in _ASSIGNMENT_SPLIT.split(item.strip()):
             if "=" not in part:
                 raise ScenarioError(part, None, "field=value", source=source, missing=True)
             key, _, value = part.partition("=")

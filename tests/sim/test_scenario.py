@@ -58,6 +58,11 @@ def test_parse_assignments_accepts_several_per_flag():
         coerce("mtu_bytes", "9000.5")
 
 
+def test_parse_assignments_keeps_spaces_inside_a_value():
+    out = parse_assignments(["cpu=Intel Xeon E5-2640 v4 link_gbps=25", "app=perf"])
+    assert out == {"cpu": "Intel Xeon E5-2640 v4", "link_gbps": 25.0, "app": "perf"}
+
+
 def test_key_is_stable_and_distinguishes_scenarios():
     assert Scenario().key() == Scenario().key()
     assert Scenario().key() != Scenario(rtt_ms=1).key()
