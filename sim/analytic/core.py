@@ -392,10 +392,13 @@ def _rates(c, i, y):
     w_have = _min(_where(lossy, reno, INF), c[C_FC_PKTS, i])
     ack_eff = _min(c[C_ACK_WAIT, i] + 1.0, _max(2.0, ACK_WINDOW_FRACTION * w_have))
     rtt_eff = c[C_RTT_BASE, i] + _min((ack_eff - 1.0) * inv_pkt, c[C_MAX_ACK_DELAY, i])
-    # After a loss, a receiver that ACKs out-of-order arrivals immediately
-    # sends one ACK per packet until the retransmission fills the gap,
-    # about one path RTT's worth of packets (RFC 9000 §13.2.1).
-    acks = _min(c[C_ACK_BASE, i] + c[C_IMMEDIATE, i] * loss * pkt * c[C_RTT, i], 1.0)
+    # ACKs per packet: one per ack_eff packets (the capped threshold above), or
+    # one per max_ack_delay when fewer packets than that arrive in it. After a
+    # loss, a receiver that ACKs out-of-order arrivals immediately sends one ACK
+    # per packet until the retransmission fills the gap, about one path RTT's
+    # worth of packets (RFC 9000 §13.2.1).
+    ack_base = _max(1.0 / ack_eff, inv_pkt / _max(c[C_MAX_ACK_DELAY, i], 1e-9))
+    acks = _min(ack_base + c[C_IMMEDIATE, i] * loss * pkt * c[C_RTT, i], 1.0)
     s_ns, r_ns, rate_s, rate_r, rate_pair = _cpu_rates(c, i, loss, acks)
     w = _cwnd(c, i, events, inv_events, reno, rtt_eff)
     inv_rtt = 1.0 / rtt_eff
