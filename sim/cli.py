@@ -20,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="override Scenario fields (repeatable; several per flag), e.g. "
                         "--set mtu_bytes=9000 --set rtt_ms=10 loss_pct=0.5, or a request "
                         "workload: --set workload=requests request_bytes=630 connections=100 "
-                        "streams=10 requests=1000000")
+                        "streams=10 requests=1000000; quote a value with spaces: "
+                        "--set 'cpu=Intel Xeon E5-2640 v4'")
     p.add_argument("--scenario", metavar="FILE.yaml", help="read scenario fields from YAML/JSON")
     p.add_argument("--engine", default="analytic", choices=("analytic", "des", "ns3"),
                    help="engine to use (default analytic)")

@@ -288,6 +288,8 @@ def parse_assignments(items: list[str], source: str = "--set") -> dict[str, Any]
     out: dict[str, Any] = {}
     for item in items:
         for part in _ASSIGNMENT_SPLIT.split(item.strip()):
+            if not part:  # an empty item, as str.split() skipped it
+                continue
             if "=" not in part:
                 raise ScenarioError(part, None, "field=value", source=source, missing=True)
             key, _, value = part.partition("=")
