@@ -13,6 +13,16 @@ from quiclab.experiments.executors import EXECUTORS
 from quiclab.sim.engine import ENGINES
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}")
+    return value
+
+
 def _jobs_default() -> int:
     return max(1, os.cpu_count() or 1)
 
@@ -66,6 +76,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--readme", metavar="FILE",
                    help="also write the findings table into FILE between its "
                         "REPRODUCTIONS:BEGIN/END markers (appended if absent)")
+    p.add_argument("--repetitions", type=_positive_int, metavar="N",
+                   help="runs per point of the DES and ns-3 (the findings check the mean; "
+                        "default: the spec's repetitions, else 1)")
     p.set_defaults(func=run_reproduce)
 
     p = sub.add_parser(

@@ -8,6 +8,7 @@ for each finding a tolerance with its reason and the engine that predicts it::
     title: König et al. 2025, Fig. 9a — GSO/GRO and MTU 9000
     source: {document: "000", figure: Fig. 9a, section: VI-C, VI-D}
     engine: analytic
+    repetitions: 5                   # optional: runs per point of the DES / ns-3 (mean)
     base: {cpu: Intel Xeon W-2145, app: perf, rcvbuf_bytes: 6815744}
     scenarios:                       # named single points (overrides of base)
       quiche-1500-off: {implementation: quiche@quicperf, gso: false, gro: false}
@@ -26,6 +27,11 @@ for each finding a tolerance with its reason and the engine that predicts it::
         shapes:
           - {type: ratio, scenario: "rtt[5]", baseline: "rtt[0]", max: 0.2, reason: "…"}
     plot: {kind: lines, series: [rtt], x: rtt_ms}
+
+``repetitions: N`` predicts every point of a stochastic engine (the DES, ns-3)
+N times, with ``run`` = 0 … N−1, and checks the mean, as the seeds report
+means over repeated runs; the predictions table keeps the spread
+(``runs``, ``goodput_sd_mbps``, ``goodput_min_mbps``, ``goodput_max_mbps``).
 
 ``status: not-covered`` with ``reason`` marks a reproduction the engines
 cannot run yet (request workloads); its checks are still listed.
@@ -52,7 +58,10 @@ from quiclab.sim.engine import ENGINES
 from quiclab.sim.scenario import Scenario, field_names
 
 REPRO_KEYS = ("kind", "name", "title", "description", "source", "status", "reason", "engine",
-              "engine_options", "base", "scenarios", "series", "findings", "plot")
+              "engine_options", "repetitions", "base", "scenarios", "series", "findings", "plot")
+#: Engines whose Prediction depends on ``Scenario.run`` (random loss, stalls): the ones
+#: ``repetitions`` applies to. The analytic engine is deterministic.
+STOCHASTIC_ENGINES = ("des", "ns3")
 SOURCE_KEYS = ("document", "figure", "section", "title")
 FINDING_KEYS = ("id", "claim", "engine", "checks", "shapes", "published")
 CHECK_KEYS = ("point", "points", "scenario", "baseline", "baseline_point", "metric", "compare",
@@ -126,6 +135,7 @@ class ReproSpec:
     series: dict[str, tuple[tuple[str, ...], list[tuple[Any, ...]], list[str]]]
     findings: tuple[Finding, ...]
     plots: tuple[dict[str, Any], ...]
+    repetitions: int = 1
 
     def engines(self) -> list[str]:
         return sorted({f.engine for f in self.findings})
@@ -173,6 +183,7 @@ class ReproSpec:
     def resolved(self) -> dict[str, Any]:
         return {"kind": "reproduction", "name": self.name, "path": self.path,
                 "base": self.base, "engine_options": self.engine_options,
+                "repetitions": self.repetitions,
                 "points": {n: s.to_dict() for n, s in sorted(self.named.items())}}
 
 
@@ -372,7 +383,9 @@ def parse_repro(data: dict[str, Any], source: str, name: str) -> ReproSpec:
         source={k: str(v) for k, v in src.items()}, status=status,
         reason=str(data.get("reason", "")), engine=engine,
         engine_options=parse_engine_options(data.get("engine_options"), source),
-        base=base, named=named, series=series, findings=tuple(findings), plots=tuple(plots))
+        base=base, named=named, series=series, findings=tuple(findings), plots=tuple(plots),
+        repetitions=int(need_number(data.get("repetitions", 1), source, "repetitions", lo=1,
+                                    integer=True)))
 
 
 def load_repro(path: Path | str) -> ReproSpec:

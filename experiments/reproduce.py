@@ -36,7 +36,7 @@ from quiclab.experiments.evaluate import (
     evaluate,
     finding_verdicts,
 )
-from quiclab.experiments.findings import ReproSpec, load_repro
+from quiclab.experiments.findings import STOCHASTIC_ENGINES, ReproSpec, load_repro
 from quiclab.experiments.spec import find_spec, packaged_dir
 from quiclab.models.registry import Registry
 
@@ -142,10 +142,36 @@ def with_engine(spec: ReproSpec, engine: str) -> ReproSpec:
     return replace(spec, findings=tuple(findings.values()))
 
 
+def mean_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for the runs of a point: numbers averaged (NaN where every run has none),
+    everything else from the first run; ``runs`` and the goodput's spread added."""
+    out = dict(rows[0])
+    for key, first in rows[0].items():
+        if isinstance(first, bool) or not isinstance(first, int | float):
+            continue
+        values = [float(r[key]) for r in rows
+                  if isinstance(r.get(key), int | float) and not math.isnan(float(r[key]))]
+        out[key] = sum(values) / len(values) if values else math.nan
+    goodput = [float(r["goodput_mbps"]) for r in rows]
+    mean = sum(goodput) / len(goodput)
+    out["runs"] = len(rows)
+    out["goodput_sd_mbps"] = math.sqrt(sum((g - mean) ** 2 for g in goodput)
+                                       / max(1, len(goodput) - 1))
+    out["goodput_min_mbps"] = min(goodput)
+    out["goodput_max_mbps"] = max(goodput)
+    return out
+
+
 def run_one(spec: ReproSpec, registry: Registry | None, points: pd.DataFrame,
             executor: Any, data_dir: Path, runtime: dict[str, dict[str, Any]],
-            progress: bool = True, fitted: set[str] | None = None) -> Reproduced:
-    """Predict what ``spec`` needs and evaluate every finding (see the module docstring)."""
+            progress: bool = True, fitted: set[str] | None = None,
+            repetitions: int | None = None) -> Reproduced:
+    """Predict what ``spec`` needs and evaluate every finding (see the module docstring).
+
+    A stochastic engine predicts each point ``repetitions`` times (default the
+    spec's), with ``run`` = base run … base run + N − 1, and the findings see the
+    mean (:func:`mean_row`).
+    """
     from quiclab.experiments.derived import make_derived
 
     started = time.perf_counter()
@@ -181,9 +207,12 @@ def run_one(spec: ReproSpec, registry: Registry | None, points: pd.DataFrame,
             key = {"engine": engine, "options": spec.engine_options.get(engine, {})}
             chash = runner.content_hash(key, registry.versions())
             out = runner.default_out(data_dir, "reproduction", f"cache-{engine}", chash)
+            runs = (repetitions or spec.repetitions) if engine in STOCHASTIC_ENGINES else 1
+            scenarios = {n: [replace(spec.named[n], run=spec.named[n].run + r)
+                             for r in range(runs)] for n in runnable}
             report = runner.run_points(
                 name=spec.name, kind="reproduction", spec=resolved,
-                scenarios=[spec.named[n] for n in runnable], engines=[engine],
+                scenarios=[s for n in runnable for s in scenarios[n]], engines=[engine],
                 engine_options=options, registry=registry, out=out, executor=executor,
                 progress=progress, chash=chash)
             computed += report.computed
@@ -191,12 +220,14 @@ def run_one(spec: ReproSpec, registry: Registry | None, points: pd.DataFrame,
                                                       if report.table is not None else [])}
             errors = {label: reason for _, label, reason in report.failed}
             for n in runnable:
-                row = by_key.get(runner.scenario_key(spec.named[n]))
-                if row is None:
-                    failures[(n, engine)] = errors.get(spec.named[n].describe(),
+                got = [by_key.get(runner.scenario_key(s)) for s in scenarios[n]]
+                missing = [s for s, row in zip(scenarios[n], got, strict=True) if row is None]
+                if missing:
+                    failures[(n, engine)] = errors.get(missing[0].describe(),
                                                        "engine gave no prediction")
                 else:
-                    rows[(n, engine)] = row
+                    found = [row for row in got if row is not None]
+                    rows[(n, engine)] = found[0] if runs == 1 else mean_row(found)
     ctx = Context(spec, rows, {str(r["point_id"]): r for r in points.to_dict("records")},
                   fitted if fitted is not None else set(),
                   make_derived(spec, registry, points), failures)
@@ -372,7 +403,8 @@ def main_reproduce(args: argparse.Namespace) -> int:
         for engine in engines:
             run_spec = with_engine(spec, engine) if engine else spec
             rep = run_one(run_spec, registry, points, executor, args.paths.data_dir,
-                          runtime_options(args), progress=not args.quiet, fitted=fitted)
+                          runtime_options(args), progress=not args.quiet, fitted=fitted,
+                          repetitions=getattr(args, "repetitions", None))
             write_one(rep, out)
             if not args.no_catalog:
                 _to_catalog(args.catalog, rep)

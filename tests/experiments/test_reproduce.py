@@ -256,3 +256,57 @@ def test_argmin_slack_accepts_near_ties_only(tmp_path: Path, registry: Registry)
     by = {r.finding: r for r in rep.results}
     assert by["tie"].status == FAIL
     assert by["wide"].status == PASS and "within" in by["wide"].predicted_text
+
+
+REPEATED = """\
+kind: reproduction
+title: repeated runs of a stochastic engine
+source: {document: "999", figure: Fig. 2}
+engine: [des, analytic]
+engine_options:
+  des: {granularity: batch, max_units: 2000}
+repetitions: 3
+base: {transfer_bytes: 20000000, rtt_ms: 2, loss_pct: 1}
+scenarios:
+  lossy: {implementation: fast}
+findings:
+  - id: lossy
+    claim: some goodput under random loss
+    shapes:
+      - {type: limit, scenario: lossy, expect: cwnd, reason: synthetic}
+"""
+
+
+def test_repetitions_average_the_runs_of_stochastic_engines(tmp_path: Path,
+                                                           registry: Registry) -> None:
+    """The DES predicts each point ``repetitions`` times (run 0, 1, 2) and the findings
+    see the mean; the deterministic analytic engine runs once."""
+    from quiclab.sim.des import DesEngine
+
+    spec = load_repro(write(tmp_path / "repro-repeated.yaml", REPEATED))
+    assert spec.repetitions == 3 and spec.resolved()["repetitions"] == 3
+    rep = run_one(spec, registry, _points(1.0, 1.0), LocalExecutor(1), tmp_path / "data",
+                  {}, progress=False, fitted=set())
+    engine = DesEngine(registry, granularity="batch", max_units=2000)
+    runs = [engine.predict(spec.named["lossy"].with_(run=r)).goodput_mbps for r in range(3)]
+    assert len(set(runs)) == 3  # the runs differ: random loss drawn per run
+    des = rep.rows[("lossy", "des")]
+    assert des["runs"] == 3
+    assert des["goodput_mbps"] == pytest.approx(sum(runs) / 3)
+    assert des["goodput_min_mbps"] == min(runs) and des["goodput_max_mbps"] == max(runs)
+    assert des["goodput_sd_mbps"] > 0
+    assert "runs" not in rep.rows[("lossy", "analytic")]
+    # --repetitions overrides the spec; the first run's cached prediction is reused.
+    once = run_one(spec, registry, _points(1.0, 1.0), LocalExecutor(1), tmp_path / "data",
+                   {}, progress=False, fitted=set(), repetitions=1)
+    assert once.computed == 0
+    assert once.rows[("lossy", "des")]["goodput_mbps"] == pytest.approx(runs[0])
+
+
+@pytest.mark.parametrize("value", ["0", "2.5", "many"])
+def test_repetitions_must_be_a_whole_number(tmp_path: Path, value: str) -> None:
+    from quiclab.errors import SpecError
+
+    text = REPEATED.replace("repetitions: 3", f"repetitions: {value}")
+    with pytest.raises(SpecError, match=r"repro-bad\.yaml: repetitions: "):
+        load_repro(write(tmp_path / "repro-bad.yaml", text))
