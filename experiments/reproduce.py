@@ -98,6 +98,9 @@ def load_points(catalog: Path | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: Written next to findings.csv: the model versions the findings were computed with.
+MODELS_FILE = "models.json"
+
 #: A published point's id inside a provenance string (datasets/published/*.csv).
 POINT_ID = re.compile(r"\b(kempf24|koenig25|mukherjee25|litespeed|tquic)-(\d{3}(?:/\d{3})*)\b")
 
@@ -422,6 +425,9 @@ def main_reproduce(args: argparse.Namespace) -> int:
                                 {k: v for r in group for k, v in r.rows.items()})
             write_one(merged, out)
     findings = update_summary(out, reps)
+    # What the findings were computed with (quiclab validate compares it to its models).
+    (out / MODELS_FILE).write_text(json.dumps(
+        {"models": str(registry.source), "versions": registry.versions()}, indent=1) + "\n")
     counts = findings["verdict"].value_counts().to_dict()
     if getattr(args, "readme", None):
         write_readme_table(Path(args.readme), findings, time.perf_counter() - started)

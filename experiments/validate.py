@@ -30,8 +30,10 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import json
 import math
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -415,11 +417,37 @@ def _requests_md(summary: pd.DataFrame, items: pd.DataFrame) -> list[str]:
             _fmt_table(summary), "", _fmt_table(shown, floats=2), ""]
 
 
+def _written(path: Path) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+
+
+def stale_reason(repro_dir: Path, registry: Any) -> str | None:
+    """Why the reproductions in ``repro_dir`` may not describe ``registry``'s models:
+    the model versions ``quiclab reproduce`` recorded differ (or were not recorded)."""
+    from quiclab.experiments.reproduce import MODELS_FILE
+
+    path = repro_dir / MODELS_FILE
+    rerun = "rerun `quiclab reproduce --all` or `quiclab validate --reproduce`"
+    if not path.is_file():
+        return f"no {MODELS_FILE} says which models these reproductions used; {rerun}"
+    try:
+        recorded = json.loads(path.read_text()).get("versions", {})
+    except (ValueError, AttributeError):
+        return f"{path} is not a JSON object of model versions; {rerun}"
+    now = registry.versions()
+    changed = sorted(k for k in set(recorded) | set(now) if recorded.get(k) != now.get(k))
+    if not changed:
+        return None
+    return (f"computed with other models ({len(changed)} differ: "
+            f"{', '.join(changed[:4])}{' …' if len(changed) > 4 else ''}); {rerun}")
+
+
 def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
                  findings: pd.DataFrame | None, repro_dir: Path,
                  skipped: dict[str, list[tuple[str, str]]],
                  requests: pd.DataFrame | None = None,
-                 requests_summary: pd.DataFrame | None = None) -> tuple[Path, Path]:
+                 requests_summary: pd.DataFrame | None = None,
+                 stale: str | None = None) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     items.to_csv(out / "validation.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
@@ -468,8 +496,9 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
                       f"{counts.get('fail', 0)} fail, {counts.get('not covered', 0)} not covered")
         per = findings.groupby(["reproduction", "engine"])["verdict"].value_counts() \
             .unstack(fill_value=0).reset_index()
-        md += ["## Seed findings reproduced", "", verdict_md + f" (from {repro_dir}).", "",
-               _fmt_table(per), ""]
+        md += ["## Seed findings reproduced", "",
+               verdict_md + f" (from {repro_dir}, written {_written(repro_dir / 'findings.csv')})."
+               + (f" **Stale:** {stale}." if stale else ""), "", _fmt_table(per), ""]
     else:
         md += ["## Seed findings reproduced", "",
                f"No reproduction results in {repro_dir}: run `quiclab reproduce --all` "
@@ -507,6 +536,8 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
     parts.append("<h2>Seed findings reproduced</h2>")
     if findings is not None and not findings.empty:
         parts.append(f"<p>{html.escape(verdict_md)}</p>")
+        if stale:
+            parts.append(f"<p><strong>Stale:</strong> {html.escape(stale)}.</p>")
         table = findings[["reproduction", "finding", "engine", "tolerance", "predicted",
                           "published", "verdict"]].to_html(index=False)
         table = table.replace("<td>pass</td>", "<td class='pass'>pass</td>") \
@@ -581,10 +612,11 @@ def main_validate(args: argparse.Namespace) -> int:
     requests_summary = summarise_requests(requests_df) if requests_df is not None else None
     findings_path = repro_dir / "findings.csv"
     findings = pd.read_csv(findings_path) if findings_path.is_file() else None
+    stale = stale_reason(repro_dir, registry) if findings is not None else None
     out = Path(args.out) if args.out else args.paths.reports / "validation"
     md, html_path = write_report(out, summary, items_df, findings, repro_dir,
                                  {s.source: s.skipped for s in sources},
-                                 requests_df, requests_summary)
+                                 requests_df, requests_summary, stale)
     if len(summary):
         print(_fmt_table(summary))
     by_stack = summarise_fresh(items_df)
@@ -597,6 +629,7 @@ def main_validate(args: argparse.Namespace) -> int:
     if findings is not None and not findings.empty:
         counts = findings["verdict"].value_counts().to_dict()
         print(f"\nseed findings: {counts.get('pass', 0)} pass, {counts.get('fail', 0)} fail, "
-              f"{counts.get('not covered', 0)} not covered ({findings_path})")
+              f"{counts.get('not covered', 0)} not covered ({findings_path}, written "
+              f"{_written(findings_path)})" + (f"\n  stale: {stale}" if stale else ""))
     print(f"\nreport: {html_path}\n        {md}", file=sys.stdout)
     return 0

@@ -177,6 +177,9 @@ def test_cli_crypto_table3_and_list(tmp_path: Path, models_dir: Path,
     latency = table[table["quantity"] == "latency"]
     assert set(latency["status"]) == {"pass", "not covered"}  # totals pass, init not modelled
     assert (latency[latency["status"] == "pass"]["rel_error"].abs() < 0.05).all()
+    # The model versions the findings were computed with, for quiclab validate.
+    recorded = json.loads((out / "models.json").read_text())["versions"]
+    assert recorded == Registry.load(models_dir).versions()
     assert main(["--models", str(models_dir), "reproduce", "--list"]) == 0
     assert "repro-kempf24-fig3-buffers" in capsys.readouterr().out
 

@@ -78,3 +78,34 @@ def test_validate_missing_source_is_one_line(tmp_path: Path, catalog: Path, mode
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
     assert "no runs with source='qir10g'" in err and "quiclab data ingest" in err
+
+
+def test_validate_flags_reproductions_of_other_models(
+        tmp_path: Path, catalog: Path, models_dir: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Reproductions are stale unless the model versions ``reproduce`` recorded next to
+    findings.csv are those validate loads."""
+    import json
+
+    from quiclab.models.registry import Registry
+
+    repro = tmp_path / "repro"
+    repro.mkdir()
+    (repro / "findings.csv").write_text(
+        "reproduction,finding,engine,tolerance,predicted,published,verdict\n"
+        "repro-x,f,analytic,±10 %,1,1,pass\n")
+    args = ["--models", str(models_dir), "--catalog", str(catalog), "validate", "--quiet",
+            "--out", str(tmp_path / "v"), "--reproductions", str(repro),
+            "--source", "published"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "seed findings: 1 pass" in printed and "stale: no models.json" in printed
+    versions = Registry.load(models_dir).versions()
+    (repro / "models.json").write_text(json.dumps({"versions": {**versions,
+                                                               "lsquic": "0+other"}}))
+    assert main(args) == 0
+    assert "stale: computed with other models (1 differ: lsquic)" in capsys.readouterr().out
+    assert "**Stale:**" in (tmp_path / "v" / "validation.md").read_text()
+    (repro / "models.json").write_text(json.dumps({"versions": versions}))
+    assert main(args) == 0
+    assert "stale" not in capsys.readouterr().out.lower()
