@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +28,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", metavar="FILE.yaml", help="read scenario fields from YAML/JSON")
     p.add_argument("--engine", default="analytic", choices=("analytic", "des", "ns3"),
                    help="engine to use (default analytic)")
+    p.add_argument("--runs", type=int, default=1, metavar="N",
+                   help="DES and ns-3: simulate runs 0 … N−1 (random loss, reordering and "
+                        "stalls are drawn per run) and print the goodput's mean and spread "
+                        "beside the first run (default 1; the analytic engine is deterministic)")
     p.add_argument("--json", action="store_true",
-                   help="print the Prediction as one JSON object (goodput_mbps, limit, …)")
+                   help="print the Prediction as one JSON object (goodput_mbps, limit, …); "
+                        "with --runs, an object with every run and the goodput summary")
     p.set_defaults(func=run_predict)
 
 
@@ -73,22 +81,51 @@ def run_predict(args: argparse.Namespace) -> int:
     from quiclab.sim.engine import get_engine
 
     scenario = scenario_from_args(args)
+    if args.runs < 1:
+        raise ScenarioError("--runs", args.runs, "a whole number ≥ 1")
+    runs = args.runs if args.engine in ("des", "ns3") else 1
+    if runs != args.runs:
+        print(f"quiclab: --runs {args.runs}: the {args.engine} engine is deterministic; "
+              "one run", file=sys.stderr)
     registry = Registry.load(args.paths.models)
     options = {"cache_dir": args.paths.cache / "ns3"} if args.engine == "ns3" else {}
+    if runs > 1:
+        options["jobs" if args.engine == "ns3" else "workers"] = min(runs, os.cpu_count() or 1)
     engine = get_engine(args.engine, registry, **options)
     try:
-        pred = engine.predict(scenario)
+        preds = engine.predict_batch([scenario.with_(run=scenario.run + r)
+                                      for r in range(runs)])
+        pred = preds[0]
     except ScenarioError as err:
         # Names and combinations are checked when the scenario is resolved; a value
         # that came from --scenario FILE gets the file named, as on construction.
         if err.source or not args.scenario or err.field not in _fields_from_file(args):
             raise
         raise ScenarioError(err.field, err.value, err.allowed, source=args.scenario) from None
+    summary = run_summary(preds) if runs > 1 else None
     if args.json:
-        print(json.dumps(pred.to_dict(), sort_keys=True))
+        if summary is None:
+            print(json.dumps(pred.to_dict(), sort_keys=True))
+        else:
+            print(json.dumps({**summary, "predictions": [p.to_dict() for p in preds]},
+                             sort_keys=True))
         return 0
     print(format_prediction(pred))
+    if summary is not None:
+        print(f"  runs      {runs} (run {scenario.run}–{scenario.run + runs - 1}): goodput mean "
+              f"{summary['goodput_mean_mbps']:.1f}, sd {summary['goodput_sd_mbps']:.1f}, "
+              f"min {summary['goodput_min_mbps']:.1f}, max {summary['goodput_max_mbps']:.1f} "
+              "Mbit/s; the lines above are the first run's")
     return 0
+
+
+def run_summary(preds: list[Any]) -> dict[str, float]:
+    """Mean, sample standard deviation, minimum and maximum goodput over runs."""
+    goodput = [p.goodput_mbps for p in preds]
+    mean = sum(goodput) / len(goodput)
+    sd = math.sqrt(sum((g - mean) ** 2 for g in goodput) / max(1, len(goodput) - 1))
+    return {"runs": len(goodput), "goodput_mean_mbps": mean, "goodput_sd_mbps": sd,
+            "goodput_min_mbps": min(goodput), "goodput_max_mbps": max(goodput)}
 
 
 def format_prediction(pred: Any) -> str:

@@ -242,6 +242,36 @@ def test_predict_unknown_name_from_a_scenario_file_names_the_file(
     assert line.removeprefix(str(tmp_path) + "/").startswith(first)
 
 
+def test_predict_runs_summarises_the_des_runs(cli):
+    """--runs N simulates runs 0 … N−1 and prints their goodput's mean and spread;
+    --json gives every run and the summary."""
+    from quiclab.models.registry import Registry
+    from quiclab.sim.des import DesEngine
+    from quiclab.sim.scenario import Scenario
+
+    fields = ["--set", "transfer_bytes=5000000", "loss_pct=1", "rtt_ms=1"]
+    result = cli("predict", "--engine", "des", "--runs", "3", "--json", *fields,
+                 catalog_path=None)
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    engine = DesEngine(Registry.packaged())
+    base = Scenario(transfer_bytes=5_000_000, loss_pct=1.0, rtt_ms=1.0)
+    goodput = [engine.predict(base.with_(run=r)).goodput_mbps for r in range(3)]
+    assert [p["goodput_mbps"] for p in data["predictions"]] == pytest.approx(goodput)
+    assert data["runs"] == 3 and data["goodput_mean_mbps"] == pytest.approx(sum(goodput) / 3)
+    assert data["goodput_min_mbps"] == min(goodput) and data["goodput_sd_mbps"] > 0
+    text = cli("predict", "--engine", "des", "--runs", "3", *fields, catalog_path=None).out
+    assert f"runs      3 (run 0–2): goodput mean {sum(goodput) / 3:.1f}" in text
+
+
+def test_predict_runs_is_checked_and_ignored_by_the_analytic_engine(cli):
+    result = cli("predict", "--runs", "0", catalog_path=None)
+    assert result.code == 2 and "--runs=0 is impossible: allowed a whole number ≥ 1" in result.err
+    result = cli("predict", "--runs", "3", catalog_path=None)
+    assert result.code == 0 and "the analytic engine is deterministic; one run" in result.err
+    assert "runs " not in result.out
+
+
 def test_no_command_prints_help(cli):
     result = cli(catalog_path=None)
     assert result.code == 0 and result.out.startswith("usage: quiclab")
