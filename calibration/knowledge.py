@@ -99,6 +99,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         supports_gso=Fact(True, S000 + " §VI-C: ngtcp2 gains 1.2 Gbit/s with GSO/GRO"),
         supports_gro=Fact(True, S000 + " §VI-C"),
         apps=Fact(("perf", "hq", "h3"), S000 + " Table III (quicperf), QIR h3"),
+        fc_window_bytes=Fact(16 * 2**20, "source: ngtcp2's example client (examples/client.cc) opens a 6 MiB stream window and auto-tunes it up to max_stream_window = 16 MiB (connection: 15 MiB up to 24 MiB), so one stream is held to 16 MiB; quicperf's own setting (seed 000) is not in the stored sources"),
         variants={
             "2025": Fact("2025 version", S000),
             "quicperf": Fact(GENERATOR_2025.format("quicperf"), S000),
