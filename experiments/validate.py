@@ -346,6 +346,78 @@ def summarise_fresh(items: pd.DataFrame) -> pd.DataFrame:
                                        "median_signed_error_pct", "median_noise_cv_pct"])
 
 
+CONTROLLED_TEXT = (
+    "Experiments that also ran each pair at the calibration setting in the same session "
+    "(testbed/specs/fresh-validation-controlled.yaml) separate the host's state from the "
+    "model: `control_ape_pct` is the control's error (drift between sessions on this shared "
+    "machine, out of sample), `normalised_ape_pct` the knob cell's error after scaling the "
+    "prediction by the control's observed / predicted goodput — the error of the model's "
+    "response to the knob alone. `ape_pct` is the plain error, as above.")
+
+#: Fresh experiments the fresh models were fitted on (their cells are in sample).
+CALIBRATION_EXPERIMENTS = ("fresh-calibration",)
+
+
+def controlled_knobs(items: pd.DataFrame) -> pd.DataFrame:
+    """Held-out fresh cells against a control run in the same session.
+
+    An experiment whose pair also ran the calibration setting itself (setting
+    ``base``, e.g. ``testbed/specs/fresh-validation-controlled.yaml``) gives that
+    pair a control: its observed / predicted goodput is the host's state in that
+    session, which no model knows (load on a shared machine). Each knob cell's
+    prediction is scaled by it (``normalised_mbps``), so ``normalised_ape_pct`` is
+    the error of the model's response to the knob alone; ``control_ape_pct`` is
+    the control's own error (session drift, out of sample). One row per engine and
+    knob cell; empty when no experiment has controls.
+    """
+    fresh = items[(items["source"] == "fresh")
+                  & ~items["group"].isin(CALIBRATION_EXPERIMENTS)].copy()
+    columns = ["engine", "group", "server", "client", "setting", "observed_mbps",
+               "predicted_mbps", "normalised_mbps", "ape_pct", "normalised_ape_pct",
+               "control_observed_mbps", "control_predicted_mbps", "control_ape_pct"]
+    if fresh.empty:
+        return pd.DataFrame(columns=columns)
+    fresh["setting"] = fresh["ident"].map(_setting_label)
+    rows = []
+    for (_engine, _group, _server, _client), g in fresh.groupby(
+            ["engine", "group", "server", "client"], sort=True):
+        control = g[g["setting"] == "base"]
+        if control.empty:
+            continue
+        c = control.iloc[0]
+        if not (c["predicted_mbps"] > 0 and c["observed_mbps"] > 0):
+            continue
+        factor = c["observed_mbps"] / c["predicted_mbps"]
+        for _, r in g[g["setting"] != "base"].iterrows():
+            normalised = r["predicted_mbps"] * factor
+            rows.append({**{k: r[k] for k in ("engine", "group", "server", "client", "setting",
+                                                "observed_mbps", "predicted_mbps", "ape_pct")},
+                         "normalised_mbps": normalised,
+                         "normalised_ape_pct": abs(normalised - r["observed_mbps"])
+                         / r["observed_mbps"] * 100,
+                         "control_observed_mbps": c["observed_mbps"],
+                         "control_predicted_mbps": c["predicted_mbps"],
+                         "control_ape_pct": c["ape_pct"]})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def summarise_controlled(knobs: pd.DataFrame) -> pd.DataFrame:
+    """Per engine: the knob cells' APE as predicted and against the session's control,
+    and the controls' own APE (median / p95)."""
+    rows = []
+    for engine, g in knobs.groupby("engine", sort=True):
+        controls = g.drop_duplicates(["group", "server", "client"])["control_ape_pct"]
+        rows.append({"engine": engine, "knob_cells": len(g), "controls": len(controls),
+                     "median_ape_pct": float(g["ape_pct"].median()),
+                     "p95_ape_pct": float(np.percentile(g["ape_pct"], 95)),
+                     "median_normalised_ape_pct": float(g["normalised_ape_pct"].median()),
+                     "p95_normalised_ape_pct": float(np.percentile(g["normalised_ape_pct"],
+                                                                   95)),
+                     "median_control_ape_pct": float(controls.median()),
+                     "p95_control_ape_pct": float(np.percentile(controls, 95))})
+    return pd.DataFrame(rows)
+
+
 def fresh_cells(items: pd.DataFrame) -> pd.DataFrame:
     """Every fresh goodput cell: stack pair and setting, measured (median of n, with
     the repetitions' CV) and each engine's prediction."""
@@ -460,6 +532,10 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
     cells = fresh_cells(items)
     if len(by_stack):
         by_stack.to_csv(out / "fresh-by-stack.csv", index=False)
+    knobs = controlled_knobs(items)
+    controlled = summarise_controlled(knobs)
+    if len(knobs):
+        knobs.to_csv(out / "fresh-controlled.csv", index=False)
     png = out / "validation.png"
     if len(items.dropna(subset=["predicted_mbps"])):
         plot_items(items, png)
@@ -482,6 +558,12 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
                "median of the cells' coefficients of variation over repetitions.", "",
                _fmt_table(by_stack), "",
                "### Every fresh cell", "", _fmt_table(cells), ""]
+    if len(knobs):
+        md += ["## Fresh knobs against a same-session control", "",
+               CONTROLLED_TEXT, "", _fmt_table(controlled), "",
+               _fmt_table(knobs[["engine", "server", "setting", "observed_mbps",
+                                 "predicted_mbps", "normalised_mbps", "ape_pct",
+                                 "normalised_ape_pct", "control_ape_pct"]]), ""]
     for source, reasons in skipped.items():
         if reasons:
             md += [f"{len(reasons)} {source} points are not validated (bounds, duplicates, "
@@ -523,6 +605,11 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
                   by_stack.to_html(index=False, float_format=lambda x: f"{x:.1f}"),
                   "<h3>Every fresh cell</h3>",
                   cells.to_html(index=False, float_format=lambda x: f"{x:.1f}")]
+    if len(knobs):
+        parts += ["<h2>Fresh knobs against a same-session control</h2>",
+                  f"<p>{html.escape(CONTROLLED_TEXT)}</p>",
+                  controlled.to_html(index=False, float_format=lambda x: f"{x:.1f}"),
+                  knobs.to_html(index=False, float_format=lambda x: f"{x:.1f}")]
     if has_requests:
         assert requests is not None and requests_summary is not None
         parts += ["<h2>Request workloads (fresh)</h2>",
@@ -622,6 +709,10 @@ def main_validate(args: argparse.Namespace) -> int:
     by_stack = summarise_fresh(items_df)
     if len(by_stack):
         print("\nfresh runs per engine, experiment and stack:\n" + _fmt_table(by_stack))
+    controlled = summarise_controlled(controlled_knobs(items_df))
+    if len(controlled):
+        print("\nfresh knobs against a same-session control (APE %: as predicted, scaled by "
+              "the session's control, and the controls' own):\n" + _fmt_table(controlled))
     if requests_df is not None and requests_summary is not None:
         print("\nrequest workloads (fresh):\n" + _fmt_table(requests_summary) + "\n")
         print(_fmt_table(requests_df[["engine", "ident", "quantity", "observed", "predicted",
