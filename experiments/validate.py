@@ -350,28 +350,38 @@ CONTROLLED_TEXT = (
     "Experiments that also ran each pair at the calibration setting in the same session "
     "(testbed/specs/fresh-validation-controlled.yaml) separate the host's state from the "
     "model: `control_ape_pct` is the control's error (drift between sessions on this shared "
-    "machine, out of sample), `normalised_ape_pct` the knob cell's error after scaling the "
-    "prediction by the control's observed / predicted goodput — the error of the model's "
-    "response to the knob alone. `ape_pct` is the plain error, as above.")
+    "machine, out of sample), `normalised_ape_pct` the knob cell's error after scaling a "
+    "CPU-bound prediction by the CPU-bound control's observed / predicted goodput (other "
+    "limits left as predicted) — the error of the model's response to the knob given the "
+    "session's CPU speed. `ape_pct` is the plain error, as above.")
 
-#: Fresh experiments the fresh models were fitted on (their cells are in sample).
-CALIBRATION_EXPERIMENTS = ("fresh-calibration",)
+#: Limits whose rate scales with the speed of the host's CPU.
+CPU_LIMITS = ("sender_cpu", "receiver_cpu")
+
+#: Fresh experiments designed with a control: every pair also ran the calibration
+#: setting in the same session (a cell labelled ``base`` elsewhere may differ from it
+#: in a knob the Scenario does not name, e.g. knob-coverage's veth segmentation).
+CONTROLLED_EXPERIMENTS = ("fresh-validation-controlled",)
 
 
 def controlled_knobs(items: pd.DataFrame) -> pd.DataFrame:
     """Held-out fresh cells against a control run in the same session.
 
-    An experiment whose pair also ran the calibration setting itself (setting
-    ``base``, e.g. ``testbed/specs/fresh-validation-controlled.yaml``) gives that
-    pair a control: its observed / predicted goodput is the host's state in that
-    session, which no model knows (load on a shared machine). Each knob cell's
-    prediction is scaled by it (``normalised_mbps``), so ``normalised_ape_pct`` is
-    the error of the model's response to the knob alone; ``control_ape_pct`` is
+    In the experiments of :data:`CONTROLLED_EXPERIMENTS` every pair also ran the
+    calibration setting itself (setting ``base``,
+    ``testbed/specs/fresh-validation-controlled.yaml``), which gives that pair a
+    control: when the control is predicted CPU-bound, its observed / predicted
+    goodput is the session's CPU speed relative to the calibration session's
+    (load on a shared machine, which no model knows). Each knob cell predicted
+    CPU-bound is scaled by it, other limits are left as predicted
+    (``normalised_mbps``, first order: a scaled rate is not re-checked against
+    the cell's other limits), so ``normalised_ape_pct`` is the error of the
+    model's response to the knob given the session's CPU speed; ``control_ape_pct`` is
     the control's own error (session drift, out of sample). One row per engine and
     knob cell; empty when no experiment has controls.
     """
     fresh = items[(items["source"] == "fresh")
-                  & ~items["group"].isin(CALIBRATION_EXPERIMENTS)].copy()
+                  & items["group"].isin(CONTROLLED_EXPERIMENTS)].copy()
     columns = ["engine", "group", "server", "client", "setting", "observed_mbps",
                "predicted_mbps", "normalised_mbps", "ape_pct", "normalised_ape_pct",
                "control_observed_mbps", "control_predicted_mbps", "control_ape_pct"]
@@ -385,11 +395,14 @@ def controlled_knobs(items: pd.DataFrame) -> pd.DataFrame:
         if control.empty:
             continue
         c = control.iloc[0]
-        if not (c["predicted_mbps"] > 0 and c["observed_mbps"] > 0):
+        if not (c["predicted_mbps"] > 0 and c["observed_mbps"] > 0) \
+                or c["limit"] not in CPU_LIMITS:
             continue
+        # The control is CPU-bound: observed / predicted is this session's CPU speed
+        # relative to the calibration session's. It moves CPU-bound predictions only.
         factor = c["observed_mbps"] / c["predicted_mbps"]
         for _, r in g[g["setting"] != "base"].iterrows():
-            normalised = r["predicted_mbps"] * factor
+            normalised = r["predicted_mbps"] * (factor if r["limit"] in CPU_LIMITS else 1.0)
             rows.append({**{k: r[k] for k in ("engine", "group", "server", "client", "setting",
                                                 "observed_mbps", "predicted_mbps", "ape_pct")},
                          "normalised_mbps": normalised,

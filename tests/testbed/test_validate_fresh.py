@@ -52,36 +52,46 @@ def test_fresh_summary_per_engine_experiment_and_stack():
 
 
 def test_knob_cells_against_a_same_session_control():
-    """A pair's control (the calibration setting, run in the knob cells' session) scales
-    its knob predictions: the model's response to the knob is scored apart from the
-    host's drift between sessions; experiments without controls and the calibration
-    experiment itself are left out."""
+    """A pair's CPU-bound control (the calibration setting, run in the knob cells'
+    session) gives the session's CPU speed; it scales the pair's CPU-bound knob
+    predictions and leaves other limits alone. Pairs whose control is not CPU-bound,
+    experiments without designed controls and the calibration itself are left out."""
     from quiclab.experiments.validate import controlled_knobs, summarise_controlled
 
     group = "fresh-validation-controlled"
+
+    def item(server: str, setting: str, observed: float, predicted: float, limit: str,
+             grp: str = group) -> dict:
+        return {**_item("analytic", grp, server, setting, observed, predicted, 2.0),
+                "limit": limit}
+
     items = pd.DataFrame([
-        # the host ran at half the predicted rate in this session
-        _item("analytic", group, "quinn", "[transfer_bytes=200000000]", 1000.0, 2000.0, 2.0),
-        # the knob halves goodput, as the model says: 100 % off as predicted, exact scaled
-        _item("analytic", group, "quinn", "[rtt_ms=10.0, transfer_bytes=200000000]",
-              500.0, 1000.0, 2.0),
-        _item("analytic", group, "quinn", "[link_gbps=1.0, transfer_bytes=200000000]",
-              400.0, 1000.0, 2.0),
-        _item("analytic", "fresh-validation", "quic-go", "[rtt_ms=10.0]", 100.0, 300.0, 2.0),
-        _item("analytic", "fresh-calibration", "quinn", "[transfer_bytes=200000000]",
-              2000.0, 2000.0, 2.0),
+        # this session's host ran at half the predicted CPU rate
+        item("quinn", "[transfer_bytes=200000000]", 1000.0, 2000.0, "sender_cpu"),
+        # CPU-bound knob: scaled by 0.5, 1000 → 500 against 400 observed (25 %)
+        item("quinn", "[gso=False, transfer_bytes=200000000]", 400.0, 1000.0, "sender_cpu"),
+        # window-bound knob: left as predicted (100 % off either way)
+        item("quinn", "[rtt_ms=10.0, transfer_bytes=200000000]", 500.0, 1000.0, "cwnd"),
+        # a control limited by something else says nothing about the CPU
+        item("quiche", "[transfer_bytes=200000000]", 1000.0, 2000.0, "link"),
+        item("quiche", "[gso=False, transfer_bytes=200000000]", 400.0, 1000.0, "sender_cpu"),
+        item("quic-go", "[rtt_ms=10.0]", 100.0, 300.0, "cwnd", "fresh-validation"),
+        item("quic-go", "[transfer_bytes=200000000]", 100.0, 300.0, "sender_cpu",
+             "fresh-calibration"),
     ])
     knobs = controlled_knobs(items)
-    assert sorted(knobs["setting"]) == ["link_gbps=1.0", "rtt_ms=10.0"]
+    assert sorted(knobs["setting"]) == ["gso=False", "rtt_ms=10.0"]
+    assert set(knobs["server"]) == {"quinn"}
+    gso = knobs[knobs["setting"] == "gso=False"].iloc[0]
+    assert gso["ape_pct"] == pytest.approx(150.0)
+    assert gso["normalised_mbps"] == pytest.approx(500.0)
+    assert gso["normalised_ape_pct"] == pytest.approx(25.0)
+    assert gso["control_ape_pct"] == pytest.approx(100.0)
     rtt = knobs[knobs["setting"] == "rtt_ms=10.0"].iloc[0]
-    assert rtt["ape_pct"] == pytest.approx(100.0)
-    assert rtt["normalised_mbps"] == pytest.approx(500.0)
-    assert rtt["normalised_ape_pct"] == pytest.approx(0.0)
-    assert rtt["control_ape_pct"] == pytest.approx(100.0)
-    link = knobs[knobs["setting"] == "link_gbps=1.0"].iloc[0]
-    assert link["normalised_ape_pct"] == pytest.approx(25.0)
+    assert rtt["normalised_mbps"] == pytest.approx(1000.0)
+    assert rtt["normalised_ape_pct"] == pytest.approx(100.0)
     summary = summarise_controlled(knobs).iloc[0]
     assert summary["knob_cells"] == 2 and summary["controls"] == 1
-    assert summary["median_normalised_ape_pct"] == pytest.approx(12.5)
+    assert summary["median_normalised_ape_pct"] == pytest.approx(62.5)
     assert summary["median_control_ape_pct"] == pytest.approx(100.0)
-    assert controlled_knobs(items[items["group"] != group]).empty
+    assert controlled_knobs(items[items["group"] != group]).empty  # no designed control
