@@ -59,9 +59,7 @@ from quiclab.sim.scenario import Scenario, field_names
 
 REPRO_KEYS = ("kind", "name", "title", "description", "source", "status", "reason", "engine",
               "engine_options", "repetitions", "base", "scenarios", "series", "findings", "plot")
-#: Engines whose Prediction depends on ``Scenario.run`` (random loss, stalls): the ones
-#: ``repetitions`` applies to. The analytic engine is deterministic.
-STOCHASTIC_ENGINES = ("des", "ns3")
+
 SOURCE_KEYS = ("document", "figure", "section", "title")
 FINDING_KEYS = ("id", "claim", "engine", "checks", "shapes", "published")
 CHECK_KEYS = ("point", "points", "scenario", "baseline", "baseline_point", "metric", "compare",

@@ -36,9 +36,10 @@ from quiclab.experiments.evaluate import (
     evaluate,
     finding_verdicts,
 )
-from quiclab.experiments.findings import STOCHASTIC_ENGINES, ReproSpec, load_repro
+from quiclab.experiments.findings import ReproSpec, load_repro
 from quiclab.experiments.spec import find_spec, packaged_dir
 from quiclab.models.registry import Registry
+from quiclab.sim.engine import STOCHASTIC_ENGINES, goodput_spread
 
 #: Request and handshake workloads (issue 10) run in the analytic engine and the DES;
 #: the ns-3 engine simulates one bulk connection.
@@ -155,14 +156,9 @@ def mean_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
         values = [float(r[key]) for r in rows
                   if isinstance(r.get(key), int | float) and not math.isnan(float(r[key]))]
         out[key] = sum(values) / len(values) if values else math.nan
-    goodput = [float(r["goodput_mbps"]) for r in rows]
-    mean = sum(goodput) / len(goodput)
-    out["runs"] = len(rows)
-    out["goodput_sd_mbps"] = math.sqrt(sum((g - mean) ** 2 for g in goodput)
-                                       / max(1, len(goodput) - 1))
-    out["goodput_min_mbps"] = min(goodput)
-    out["goodput_max_mbps"] = max(goodput)
-    return out
+    spread = goodput_spread([float(r["goodput_mbps"]) for r in rows])
+    del spread["goodput_mean_mbps"]  # the averaged goodput_mbps above
+    return {**out, **spread}
 
 
 def run_one(spec: ReproSpec, registry: Registry | None, points: pd.DataFrame,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -78,12 +77,12 @@ def load_mapping(path: Path) -> dict[str, Any]:
 
 def run_predict(args: argparse.Namespace) -> int:
     from quiclab.models.registry import Registry
-    from quiclab.sim.engine import get_engine
+    from quiclab.sim.engine import STOCHASTIC_ENGINES, get_engine, goodput_spread
 
     scenario = scenario_from_args(args)
     if args.runs < 1:
         raise ScenarioError("--runs", args.runs, "a whole number ≥ 1")
-    runs = args.runs if args.engine in ("des", "ns3") else 1
+    runs = args.runs if args.engine in STOCHASTIC_ENGINES else 1
     if runs != args.runs:
         print(f"quiclab: --runs {args.runs}: the {args.engine} engine is deterministic; "
               "one run", file=sys.stderr)
@@ -102,7 +101,7 @@ def run_predict(args: argparse.Namespace) -> int:
         if err.source or not args.scenario or err.field not in _fields_from_file(args):
             raise
         raise ScenarioError(err.field, err.value, err.allowed, source=args.scenario) from None
-    summary = run_summary(preds) if runs > 1 else None
+    summary = goodput_spread([p.goodput_mbps for p in preds]) if runs > 1 else None
     if args.json:
         if summary is None:
             print(json.dumps(pred.to_dict(), sort_keys=True))
@@ -119,13 +118,7 @@ def run_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_summary(preds: list[Any]) -> dict[str, float]:
-    """Mean, sample standard deviation, minimum and maximum goodput over runs."""
-    goodput = [p.goodput_mbps for p in preds]
-    mean = sum(goodput) / len(goodput)
-    sd = math.sqrt(sum((g - mean) ** 2 for g in goodput) / max(1, len(goodput) - 1))
-    return {"runs": len(goodput), "goodput_mean_mbps": mean, "goodput_sd_mbps": sd,
-            "goodput_min_mbps": min(goodput), "goodput_max_mbps": max(goodput)}
+
 
 
 def format_prediction(pred: Any) -> str:

@@ -7,6 +7,7 @@ can be compared on the same work (DESIGN.md, "Rules of the house").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -16,6 +17,18 @@ from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario
 
 ENGINES = ("analytic", "des", "ns3")
+#: Engines whose Prediction depends on ``Scenario.run`` (random loss, reordering,
+#: receiver stalls): one run is one sample. The analytic engine is deterministic.
+STOCHASTIC_ENGINES = ("des", "ns3")
+
+
+def goodput_spread(goodput: Sequence[float]) -> dict[str, float]:
+    """``runs`` and the mean, sample standard deviation, minimum and maximum of the
+    goodput of several runs of one scenario (Mbit/s)."""
+    mean = sum(goodput) / len(goodput)
+    sd = math.sqrt(sum((g - mean) ** 2 for g in goodput) / max(1, len(goodput) - 1))
+    return {"runs": len(goodput), "goodput_mean_mbps": mean, "goodput_sd_mbps": sd,
+            "goodput_min_mbps": min(goodput), "goodput_max_mbps": max(goodput)}
 
 
 @runtime_checkable
