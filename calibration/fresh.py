@@ -6,8 +6,15 @@ experiment) and records CPU seconds, data packets, send/receive calls and
 ACKs per side. From those runs alone this module fits, per stack and role:
 
 - ``T``: CPU per data packet at one packet per system call, from the measured
-  CPU per packet and the measured packets per call, using the system-call
-  share the published-data calibration assumes (its interval is carried);
+  CPU per packet and the measured packets per call;
+- the system-call share of each role, from the same session's runs with GSO
+  off (``testbed/specs/fresh-calibration.yaml``'s second row): the ratio of CPU
+  per packet at one packet per call to that at the GSO batch fixes it
+  (:func:`_call_share`). Without such runs, or for a role whose batch GSO does
+  not change, the share the published-data calibration assumes (0.25);
+- crypto and per-byte work are assumed (seed 001 Table 3 moved by the CPU rule,
+  the published calibration's per-byte default) and scaled down together where
+  the measured CPU per packet leaves them less room;
 - ACK frequency (data packets per ACK packet) and receive-buffer drops
   (the receiver-stall model, LSQUIC's Pareto shape);
 - behaviour from the testbed's stack table (packet sizes, offload support,
@@ -17,16 +24,17 @@ ACKs per side. From those runs alone this module fits, per stack and role:
   request runs, so ``validate --source fresh`` compares those out of sample.
 
 The reference CPU of these models is this host (from ``/proc/cpuinfo``),
-written beside the models as ``cpus.json``. Held-out settings — MTU 9000,
-GSO off, a rate limit, added delay, loss, a smaller buffer — are then predicted
-by the engines from these models (``quiclab validate --source fresh``).
+written beside the models as ``cpus.json``. Held-out settings — MTU 9000
+(with GSO off), a rate limit, added delay, loss, a smaller buffer — are then
+predicted by the engines from these models (``quiclab validate --source
+fresh``); GSO off alone is a calibrated setting there, shown apart.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +49,7 @@ from quiclab.calibration.assemble import (
     build_model,
     fixed,
 )
-from quiclab.calibration.crypto import fit_table3
+from quiclab.calibration.crypto import TABLE3_CPU, fit_table3
 from quiclab.calibration.fit import DEFAULT_BYTES_NS, DEFAULT_CALL_SHARE, DEFAULT_H3_SHARE
 from quiclab.calibration.receiver import STALL_MIN_S
 from quiclab.models.costmodel import Behaviour, CostModel
@@ -51,6 +59,53 @@ from quiclab.models.cpus import Cpu, CpuCatalog
 CALIBRATION_EXPERIMENT = "fresh-calibration"
 #: veth between namespaces is a memory copy: no link limit below this.
 VETH_LINK_GBPS = 40.0
+#: Assumed kernel per-datagram share of T (the published-data calibration's default).
+SEGMENT_SHARE = 0.2
+#: Protocol work a data packet keeps at least (calibration/assemble.py's 5 % of T).
+PROTOCOL_FLOOR = 0.05
+#: The least system-call share a role keeps when T leaves no more room for it.
+MIN_SHARE = 0.02
+#: A role's system-call share is identified only when GSO on batches at least this
+#: many times more packets per call than GSO off.
+MIN_BATCH_RATIO = 2.0
+
+
+def _call_share(on: pd.DataFrame, off: pd.DataFrame, role: str, ack_share: float) -> Value:
+    """The system-call share of one role from runs with GSO on and off in one session.
+
+    Per data packet the model spends ``T·(1 − c + c/b + a)`` at ``b`` packets per
+    call (``a``: the ACK share, held at the GSO-on value), so the ratio ``R`` of
+    CPU per packet with GSO off to on gives ``c = (R − 1)(1 + a) / (R(1 − 1/b_on)
+    − (1 − 1/b_off))``. The ACKs a receiver sends after each receive batch (many
+    more without GSO) are in ``c``: the model keeps one ACK frequency per stack.
+    Without a usable pair (no GSO-off runs, a role whose batch GSO does not change,
+    e.g. a receiver without GRO) the published calibration's default is assumed.
+    """
+    cpu, calls = (("server_cpu_s", "server_udp_sent") if role == "sender"
+                  else ("client_cpu_s", "client_udp_received"))
+    assumed = Value(DEFAULT_CALL_SHARE, 0.1, 0.4,
+                    "assumed: system-call share of the published-data calibration")
+    if off.empty or calls not in off.columns:
+        return assumed
+
+    def per_packet(g: pd.DataFrame) -> tuple[float, float]:
+        pkts = pd.to_numeric(g["data_packets"], errors="coerce")
+        b = _median(pkts / pd.to_numeric(g[calls], errors="coerce").clip(lower=1))
+        return _median(pd.to_numeric(g[cpu], errors="coerce") / pkts), b
+
+    (cpp_on, b_on), (cpp_off, b_off) = per_packet(on), per_packet(off)
+    if not all(math.isfinite(x) and x > 0 for x in (cpp_on, b_on, cpp_off, b_off)) \
+            or b_on < MIN_BATCH_RATIO * max(b_off, 1.0):
+        return assumed
+    ratio = cpp_off / cpp_on
+    denom = ratio * (1.0 - 1.0 / b_on) - (1.0 - 1.0 / max(b_off, 1.0))
+    if denom <= 0.05 or ratio <= 1.0:
+        return assumed
+    c = min(max((ratio - 1.0) * (1.0 + ack_share) / denom, MIN_SHARE), 0.9)
+    return Value(c, 0.85 * c, min(0.95, 1.15 * c),
+                 f"fit: {len(off)} fresh-calibration runs with GSO off against {len(on)} with "
+                 f"it on, same session: CPU per packet × {ratio:.2f} from {b_on:.1f} to "
+                 f"{b_off:.1f} packets per call (the ACKs after each receive batch included)")
 
 
 @dataclass
@@ -164,6 +219,15 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             continue
         g = g[ok]
         pkts = pkts[ok]
+        # The calibration setting is each stack's default offloads; a GSO stack's
+        # GSO-off rows (same session) only fix its system-call share below.
+        gso_off = g.iloc[0:0]
+        if stack.gso in ("switch", "on") and "gso" in g.columns:
+            gso_off = g[g["gso"].eq(False)]
+            g, pkts = g[~g["gso"].eq(False)], pkts[~g["gso"].eq(False)]
+            if g.empty:
+                skipped.append(f"{name}: no runs at its default offloads (GSO on)")
+                continue
         recv = pd.to_numeric(g["client_udp_received"], errors="coerce")
         acks = pd.to_numeric(g["ack_packets"], errors="coerce")
         ack_every = _median(pkts / acks.clip(lower=1))
@@ -177,10 +241,10 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         meas_r = _median(g["client_cpu_s"] / pkts) * 1e9
         drops = _median(pd.to_numeric(g["client_udp_rcvbuf_errors"], errors="coerce") / pkts)
         goodput = _median(g["goodput_mbps"])
-        c = DEFAULT_CALL_SHARE
         ack_share = 0.6 / max(ack_every, 1.0)  # ACKs cost ~0.6 data packets each (assumed)
+        shares = {role: _call_share(g, gso_off, role, ack_share) for role in ("sender", "receiver")}
 
-        def T_from(meas: float, segments: float, c: float = c,
+        def T_from(meas: float, segments: float, c: float,
                    ack_share: float = ack_share) -> float:
             # meas = T·(1 − c + c/segments) + T·0.6/ack_every
             return meas / (1.0 - c + c / max(segments, 1.0) + ack_share)
@@ -192,7 +256,8 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         payload = stack.default_udp_payload_bytes - 40
         effective = payload * 8 / goodput * 1e3 if goodput > 0 else max(meas_s, meas_r)
         scale = max(1.0, effective / max(meas_s, meas_r))
-        Ts, Tr = T_from(meas_s * scale, seg_s), T_from(meas_r * scale, seg_r)
+        Ts = T_from(meas_s * scale, seg_s, shares["sender"].value)
+        Tr = T_from(meas_r * scale, seg_r, shares["receiver"].value)
         src = (f"fit: {len(g)} fresh-calibration runs of {name} on this host (CPU per data "
                f"packet {meas_s:.0f}/{meas_r:.0f} ns, {seg_s:.1f}/{seg_r:.1f} packets per call, "
                f"× {scale:.2f} for shared-host contention)")
@@ -209,17 +274,22 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         beh = _stack_behaviour(stack, ack_every, (stall_rate, alpha))
         P = beh.udp_payload_bytes - beh.overhead_bytes
 
-        def role(T: float, rel: float = rel, src: str = src, c: float = c) -> RoleSpec:
+        def role(T: float, call: Value, segment: float = SEGMENT_SHARE, rel: float = rel,
+                 src: str = src) -> RoleSpec:
             return RoleSpec(T=Value(T, T * (1 - rel), T * (1 + rel), src),
-                            call_share=Value(c, 0.1, 0.4, "assumed: system-call share of the "
-                                                           "published-data calibration"),
-                            segment_share=Value(0.2, 0.05, 0.35, "assumed: kernel per-datagram "
-                                                                "share"),
+                            call_share=call,
+                            segment_share=Value(segment, min(0.05, segment), 0.35,
+                                                "assumed: kernel per-datagram share"
+                                                + ("" if segment == SEGMENT_SHARE else
+                                                   f" ({SEGMENT_SHARE} less what the measured "
+                                                   "system-call share, crypto and per-byte "
+                                                   "work leave of T)")),
                             ack_ns=Value(0.6 * T, 0.2 * T, 1.5 * T, "assumed: an ACK costs "
                                                                    "~0.6 data packets"))
 
         spec = ImplSpec(
-            name=str(name), sender=role(Ts), receiver=role(Tr),
+            name=str(name), sender=role(Ts, shares["sender"]),
+            receiver=role(Tr, shares["receiver"]),
             bytes_ns=Value(DEFAULT_BYTES_NS, 0.15, 1.5, "assumed: per-byte cost of the "
                            "published-data calibration (no jumbo-frame calibration run)"),
             kappa=Value(1.0, 0.6, 1.5, "assumed: OpenSSL-class AES-GCM"),
@@ -234,13 +304,41 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             behaviour=beh, notes=[f"fresh calibration on {host.name}; {stack.version}"],
             provenance={"stack": stack.version, "runs": len(g), "experiment":
                         CALIBRATION_EXPERIMENT})
+        # Measured costs come first: T and the system-call share reproduce the CPU per
+        # packet with GSO on and off. What T leaves beside the system calls and the
+        # protocol floor must hold crypto and per-byte work, which are assumed
+        # (Table 3 moved by the CPU rule, the default per-byte cost); where they
+        # would not fit (this host's crypto is faster than the rule says) they are
+        # scaled down together. The assumed per-datagram share takes what is left.
+        to_host = cpus.scaling(TABLE3_CPU, host.name).factor
+        S = beh.udp_payload_bytes
+        kappa, per_byte = spec.kappa.value, spec.bytes_ns.value
+        work = kappa * crypto.packet * to_host + max(per_byte, kappa * crypto.byte * to_host) * S
+        T = {"sender": Ts, "receiver": Tr}
+        room = {side: (1.0 - shares[side].value - PROTOCOL_FLOOR) * T[side] for side in T}
+        shrink = 0.999 * min(room.values()) / work  # (a hair inside: rounding)
+        if shrink < 1.0:
+            why = (f" × {shrink:.2f}: the measured CPU per packet leaves no more room beside "
+                   "the system calls")
+            spec = replace(spec, kappa=Value(kappa * shrink, spec.kappa.lo * shrink,
+                                             spec.kappa.hi, spec.kappa.source + why),
+                           bytes_ns=Value(per_byte * shrink, spec.bytes_ns.lo * shrink,
+                                          spec.bytes_ns.hi, spec.bytes_ns.source + why))
+            work *= shrink
+        spec = replace(spec, **{side: role(T[side], shares[side],
+                                           min(SEGMENT_SHARE, max(0.0, (room[side] - work)
+                                                                  / T[side] - 0.001)))
+                                for side in T})
         model = build_model(spec, crypto, cpus, reference_cpu=host.name)
         models[str(name)] = model
         rows.append({"stack": name, "runs": len(g), "goodput_mbps": goodput,
                      "sender_ns_per_packet": meas_s, "receiver_ns_per_packet": meas_r,
                      "packets_per_send_call": seg_s, "packets_per_recv_call": seg_r,
                      "packets_per_ack": ack_every, "drop_fraction": drops,
-                     "contention_factor": scale, "T_sender_ns": Ts, "T_receiver_ns": Tr})
+                     "contention_factor": scale, "T_sender_ns": Ts, "T_receiver_ns": Tr,
+                     "call_share_sender": shares["sender"].value,
+                     "call_share_receiver": shares["receiver"].value,
+                     "gso_off_runs": len(gso_off)})
     if models:
         models = request_terms(models, cpus)
         for row in rows:

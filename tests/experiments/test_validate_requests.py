@@ -98,6 +98,20 @@ def test_fresh_bulk_cells_keep_each_stacks_congestion_controller(catalog: Path) 
     assert cells["lsquic"].goodput_mbps == 2901.0
 
 
+def test_fresh_cells_without_gso_have_nothing_for_gro_to_batch(catalog: Path) -> None:
+    """veth delivers what the sender wrote: with GSO off the receiver reads single
+    datagrams whatever its GRO setting (measured ~1.0 packet per receive), so the cell's
+    Scenario turns GRO off; with GSO on, GRO batches the super-packets as recorded."""
+    with Catalog(catalog, read_only=True) as cat:
+        runs = cat.df("SELECT * FROM runs WHERE workload = 'bulk'")
+    off = runs.assign(gso=False, gro=True, setting="lsquic gso off",
+                      run_id=runs["run_id"] + "-off")
+    on = runs.assign(gso=True, gro=True)
+    cells = _fresh_bulk_cells(pd.concat([on, off], ignore_index=True), ["lsquic"], None)
+    flags = sorted((e.scenario.gso, e.scenario.gro) for e in cells)
+    assert flags == [(False, False), (True, True)]
+
+
 def test_validate_fresh_compares_request_runs(tmp_path: Path, catalog: Path, models_dir: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "validation"

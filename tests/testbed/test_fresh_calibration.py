@@ -4,6 +4,7 @@ the request terms (issue 10) the fresh models carry (no root, no runs)."""
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -66,3 +67,71 @@ def test_request_terms_leave_the_packet_path_alone(fit):
     for name, model in fit.models.items():
         assert again[name].sender.ns_per_packet == model.sender.ns_per_packet
         assert again[name].sender.ns_per_request == model.sender.ns_per_request
+
+
+def _quiche(i: int, gso: bool, cpu_per_packet_s: float, batch: float) -> dict:
+    packets = 140_000
+    return {**_run(i, "quiche", 8000.0 if gso else 3000.0), "run_id": f"q{gso}{i}",
+            "gso": gso, "gro": True, "server_udp_sent": packets / batch,
+            "client_udp_received": packets / batch, "ack_packets": packets // 90,
+            "server_cpu_s": cpu_per_packet_s * packets, "client_cpu_s": cpu_per_packet_s * packets}
+
+
+def _cost(model, role: str, batch: float) -> float:
+    """CPU per data packet the model charges at ``batch`` packets per call (ACKs aside)."""
+    rc = model.role(role)
+    crypto = model.crypto["aes-ni"]
+    P = model.behaviour.udp_payload_bytes
+    return (rc.ns_per_packet.value + (rc.ns_per_byte.value + crypto.ns_per_byte.value) * P
+            + crypto.ns_per_packet.value + rc.ns_per_segment.value
+            + rc.ns_per_syscall.value / batch)
+
+
+def test_gso_off_runs_fix_the_call_share_and_the_models_response():
+    """The calibration session's GSO-off rows give each role its system-call share:
+    the model then charges the measured ×2.7 per packet at one packet per call, where
+    the assumed share (no GSO-off rows) charges far less; the GSO-on rows alone set T."""
+    on = [_quiche(i, True, 1.4e-6, 43.0) for i in range(3)]
+    off = [_quiche(i, False, 3.8e-6, 1.0) for i in range(3)]
+    points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
+    host = host_cpu_from_cpuinfo(CPUINFO, CpuCatalog.packaged())
+    paired = fit_fresh(pd.DataFrame(on + off), points, host)
+    alone = fit_fresh(pd.DataFrame(on), points, host)
+    row = paired.table.set_index("stack").loc["quiche"]
+    assert row["runs"] == 3 and row["gso_off_runs"] == 3
+    a = 0.6 / (140_000 / (140_000 // 90))
+    ratio = 3.8 / 1.4
+    expected = (ratio - 1) * (1 + a) / (ratio * (1 - 1 / 43) - 0)
+    assert row["call_share_sender"] == pytest.approx(expected, rel=1e-6)
+    model, assumed = paired.models["quiche"], alone.models["quiche"]
+    assert model.sender.ns_per_syscall.source.startswith("derived:")
+    assert "GSO off" in model.sender.ns_per_syscall.source
+    assert "assumed" in assumed.sender.ns_per_syscall.source
+    for role in ("sender", "receiver"):
+        # The model's GSO-off/on cost ratio follows the measurement (crypto and the
+        # protocol floor may shave the share a little) …
+        got = _cost(model, role, 1.0) / _cost(model, role, 43.0)
+        assert got == pytest.approx(ratio, rel=0.12), role
+        # … where the assumed share gives well under half of the measured penalty.
+        assert _cost(assumed, role, 1.0) / _cost(assumed, role, 43.0) < 1.5
+        # Both reproduce the calibration setting (GSO on) alike.
+        assert _cost(model, role, 43.0) == pytest.approx(_cost(assumed, role, 43.0), rel=0.05)
+    assert math.isclose(row["goodput_mbps"], 8000.0)  # the GSO-off rows are not the level
+
+
+def test_a_role_whose_batch_gso_leaves_alone_keeps_the_assumed_share():
+    """quic-go's receiver reads one datagram per call with or without GSO: its share is
+    not identifiable from the pair and stays the assumed one."""
+    rows = []
+    for i in range(3):
+        for gso, cpu, batch in ((True, 4.0e-6, 11.0), (False, 8.0e-6, 1.0)):
+            r = _run(i, "quic-go", 2000.0 if gso else 1000.0)
+            r.update(run_id=f"g{gso}{i}", gso=gso, gro=False, server_udp_sent=140_000 / batch,
+                     client_udp_received=140_000, server_cpu_s=cpu * 140_000,
+                     client_cpu_s=cpu * 140_000)
+            rows.append(r)
+    points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
+    host = host_cpu_from_cpuinfo(CPUINFO, CpuCatalog.packaged())
+    row = fit_fresh(pd.DataFrame(rows), points, host).table.set_index("stack").loc["quic-go"]
+    assert row["call_share_sender"] > 0.4
+    assert row["call_share_receiver"] == pytest.approx(0.25)
