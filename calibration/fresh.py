@@ -188,6 +188,32 @@ def request_terms(models: dict[str, CostModel], cpus: CpuCatalog,
     return {name: calibrator.models_[name] for name in models}
 
 
+#: Background load (busy cores before a transfer, testbed/collect.py's HostLoad)
+#: above which a session's CPU-bound runs are taken as slowed by other work.
+BUSY_BACKGROUND_CORES = 0.25
+
+
+def background_load(runs: pd.DataFrame, by: str = "experiment") -> pd.DataFrame:
+    """Per value of ``by`` (a runs column): runs that recorded the host's background
+    load (``extra.host``, busy cores before each transfer) and its median and maximum.
+    Runs recorded before the testbed measured it are left out (a group with none has
+    no row)."""
+    rows: dict[str, list[float]] = {}
+    for key, extra in zip(runs.get(by, []), runs.get("extra", []), strict=False):
+        try:
+            host = json.loads(extra).get("host") or {}
+        except (TypeError, ValueError):
+            continue
+        if "background_cores" in host:
+            rows.setdefault(str(key), []).append(float(host["background_cores"]))
+    return pd.DataFrame([{by: key, "runs": len(v),
+                          "median_background_cores": float(np.median(v)),
+                          "max_background_cores": float(np.max(v))}
+                         for key, v in sorted(rows.items())],
+                        columns=[by, "runs", "median_background_cores",
+                                 "max_background_cores"])
+
+
 def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
               cpus: CpuCatalog | None = None) -> FreshFit:
     """Fit models for every stack with calibration runs (see the module docstring)."""
@@ -354,7 +380,18 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             row["request_us_sender"] = model.sender.ns_per_request.value / 1e3
     return FreshFit(host, models, base_rtt, pd.DataFrame(rows),
                     notes=[f"veth base RTT (median stack min_rtt): {base_rtt:.0f} µs",
+                           *_busy_note(cal),
                            *(f"skipped {s}" for s in skipped)])
+
+
+def _busy_note(cal: pd.DataFrame) -> list[str]:
+    load = background_load(cal, by="server_impl")
+    busy = load[load["median_background_cores"] > BUSY_BACKGROUND_CORES]
+    return [f"warning: {r.server_impl}'s calibration runs shared this host with other work "
+            f"(median {r.median_background_cores:.2f} busy cores before each of {r.runs} "
+            "transfers): its CPU costs are fitted slow; rerun `quiclab testbed sweep "
+            "testbed/specs/fresh-calibration.yaml` on an idle host"
+            for r in busy.itertuples()]
 
 
 def write_fresh(fit: FreshFit, directory: Path) -> list[str]:

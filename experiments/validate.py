@@ -73,6 +73,8 @@ class SourceItems:
     evidence: list[Any]  # calibration Evidence
     skipped: list[tuple[str, str]]
     requests: list[RequestEvidence] = field(default_factory=list)
+    #: Fresh runs: the host's background load per experiment (fresh.background_load).
+    load: pd.DataFrame | None = None
 
 
 def _is_bulk(runs: pd.DataFrame) -> pd.Series:
@@ -164,6 +166,7 @@ def load_evidence(catalog_path: Path, sources: list[str] | None,
     the stacks those models cover, with the veth path's defaults.
     """
     from quiclab.calibration.evidence import dataset_cells, published_points
+    from quiclab.calibration.fresh import background_load
     from quiclab.datasets.catalog import Catalog
 
     out = []
@@ -201,7 +204,8 @@ def load_evidence(catalog_path: Path, sources: list[str] | None,
                 requests = request_cells(sub[~bulk], fresh_registry.names(), fresh_defaults)
                 missing = sorted(set(sub["server_impl"]) - set(fresh_registry.names()))
                 skipped = [(name, "no fresh model for this stack") for name in missing]
-                out.append(SourceItems(source, evidence, skipped, requests))
+                out.append(SourceItems(source, evidence, skipped, requests,
+                                       background_load(sub)))
                 continue
             else:
                 evidence, skipped = dataset_cells(sub[_is_bulk(sub)], source=source), []
@@ -746,6 +750,12 @@ def main_validate(args: argparse.Namespace) -> int:
     if len(controlled):
         print("\nfresh knobs against a same-session control (APE %: as predicted, scaled by "
               "the session's control, and the controls' own):\n" + _fmt_table(controlled))
+    for s in sources:
+        if s.load is not None and len(s.load):
+            s.load.to_csv(out / "fresh-background.csv", index=False)
+            print("\nbusy cores of this host before each fresh transfer (other work; CPU-bound "
+                  "runs of a busy session are slower than any model says):\n"
+                  + _fmt_table(s.load, floats=2))
     if requests_df is not None and requests_summary is not None:
         print("\nrequest workloads (fresh):\n" + _fmt_table(requests_summary) + "\n")
         print(_fmt_table(requests_df[["engine", "ident", "quantity", "observed", "predicted",

@@ -17,6 +17,12 @@
   busiest thread was last seen on (``last_core``).
 - System calls are counted by ``perf stat -e raw_syscalls:sys_enter`` wrapped
   around the peer when available (a counting tracepoint, no sampling).
+- The host's load: busy CPU time of all cores from ``/proc/stat``, over a short
+  window before the transfer (the server waiting, the client not started: what
+  else runs on the host) and over the transfer (peers, relay, kernel softirq
+  work and anything else). A shared machine's background load slows CPU-bound
+  peers, which no model input knows; the run records it so sessions can be told
+  apart (:func:`host_cpu_s`).
 """
 
 from __future__ import annotations
@@ -290,3 +296,31 @@ def parse_perf(output: Path) -> int | None:
         if len(parts) > 2 and parts[2] == "raw_syscalls:sys_enter" and parts[0].isdigit():
             return int(parts[0])
     return None
+
+
+def host_cpu_s(path: str = "/proc/stat") -> tuple[float, float]:
+    """(busy, total) CPU seconds of all cores since boot, from the aggregate ``cpu``
+    line of ``/proc/stat`` (busy = everything but idle and iowait)."""
+    fields = Path(path).read_text().split("\n", 1)[0].split()
+    if not fields or fields[0] != "cpu":
+        raise ValueError(f"{path}: first line is not the aggregate cpu line")
+    ticks = [int(v) for v in fields[1:]]
+    # user nice system idle iowait irq softirq steal (guest time is inside user)
+    total = sum(ticks[:8])
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    hz = os.sysconf("SC_CLK_TCK")
+    return (total - idle) / hz, total / hz
+
+
+class HostLoad:
+    """Busy cores of the whole host over a window: ``mark()`` starts it, ``cores()``
+    reads it (busy CPU seconds per wall second; 0 … number of cores)."""
+
+    def __init__(self) -> None:
+        self._busy = host_cpu_s()[0]
+        self._wall = time.monotonic()
+
+    def cores(self) -> float:
+        busy, _ = host_cpu_s()
+        return max(0.0, busy - self._busy) / max(time.monotonic() - self._wall, 1e-9)
+

@@ -27,6 +27,9 @@ from quiclab.testbed.stacks import STACKS, Stack
 from quiclab.testbed.topology import PORT, LinkConfig, Topology
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+#: The window before each transfer over which the host's background load is read
+#: (/proc/stat counts in 10 ms ticks: about 0.03 cores of resolution on 2 cores).
+BACKGROUND_WINDOW_S = 0.3
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,10 @@ class RunResult:
     expected_s: float = 0.0
     timeout_s: float = 0.0
     logdir: str = ""
+    #: The host's busy cores before the transfer (``background_cores``: the server
+    #: waiting, nothing of this run moving) and during it (``busy_cores``), and
+    #: ``cores`` (collect.HostLoad).
+    host: dict[str, float] = field(default_factory=dict)
 
     @property
     def goodput_mbps(self) -> float | None:
@@ -295,6 +302,12 @@ class Testbed:
                     why = report.get("error") or _head(logdir / "server.err") or "no output"
                     raise TestbedError(f"server {server.name} did not start: {why}")
                 time.sleep(0.02)
+            # What else keeps this host busy (the server only waits meanwhile).
+            background = collect.HostLoad()
+            time.sleep(BACKGROUND_WINDOW_S)
+            result.host = {"background_cores": round(background.cores(), 3),
+                           "cores": float(os.cpu_count() or 1)}
+            during = collect.HostLoad()
             result.start_ns = time.time_ns()
             t0 = time.monotonic()
             cli = self._start(self._command(topo, "client", client, resolved, logdir, config),
@@ -302,6 +315,7 @@ class Testbed:
             cli_sampler = collect.CpuSampler(cli.pid).start()
             cli_exit = collect.wait(cli, result.timeout_s, t0)
             result.end_ns = time.time_ns()
+            result.host["busy_cores"] = round(during.cores(), 3)
             result.client.samples = cli_sampler.stop()
             # Perf peers exit by themselves (--once) once the client has closed the
             # connection; wrapped tools serve forever and are stopped here.

@@ -135,3 +135,41 @@ def test_a_role_whose_batch_gso_leaves_alone_keeps_the_assumed_share():
     row = fit_fresh(pd.DataFrame(rows), points, host).table.set_index("stack").loc["quic-go"]
     assert row["call_share_sender"] > 0.4
     assert row["call_share_receiver"] == pytest.approx(0.25)
+
+
+def test_host_cpu_counts_every_core_but_idle_and_iowait(tmp_path):
+    from quiclab.testbed.collect import host_cpu_s
+
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    stat.write_text("cpu  100 10 50 800 40 0 10 5 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+    busy, total = host_cpu_s(str(stat))
+    hz = __import__("os").sysconf("SC_CLK_TCK")
+    assert busy == pytest.approx(175 / hz) and total == pytest.approx(1015 / hz)
+    stat.write_text("intr 1 2 3\n")
+    with pytest.raises(ValueError, match="aggregate cpu line"):
+        host_cpu_s(str(stat))
+
+
+def test_a_busy_calibration_session_is_named_with_its_load():
+    """Runs that recorded the host's background load: per experiment the median and
+    maximum, and a warning in the fit when the calibration competed with other work."""
+    from quiclab.calibration.fresh import background_load
+
+    def with_load(row: dict, cores: float) -> dict:
+        extra = json.loads(row["extra"]) | {"host": {"background_cores": cores, "cores": 2.0}}
+        return {**row, "extra": json.dumps(extra)}
+
+    quiet = [with_load(_run(i, "quic-go", 2000.0), 0.02) for i in range(3)]
+    busy = [with_load(_run(i, "xnet-quic", 900.0), 1.9) for i in range(3)]
+    old = [_run(i, "quinn", 3000.0) for i in range(2)]  # recorded before the testbed read it
+    load = background_load(pd.DataFrame(quiet + old))
+    assert list(load["experiment"]) == ["fresh-calibration"]
+    assert load.iloc[0]["runs"] == 3 and load.iloc[0]["median_background_cores"] == 0.02
+    points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
+    host = host_cpu_from_cpuinfo(CPUINFO, CpuCatalog.packaged())
+    assert not any("warning" in n for n in fit_fresh(pd.DataFrame(quiet), points, host).notes)
+    notes = fit_fresh(pd.DataFrame(quiet + busy), points, host).notes
+    warning = [n for n in notes if n.startswith("warning")]
+    assert len(warning) == 1 and warning[0].startswith("warning: xnet-quic's")
+    assert "1.90 busy cores before each of 3 transfers" in warning[0]

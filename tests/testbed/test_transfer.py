@@ -51,6 +51,11 @@ def test_collectors_see_the_run(transfer):
     if srv.syscalls is not None:  # perf stat with the raw_syscalls tracepoint
         assert srv.syscalls > 0 and cli.syscalls and cli.syscalls > 0
     assert srv.core == 0 and cli.core == 1  # pin=true
+    # The host's load: before the transfer (other work), and during it (the peers at
+    # least: a CPU-bound transfer keeps about a core busy).
+    host = result.host
+    assert host["cores"] >= 1 and 0 <= host["background_cores"] <= host["cores"] + 0.1
+    assert host["busy_cores"] > 0.3
 
 
 def test_the_run_lands_in_the_catalog(transfer):
@@ -71,6 +76,7 @@ def test_the_run_lands_in_the_catalog(transfer):
     assert row["server_version"] == "quic-go v0.65.0"
     extra = json.loads(row["extra"])
     assert extra["effective"]["veth_segmentation"] is True
+    assert extra["host"] == result.host
     # A sub-second transfer still has a (partial) CPU sample per side.
     assert set(samples["side"]) == {"server", "client"}
     assert (samples["run_id"] == result.run_id).all()
