@@ -97,14 +97,23 @@ class CryptoTable:
         return 0.5 * (self.enc_byte + self.dec_byte)
 
 
+def packet_work(spec: ImplSpec, crypto: CryptoTable, to_ref: float) -> tuple[float, float, float]:
+    """What a data packet costs besides T's kernel shares and protocol part: crypto ns
+    per packet, crypto ns per byte and plain (non-crypto) ns per byte, on the CPU that
+    ``to_ref`` moves Table 3's to."""
+    kappa = spec.kappa.value
+    crypto_byte = kappa * crypto.byte * to_ref
+    return (kappa * crypto.packet * to_ref, crypto_byte,
+            max(0.0, spec.bytes_ns.value - crypto_byte))
+
+
 def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog,
                 reference_cpu: str = REFERENCE_CPU) -> CostModel:
     """Assemble one CostModel from its calibrated spec (see module docstring)."""
     to_ref = cpus.scaling(TABLE3_CPU, reference_cpu).factor
     S = spec.behaviour.udp_payload_bytes
     kappa = spec.kappa.value
-    crypto_pkt = kappa * crypto.packet * to_ref
-    crypto_byte = kappa * crypto.byte * to_ref
+    crypto_pkt, crypto_byte, per_byte_plain = packet_work(spec, crypto, to_ref)
     crypto_src = (f"derived: κ={kappa:.3g} ({spec.kappa.source}) × {crypto.source}, "
                   f"moved from {TABLE3_CPU} to {reference_cpu} by the CPU rule")
     kap_lo, kap_hi = spec.kappa.lo / kappa, spec.kappa.hi / kappa
@@ -120,7 +129,6 @@ def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog,
             Param(crypto_byte + per_byte, crypto_byte * kap_lo + extra.lo / S,
                   max(crypto_byte * kap_hi + extra.hi / S, crypto_byte + per_byte), "ns/B",
                   f"{crypto_src}; plus {extra.source}"))
-    per_byte_plain = max(0.0, spec.bytes_ns.value - crypto_byte)
 
     def role(rs: RoleSpec) -> RoleCosts:
         T = rs.T.value

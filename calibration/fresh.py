@@ -48,6 +48,7 @@ from quiclab.calibration.assemble import (
     Value,
     build_model,
     fixed,
+    packet_work,
 )
 from quiclab.calibration.crypto import TABLE3_CPU, fit_table3
 from quiclab.calibration.fit import DEFAULT_BYTES_NS, DEFAULT_CALL_SHARE, DEFAULT_H3_SHARE
@@ -70,7 +71,21 @@ MIN_SHARE = 0.02
 MIN_BATCH_RATIO = 2.0
 
 
-def _call_share(on: pd.DataFrame, off: pd.DataFrame, role: str, ack_share: float) -> Value:
+#: Per role: the runs' CPU-seconds column and its system-call (datagram) column.
+ROLE_COLUMNS = {"sender": ("server_cpu_s", "server_udp_sent"),
+                "receiver": ("client_cpu_s", "client_udp_received")}
+
+
+def _per_packet(g: pd.DataFrame, role: str) -> tuple[float, float]:
+    """(CPU ns per data packet, data packets per call) of one role, medians over runs."""
+    cpu, calls = ROLE_COLUMNS[role]
+    pkts = pd.to_numeric(g["data_packets"], errors="coerce")
+    batch = _median(pkts / pd.to_numeric(g[calls], errors="coerce").clip(lower=1))
+    return _median(pd.to_numeric(g[cpu], errors="coerce") / pkts) * 1e9, batch
+
+
+def _call_share(on: tuple[float, float], off: pd.DataFrame, role: str,
+                ack_share: float) -> Value:
     """The system-call share of one role from runs with GSO on and off in one session.
 
     Per data packet the model spends ``T·(1 − c + c/b + a)`` at ``b`` packets per
@@ -80,20 +95,13 @@ def _call_share(on: pd.DataFrame, off: pd.DataFrame, role: str, ack_share: float
     more without GSO) are in ``c``: the model keeps one ACK frequency per stack.
     Without a usable pair (no GSO-off runs, a role whose batch GSO does not change,
     e.g. a receiver without GRO) the published calibration's default is assumed.
+    ``on`` is the role's :func:`_per_packet` at its default offloads.
     """
-    cpu, calls = (("server_cpu_s", "server_udp_sent") if role == "sender"
-                  else ("client_cpu_s", "client_udp_received"))
     assumed = Value(DEFAULT_CALL_SHARE, 0.1, 0.4,
                     "assumed: system-call share of the published-data calibration")
-    if off.empty or calls not in off.columns:
+    if off.empty or ROLE_COLUMNS[role][1] not in off.columns:
         return assumed
-
-    def per_packet(g: pd.DataFrame) -> tuple[float, float]:
-        pkts = pd.to_numeric(g["data_packets"], errors="coerce")
-        b = _median(pkts / pd.to_numeric(g[calls], errors="coerce").clip(lower=1))
-        return _median(pd.to_numeric(g[cpu], errors="coerce") / pkts), b
-
-    (cpp_on, b_on), (cpp_off, b_off) = per_packet(on), per_packet(off)
+    (cpp_on, b_on), (cpp_off, b_off) = on, _per_packet(off, role)
     if not all(math.isfinite(x) and x > 0 for x in (cpp_on, b_on, cpp_off, b_off)) \
             or b_on < MIN_BATCH_RATIO * max(b_off, 1.0):
         return assumed
@@ -103,8 +111,8 @@ def _call_share(on: pd.DataFrame, off: pd.DataFrame, role: str, ack_share: float
         return assumed
     c = min(max((ratio - 1.0) * (1.0 + ack_share) / denom, MIN_SHARE), 0.9)
     return Value(c, 0.85 * c, min(0.95, 1.15 * c),
-                 f"fit: {len(off)} fresh-calibration runs with GSO off against {len(on)} with "
-                 f"it on, same session: CPU per packet × {ratio:.2f} from {b_on:.1f} to "
+                 f"fit: {len(off)} fresh-calibration runs with GSO off against its default "
+                 f"offloads, same session: CPU per packet × {ratio:.2f} from {b_on:.1f} to "
                  f"{b_off:.1f} packets per call (the ACKs after each receive batch included)")
 
 
@@ -254,17 +262,14 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             if g.empty:
                 skipped.append(f"{name}: no runs at its default offloads (GSO on)")
                 continue
-        recv = pd.to_numeric(g["client_udp_received"], errors="coerce")
         acks = pd.to_numeric(g["ack_packets"], errors="coerce")
         ack_every = _median(pkts / acks.clip(lower=1))
         if not math.isfinite(ack_every):
             ack_every = 10.0
-        seg_s = _median(pkts / pd.to_numeric(g["server_udp_sent"], errors="coerce").clip(lower=1))
-        seg_r = _median(pkts / recv.clip(lower=1))
+        on = {role: _per_packet(g, role) for role in ROLE_COLUMNS}
+        (meas_s, seg_s), (meas_r, seg_r) = on["sender"], on["receiver"]
         seg_s = seg_s if math.isfinite(seg_s) else 1.0
         seg_r = seg_r if math.isfinite(seg_r) else 1.0
-        meas_s = _median(g["server_cpu_s"] / pkts) * 1e9
-        meas_r = _median(g["client_cpu_s"] / pkts) * 1e9
         # A receive-buffer error is one datagram as the kernel queued it: with GRO a
         # whole super-packet (the stacks' own loss counts agree: quiche reports 7836
         # packets lost against 182 errors × 44 packets per receive). The engines drop
@@ -275,7 +280,7 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         drops = _median(pd.to_numeric(g["client_udp_rcvbuf_errors"], errors="coerce") / pkts)
         goodput = _median(g["goodput_mbps"])
         ack_share = 0.6 / max(ack_every, 1.0)  # ACKs cost ~0.6 data packets each (assumed)
-        shares = {role: _call_share(g, gso_off, role, ack_share) for role in ("sender", "receiver")}
+        shares = {role: _call_share(on[role], gso_off, role, ack_share) for role in on}
 
         def T_from(meas: float, segments: float, c: float,
                    ack_share: float = ack_share) -> float:
@@ -343,10 +348,10 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         # (Table 3 moved by the CPU rule, the default per-byte cost); where they
         # would not fit (this host's crypto is faster than the rule says) they are
         # scaled down together. The assumed per-datagram share takes what is left.
-        to_host = cpus.scaling(TABLE3_CPU, host.name).factor
-        S = beh.udp_payload_bytes
+        crypto_pkt, crypto_byte, plain = packet_work(
+            spec, crypto, cpus.scaling(TABLE3_CPU, host.name).factor)
+        work = crypto_pkt + (crypto_byte + plain) * beh.udp_payload_bytes
         kappa, per_byte = spec.kappa.value, spec.bytes_ns.value
-        work = kappa * crypto.packet * to_host + max(per_byte, kappa * crypto.byte * to_host) * S
         T = {"sender": Ts, "receiver": Tr}
         room = {side: (1.0 - shares[side].value - PROTOCOL_FLOOR) * T[side] for side in T}
         shrink = 0.999 * min(room.values()) / work  # (a hair inside: rounding)

@@ -313,8 +313,8 @@ def host_cpu_s(path: str = "/proc/stat") -> tuple[float, float]:
 
 
 class HostLoad:
-    """Busy cores of the whole host over a window: ``mark()`` starts it, ``cores()``
-    reads it (busy CPU seconds per wall second; 0 … number of cores)."""
+    """Busy cores of the whole host over a window: creating it starts the window,
+    ``cores()`` reads it (busy CPU seconds per wall second; 0 … number of cores)."""
 
     def __init__(self) -> None:
         self._busy = host_cpu_s()[0]
@@ -323,4 +323,3 @@ class HostLoad:
     def cores(self) -> float:
         busy, _ = host_cpu_s()
         return max(0.0, busy - self._busy) / max(time.monotonic() - self._wall, 1e-9)
-
