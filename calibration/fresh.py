@@ -141,6 +141,7 @@ def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float]) -
         apps=("h3",) if stack.app == "h3" else ("perf", "hq", "h3"),
         ccs=tuple(c for c in stack.ccs if c in ("cubic", "reno", "bbr")) or ("cubic",),
         rx_stall_rate_hz=stall[0], rx_stall_min_us=STALL_MIN_S * 1e6, rx_stall_alpha=stall[1],
+        pacing=bool(getattr(stack, "pacing", True)),
         language=stack.origin.split(":")[0], tls_library="")
 
 
@@ -341,7 +342,9 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                                          "assumed: HTTP/3 adds 10 % (seed 000 §V-A)")},
             behaviour=beh, notes=[f"fresh calibration on {host.name}; {stack.version}"],
             provenance={"stack": stack.version, "runs": len(g), "experiment":
-                        CALIBRATION_EXPERIMENT})
+                        CALIBRATION_EXPERIMENT,
+                        "knowledge": {"pacing": "testbed stack registry (testbed/stacks.py): "
+                                      + getattr(stack, "pacing_source", "assumed: paces")}})
         # Measured costs come first: T and the system-call share reproduce the CPU per
         # packet with GSO on and off. What T leaves beside the system calls and the
         # protocol floor must hold crypto and per-byte work, which are assumed

@@ -90,6 +90,11 @@ class Stack:
     gso_max_payload_bytes: int = 0
     ccs: tuple[str, ...] = ("cubic",)
     default_cc: str = "cubic"
+    #: Whether the peer's packets leave paced (at a rate from cwnd and RTT) or back to
+    #: back as the library hands them out; the fresh models take it (TRANSPORT.md
+    #: "Pacing"), so a burst into a small queue or buffer is simulated as it happens.
+    pacing: bool = True
+    pacing_source: str = "the library's own default: it paces (RFC 9002 §7.7)"
     ciphers: tuple[str, ...] = ("aes-ni",)
     flow_control: bool = True
     socket_buffers: bool = True
@@ -137,6 +142,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         version="quic-go v0.65.0", max_udp_payload_bytes=1452, default_udp_payload_bytes=1452,
         gso="switch", gro="off", ccs=("cubic",), ciphers=("aes-ni",), qlog=True,
         min_goodput_mbps=200.0, workloads=("bulk", "requests", "handshakes"),
+        pacing_source="quic-go: the sent-packet handler answers SendPacingLimited until the pacer "
+                      "has budget (internal/congestion/pacer.go)",
         notes="1452 B packet cap; GSO via QUIC_GO_DISABLE_GSO; no GRO; cubic only"),
     Stack(
         name="quinn", origin="crates.io: quinn 0.11.12 (rustls/ring)",
@@ -144,6 +151,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         version="quinn 0.11.12", default_udp_payload_bytes=1452,
         gso="switch", gro="on", gso_max_payload_bytes=6500, ccs=("cubic", "reno", "bbr"),
         ciphers=("aes-ni", "chacha20"), min_goodput_mbps=200.0,
+        pacing_source="quinn-proto: poll_transmit waits on Pacer::delay, a token bucket at 1.25 × "
+                      "cwnd / RTT (connection/pacing.rs); no switch",
         notes="jumbo needs max_udp_payload_size + min_mtu; GSO batches > 64 KiB above "
               "~6.5 KB packets fail silently; quinn-udp always enables GRO"),
     Stack(
@@ -152,7 +161,11 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         command=("{peers}/s2n-quic/target/release/s2n-quic-peer",),
         version="s2n-quic 1.91.0", default_udp_payload_bytes=1472,
         gso="switch", gro="switch", ccs=("cubic", "bbr"), ciphers=("aes-ni",),
-        apt=("cmake",), min_goodput_mbps=200.0, notes="MTU set as IP MTU (payload + 28)"),
+        apt=("cmake",), min_goodput_mbps=200.0, pacing=False,
+        pacing_source="s2n-quic-core recovery/pacing.rs: paces only at a smoothed RTT of 2 ms "
+                      "or more (MINIMUM_PACING_RTT); the veth path is ~0.07 ms, so here it "
+                      "sends back to back (the +10 ms cells would pace)",
+        notes="MTU set as IP MTU (payload + 28)"),
     Stack(
         name="aioquic", origin="PyPI: aioquic 1.7.2",
         build="pyvenv", source="pyquic", command=(*_PYQUIC, "--impl=aioquic"),
@@ -160,6 +173,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         gso="off", gro="off", ccs=("reno", "cubic"), default_cc="reno",
         ciphers=("aes-ni", "chacha20"), qlog=True, min_goodput_mbps=10.0,
         extra={"pip": ("aioquic==1.7.2",)},
+        pacing_source="aioquic: _write_application stops at QuicPacketPacer.next_send_time "
+                      "(quic/recovery.py)",
         notes="pure Python; no GSO/GRO; no PMTUD (1200 B unless told)"),
     Stack(
         name="qh3", origin="PyPI: qh3 2.1.0 (aioquic fork, Rust TLS)",
@@ -168,6 +183,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         gso="off", gro="off", ccs=("reno",), default_cc="reno",
         ciphers=("aes-ni", "chacha20"), min_goodput_mbps=10.0,
         extra={"pip": ("qh3==2.1.0",)},
+        pacing_source="qh3: aioquic's _pacing_at logic, the pacer in its Rust core",
         notes="aioquic's API; packets capped near 1408 B; no GSO/GRO"),
     Stack(
         name="xnet-quic", origin="Go module proxy: golang.org/x/net v0.56.0 (quic)",
@@ -176,13 +192,17 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         default_udp_payload_bytes=1200, gso="off", gro="off", ccs=("reno",),
         default_cc="reno", ciphers=("aes-ni",), min_goodput_mbps=50.0, payload_flag=False,
         workloads=("bulk", "requests", "handshakes"),
+        pacing_source="golang.org/x/net/quic: lossState.sendLimit returns ccPaced until "
+                      "pacerState.canSend (quic/loss.go)",
         notes="1200 B packets, NewReno, no statistics API, no GSO/GRO"),
     Stack(
         name="quiche", origin="crates.io: quiche 0.30.0 (BoringSSL; needs libclang-dev)",
         build="cargo", source="quiche", command=("{peers}/quiche/target/release/quiche-peer",),
         version="quiche 0.30.0", default_udp_payload_bytes=1472, gso="switch", gro="switch",
         ccs=("cubic", "reno", "bbr"), ciphers=("aes-ni",), apt=("libclang-dev", "cmake"),
-        min_goodput_mbps=100.0,
+        min_goodput_mbps=100.0, pacing=False,
+        pacing_source="peers/quiche: quiche only stamps SendInfo.at; the peer sends each "
+                      "GSO batch at once (Config::enable_pacing(false))",
         notes="sans-I/O: the peer does GSO (UDP_SEGMENT) and GRO itself; pacing off"),
     Stack(
         name="msquic", origin="crates.io: msquic 2.5.1-beta (builds the C library with cmake)",
@@ -192,6 +212,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         apt=("cmake", "libssl-dev"), min_goodput_mbps=200.0,
         env=(("LD_LIBRARY_PATH", "{peers}/msquic/target/release"),),
         extra={"copy_libs": "target/release/build/msquic-*/out/**/libmsquic.so*"},
+        pacing=False, pacing_source="MsQuic: PacingEnabled defaults to TRUE but cubic.c paces only"
+                                    " at a smoothed RTT of QUIC_MIN_PACING_RTT (1 ms) or more; the"
+                                    " veth path is ~0.07 ms, so here it sends back to back (the "
+                                    "+10 ms cells would pace)",
         notes="packets stay ≤ 1500 B IP MTU; GSO/GRO always on; the .so needs "
               "LD_LIBRARY_PATH; the client skips certificate validation"),
     Stack(
@@ -202,6 +226,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         ccs=("cubic", "reno", "bbr"), ciphers=("aes-ni",), qlog=True,
         apt=("ngtcp2-server", "ngtcp2-client"), server_exits=False, min_goodput_mbps=50.0,
         client_args=("--verify=true",),
+        pacing_source="ngtcp2: the library refuses to write before its pacing time "
+                      "(conn_pacing_pkt_tx_allowed; every congestion controller paces since "
+                      "2022)",
         notes="wrapped example gtlsserver/gtlsclient, HTTP/3 (GET /<N>); goodput from the "
               "client's wall time"),
     Stack(
@@ -213,6 +240,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         ciphers=("aes-ni",), flow_control=False, server_exits=False, min_goodput_mbps=50.0,
         client_args=("--verify=true",),
         extra={"crate": "tquic_tools@1.6.0", "outputs": ("tquic/bin/tquic_client",)},
+        pacing_source="tquic: Config::enable_pacing, default true (src/lib.rs)",
         notes="wrapped tquic_server/tquic_client, HTTP/3 (file of N bytes); ~1200 B packets"),
 )}
 

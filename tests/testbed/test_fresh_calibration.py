@@ -32,18 +32,27 @@ def _run(i: int, stack: str, goodput: float) -> dict:
 @pytest.fixture(scope="module")
 def fit():
     runs = pd.DataFrame([_run(i, s, g) for i in range(3)
-                         for s, g in (("quic-go", 2000.0), ("xnet-quic", 900.0))])
+                         for s, g in (("quic-go", 2000.0), ("xnet-quic", 900.0),
+                                        ("quiche", 3000.0))])
     points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
     host = host_cpu_from_cpuinfo(CPUINFO, CpuCatalog.packaged())
     return fit_fresh(runs, points, host)
 
 
 def test_every_stack_with_calibration_runs_gets_a_model(fit):
-    assert sorted(fit.models) == ["quic-go", "xnet-quic"]
+    assert sorted(fit.models) == ["quic-go", "quiche", "xnet-quic"]
     assert fit.base_rtt_us == pytest.approx(50.0)
     model = fit.models["quic-go"]
     assert model.reference_cpu == fit.host.name
     assert model.sender.ns_per_packet.value > 0
+
+
+def test_fresh_models_pace_as_the_testbed_peer_does(fit):
+    """quiche is sans-I/O and its peer sends each GSO batch at once; the other peers'
+    libraries pace. The model follows the peer, with the registry as its source."""
+    assert fit.models["quiche"].behaviour.pacing is False
+    assert fit.models["quic-go"].behaviour.pacing is True
+    assert "SendInfo.at" in fit.models["quiche"].provenance["knowledge"]["pacing"]
 
 
 def test_fresh_models_carry_request_terms_derived_not_fitted(fit):
