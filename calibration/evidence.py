@@ -11,10 +11,12 @@ state bounds, duplicates, or conditions the engines do not model yet
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from quiclab.calibration.knowledge import IMPLEMENTATIONS
@@ -80,6 +82,22 @@ class Evidence:
         return abs(signed), signed
 
 
+def _applied_queue_bytes(cell: pd.DataFrame) -> int:
+    """The bottleneck queue the testbed applied to these runs (``tc tbf`` limit in
+    ``extra.topology.applied.tbf.limit_bytes``; testbed README "Rate": the queue is
+    at least 64 KiB, not the Scenario's default 1 × BDP), or 0 if none is recorded."""
+    if "extra" not in cell:
+        return 0
+    limits = []
+    for text in cell["extra"].dropna():
+        try:
+            tbf = json.loads(text)["topology"]["applied"]["tbf"]
+            limits.append(int(tbf["limit_bytes"]))
+        except (TypeError, ValueError, KeyError):
+            continue
+    return int(np.median(limits)) if limits else 0
+
+
 def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None,
                   defaults: dict[str, Any] | None = None) -> list[Evidence]:
     """Median goodput per (experiment, setting, pair, cipher, buffer, path) of runs.
@@ -125,6 +143,10 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
         for name in ("mtu_bytes", "link_gbps", "rtt_ms", "loss_pct"):
             if name in cell and cell[name].notna().any():
                 fields[name] = type(getattr(Scenario(), name))(cell[name].median())
+        if source == "fresh" and "link_gbps" in fields:
+            queue = _applied_queue_bytes(cell)
+            if queue:
+                fields["queue_bytes"] = queue
         if "gso" in cell and cell["gso"].notna().any():
             fields["gso"] = bool(cell["gso"].mode().iloc[0])
             fields["gro"] = bool(cell["gro"].mode().iloc[0]) if cell["gro"].notna().any() \

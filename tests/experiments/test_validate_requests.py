@@ -4,6 +4,7 @@ latency, with the repetitions' noise; bulk cells stay goodput cells."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -110,6 +111,19 @@ def test_fresh_cells_without_gso_have_nothing_for_gro_to_batch(catalog: Path) ->
     cells = _fresh_bulk_cells(pd.concat([on, off], ignore_index=True), ["lsquic"], None)
     flags = sorted((e.scenario.gso, e.scenario.gro) for e in cells)
     assert flags == [(False, False), (True, True)]
+
+
+def test_fresh_rate_cells_get_the_queue_the_testbed_applied(catalog: Path) -> None:
+    """A ``tc tbf`` cell predicts with the limit the runs recorded (at least 64 or
+    136 KiB on the testbed), not the Scenario's 1 × BDP; cells without one keep it."""
+    with Catalog(catalog, read_only=True) as cat:
+        runs = cat.df("SELECT * FROM runs WHERE workload = 'bulk'")
+    tbf = {"topology": {"applied": {"tbf": {"rate_bps": 10**9, "limit_bytes": 65536}}}}
+    rate = runs.assign(link_gbps=1.0, setting="lsquic 1G", run_id=runs["run_id"] + "-1g",
+                       extra=json.dumps(tbf))
+    cells = _fresh_bulk_cells(pd.concat([runs, rate], ignore_index=True), ["lsquic"], None)
+    queues = sorted((e.scenario.link_gbps, e.scenario.queue_bytes) for e in cells)
+    assert queues == [(1.0, 65536), (Scenario().link_gbps, 0)]
 
 
 def test_validate_fresh_compares_request_runs(tmp_path: Path, catalog: Path, models_dir: Path,
