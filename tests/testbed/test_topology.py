@@ -13,6 +13,7 @@ import pytest
 
 from quiclab.testbed.topology import (
     BUFFER_SYSCTLS,
+    MAX_GSO_SKB_BYTES,
     LinkConfig,
     Topology,
     clean_stale,
@@ -31,6 +32,8 @@ def test_direct_topology_comes_up_and_goes_away(root, paths):
         assert names <= set(quiclab_namespaces(os.getpid()))
         assert topo.applied["server.eth0"]["tx-udp-segmentation"] == "off"
         assert topo.applied["tbf"]["rate_bps"] == 1_000_000_000
+        # 1 × BDP is tiny here: the floor must let a full GSO batch queue behind another.
+        assert topo.applied["tbf"]["limit_bytes"] >= 2 * MAX_GSO_SKB_BYTES
         mtu = subprocess.run([*topo.exec_prefix("client"), "cat", "/sys/class/net/eth0/mtu"],
                              capture_output=True, text=True, check=True).stdout.strip()
         assert mtu == "9000"
