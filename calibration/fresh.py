@@ -6,7 +6,10 @@ experiment) and records CPU seconds, data packets, send/receive calls and
 ACKs per side. From those runs alone this module fits, per stack and role:
 
 - ``T``: CPU per data packet at one packet per system call, from the measured
-  CPU per packet and the measured packets per call;
+  CPU per packet and the measured packets per call. A peer's CPU time is its
+  whole process life's; the spec's third row (the calibration setting with a
+  quarter of the transfer) separates what each process spends whatever it
+  moves (start-up, TLS, threads) from the per-packet cost (:func:`_fixed_cpu`);
 - the system-call share of each role, from the same session's runs with GSO
   off (``testbed/specs/fresh-calibration.yaml``'s second row): the ratio of CPU
   per packet at one packet per call to that at the GSO batch fixes it
@@ -76,16 +79,47 @@ ROLE_COLUMNS = {"sender": ("server_cpu_s", "server_udp_sent"),
                 "receiver": ("client_cpu_s", "client_udp_received")}
 
 
-def _per_packet(g: pd.DataFrame, role: str) -> tuple[float, float]:
-    """(CPU ns per data packet, data packets per call) of one role, medians over runs."""
+def _per_packet(g: pd.DataFrame, role: str, fixed_s: float = 0.0) -> tuple[float, float]:
+    """(CPU ns per data packet, data packets per call) of one role, medians over runs;
+    ``fixed_s`` is the process's CPU that is not the transfer's (:func:`_fixed_cpu`)."""
     cpu, calls = ROLE_COLUMNS[role]
     pkts = pd.to_numeric(g["data_packets"], errors="coerce")
     batch = _median(pkts / pd.to_numeric(g[calls], errors="coerce").clip(lower=1))
-    return _median(pd.to_numeric(g[cpu], errors="coerce") / pkts) * 1e9, batch
+    return _median((pd.to_numeric(g[cpu], errors="coerce") - fixed_s) / pkts) * 1e9, batch
+
+
+def _sizes(g: pd.DataFrame) -> pd.Series:
+    """Each run's transfer size (bytes); runs that recorded none count as the largest."""
+    if "filesize_bytes" not in g.columns:
+        return pd.Series(0.0, index=g.index)
+    size = pd.to_numeric(g["filesize_bytes"], errors="coerce")
+    return size.fillna(size.max() if size.notna().any() else 0.0)
+
+
+def _fixed_cpu(main: pd.DataFrame, small: pd.DataFrame, role: str) -> float:
+    """CPU seconds a peer process spends whatever it transfers (start-up, TLS and
+    thread set-up, teardown), from the same setting at two transfer sizes:
+    ``cpu = fixed + per_packet × packets`` through the two medians. 0 without
+    smaller runs or when the difference is not positive (noise).
+
+    A peer's CPU time is its whole life's (rusage at exit), and at 10 Gbit/s a
+    200 MB transfer lasts 0.16 s: s2n-quic's fixed ~60 ms would read as 40 %
+    more CPU per packet than a packet costs (measured: 2.6 µs per packet at
+    50 MB, 1.1–1.2 µs at 400 MB).
+    """
+    if small.empty or main.empty:
+        return 0.0
+    cpu = ROLE_COLUMNS[role][0]
+    c1, c2 = _median(small[cpu]), _median(main[cpu])
+    p1, p2 = _median(small["data_packets"]), _median(main["data_packets"])
+    if not all(math.isfinite(v) for v in (c1, c2, p1, p2)) or p2 <= p1 * 1.5 or c2 <= c1:
+        return 0.0
+    per_packet = (c2 - c1) / (p2 - p1)
+    return float(min(max(c1 - per_packet * p1, 0.0), 0.9 * c1))
 
 
 def _call_share(on: tuple[float, float], off: pd.DataFrame, role: str,
-                ack_share: float) -> Value:
+                ack_share: float, fixed_s: float = 0.0) -> Value:
     """The system-call share of one role from runs with GSO on and off in one session.
 
     Per data packet the model spends ``T·(1 − c + c/b + a)`` at ``b`` packets per
@@ -101,7 +135,7 @@ def _call_share(on: tuple[float, float], off: pd.DataFrame, role: str,
                     "assumed: system-call share of the published-data calibration")
     if off.empty or ROLE_COLUMNS[role][1] not in off.columns:
         return assumed
-    (cpp_on, b_on), (cpp_off, b_off) = on, _per_packet(off, role)
+    (cpp_on, b_on), (cpp_off, b_off) = on, _per_packet(off, role, fixed_s)
     if not all(math.isfinite(x) and x > 0 for x in (cpp_on, b_on, cpp_off, b_off)) \
             or b_on < MIN_BATCH_RATIO * max(b_off, 1.0):
         return assumed
@@ -263,11 +297,20 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             if g.empty:
                 skipped.append(f"{name}: no runs at its default offloads (GSO on)")
                 continue
+        # The third row: the calibration setting with a smaller transfer, which
+        # separates each process's fixed CPU from the per-packet cost.
+        size = _sizes(g)
+        small = g[size < size.max()]
+        g, pkts = g[size == size.max()], pkts[size == size.max()]
+        if not gso_off.empty:
+            off_size = _sizes(gso_off)
+            gso_off = gso_off[off_size == off_size.max()]
+        fixed_cpu = {role: _fixed_cpu(g, small, role) for role in ROLE_COLUMNS}
         acks = pd.to_numeric(g["ack_packets"], errors="coerce")
         ack_every = _median(pkts / acks.clip(lower=1))
         if not math.isfinite(ack_every):
             ack_every = 10.0
-        on = {role: _per_packet(g, role) for role in ROLE_COLUMNS}
+        on = {role: _per_packet(g, role, fixed_cpu[role]) for role in ROLE_COLUMNS}
         (meas_s, seg_s), (meas_r, seg_r) = on["sender"], on["receiver"]
         seg_s = seg_s if math.isfinite(seg_s) else 1.0
         seg_r = seg_r if math.isfinite(seg_r) else 1.0
@@ -281,7 +324,8 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         drops = _median(pd.to_numeric(g["client_udp_rcvbuf_errors"], errors="coerce") / pkts)
         goodput = _median(g["goodput_mbps"])
         ack_share = 0.6 / max(ack_every, 1.0)  # ACKs cost ~0.6 data packets each (assumed)
-        shares = {role: _call_share(on[role], gso_off, role, ack_share) for role in on}
+        shares = {role: _call_share(on[role], gso_off, role, ack_share, fixed_cpu[role])
+                  for role in on}
 
         def T_from(meas: float, segments: float, c: float,
                    ack_share: float = ack_share) -> float:
@@ -299,8 +343,13 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         Tr = T_from(meas_r * scale, seg_r, shares["receiver"].value)
         src = (f"fit: {len(g)} fresh-calibration runs of {name} on this host (CPU per data "
                f"packet {meas_s:.0f}/{meas_r:.0f} ns, {seg_s:.1f}/{seg_r:.1f} packets per call, "
-               f"× {scale:.2f} for shared-host contention)")
-        spread = float(pd.to_numeric(g["server_cpu_s"] / pkts, errors="coerce").std()
+               f"× {scale:.2f} for shared-host contention"
+               + (f"; {fixed_cpu['sender'] * 1e3:.0f}/{fixed_cpu['receiver'] * 1e3:.0f} ms of each "
+                  f"process's CPU fixed, from {len(small)} runs of a smaller transfer)"
+                  if len(small) else "; no smaller transfer: each process's fixed CPU counted "
+                  "per packet)"))
+        spread = float(pd.to_numeric((g["server_cpu_s"] - fixed_cpu["sender"]) / pkts,
+                                     errors="coerce").std()
                        / max(meas_s * 1e-9, 1e-12)) if len(g) > 1 else 0.3
         rel = min(max(spread, 0.05), 0.5)
         # Receiver stalls: K from the measured drop fraction at this buffer (α of LSQUIC, 1.83).
@@ -379,7 +428,9 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                      "contention_factor": scale, "T_sender_ns": Ts, "T_receiver_ns": Tr,
                      "call_share_sender": shares["sender"].value,
                      "call_share_receiver": shares["receiver"].value,
-                     "gso_off_runs": len(gso_off)})
+                     "gso_off_runs": len(gso_off),
+                     "fixed_ms_sender": fixed_cpu["sender"] * 1e3,
+                     "fixed_ms_receiver": fixed_cpu["receiver"] * 1e3})
     if models:
         models = request_terms(models, cpus)
         for row in rows:

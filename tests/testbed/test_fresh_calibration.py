@@ -55,6 +55,34 @@ def test_fresh_models_pace_as_the_testbed_peer_does(fit):
     assert "SendInfo.at" in fit.models["quiche"].provenance["knowledge"]["pacing"]
 
 
+def test_a_smaller_transfer_separates_each_process_fixed_cpu():
+    """A peer's CPU time is its whole life's: with the calibration setting at two
+    sizes the fit takes the per-packet slope, and the fixed part is reported."""
+    def sized(i: int, mb: int) -> dict:
+        packets = 700 * mb
+        row = _run(i + mb, "quic-go", 2000.0)
+        row.update(data_packets=packets, client_udp_received=packets,
+                   server_udp_sent=packets // 10, ack_packets=packets // 25,
+                   filesize_bytes=mb * 1_000_000,
+                   server_cpu_s=0.060 + 1.0e-6 * packets * (1 + 0.01 * i),
+                   client_cpu_s=0.020 + 1.5e-6 * packets)
+        return row
+
+    points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
+    host = host_cpu_from_cpuinfo(CPUINFO, CpuCatalog.packaged())
+    both = pd.DataFrame([sized(i, mb) for i in range(3) for mb in (200, 50)])
+    row = fit_fresh(both, points, host).table.iloc[0]
+    assert row["sender_ns_per_packet"] == pytest.approx(1010, rel=0.02)
+    assert row["receiver_ns_per_packet"] == pytest.approx(1500, rel=0.01)
+    assert row["fixed_ms_sender"] == pytest.approx(60, rel=0.1)
+    assert row["fixed_ms_receiver"] == pytest.approx(20, rel=0.01)
+    assert row["runs"] == 3  # the calibration setting's own runs, the larger size
+    # Without the smaller transfer the fixed CPU is counted per packet (as before).
+    alone = fit_fresh(both[both["filesize_bytes"] > 60e6], points, host).table.iloc[0]
+    assert alone["sender_ns_per_packet"] > 1.4 * row["sender_ns_per_packet"]
+    assert alone["fixed_ms_sender"] == 0.0
+
+
 def test_fresh_models_carry_request_terms_derived_not_fitted(fit):
     for name, model in fit.models.items():
         for role in ("sender", "receiver"):
