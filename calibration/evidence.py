@@ -82,19 +82,30 @@ class Evidence:
         return abs(signed), signed
 
 
+def recorded(extras: Any, *keys: str) -> list[Any]:
+    """Per run, the value at ``keys`` in its ``extra`` JSON (the testbed's record of
+    a fresh run), or None where the run has no record, bad JSON or not that key."""
+    out: list[Any] = []
+    for text in extras:
+        try:
+            value = json.loads(text)
+            for key in keys:
+                value = value[key]
+        except (TypeError, ValueError, KeyError):
+            value = None
+        out.append(value)
+    return out
+
+
 def _applied_queue_bytes(cell: pd.DataFrame) -> int:
     """The bottleneck queue the testbed applied to these runs (``tc tbf`` limit in
-    ``extra.topology.applied.tbf.limit_bytes``; testbed README "Rate": the queue is
-    at least 64 KiB, not the Scenario's default 1 × BDP), or 0 if none is recorded."""
+    ``extra.topology.applied.tbf.limit_bytes``; testbed README "Rate": at least
+    136 KiB, 64 KiB before 2026-11-24, not the Scenario's 1 × BDP), or 0 if none
+    is recorded."""
     if "extra" not in cell:
         return 0
-    limits = []
-    for text in cell["extra"].dropna():
-        try:
-            tbf = json.loads(text)["topology"]["applied"]["tbf"]
-            limits.append(int(tbf["limit_bytes"]))
-        except (TypeError, ValueError, KeyError):
-            continue
+    limits = [int(v) for v in recorded(cell["extra"], "topology", "applied", "tbf",
+                                       "limit_bytes") if v is not None]
     return int(np.median(limits)) if limits else 0
 
 

@@ -54,6 +54,7 @@ from quiclab.calibration.assemble import (
     packet_work,
 )
 from quiclab.calibration.crypto import TABLE3_CPU, fit_table3
+from quiclab.calibration.evidence import recorded
 from quiclab.calibration.fit import DEFAULT_BYTES_NS, DEFAULT_CALL_SHARE, DEFAULT_H3_SHARE
 from quiclab.calibration.receiver import STALL_MIN_S
 from quiclab.models.costmodel import Behaviour, CostModel
@@ -103,9 +104,8 @@ def _fixed_cpu(main: pd.DataFrame, small: pd.DataFrame, role: str) -> float:
     smaller runs or when the difference is not positive (noise).
 
     A peer's CPU time is its whole life's (rusage at exit), and at 10 Gbit/s a
-    200 MB transfer lasts 0.16 s: s2n-quic's fixed ~60 ms would read as 40 %
-    more CPU per packet than a packet costs (measured: 2.6 µs per packet at
-    50 MB, 1.1–1.2 µs at 400 MB).
+    200 MB transfer lasts 0.16 s: s2n-quic's fixed 60–90 ms read as 1.4 µs per
+    packet where the slope between 50 and 200 MB gives 0.8 µs.
     """
     if small.empty or main.empty:
         return 0.0
@@ -175,7 +175,7 @@ def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float]) -
         apps=("h3",) if stack.app == "h3" else ("perf", "hq", "h3"),
         ccs=tuple(c for c in stack.ccs if c in ("cubic", "reno", "bbr")) or ("cubic",),
         rx_stall_rate_hz=stall[0], rx_stall_min_us=STALL_MIN_S * 1e6, rx_stall_alpha=stall[1],
-        pacing=bool(getattr(stack, "pacing", True)),
+        pacing=stack.pacing,
         language=stack.origin.split(":")[0], tls_library="")
 
 
@@ -185,14 +185,7 @@ def _median(s: pd.Series) -> float:
 
 
 def _min_rtt_us(extra: pd.Series) -> float:
-    values = []
-    for text in extra.dropna():
-        try:
-            rep = json.loads(text).get("server_report", {})
-        except (TypeError, ValueError):
-            continue
-        if rep.get("min_rtt_ms"):
-            values.append(float(rep["min_rtt_ms"]) * 1e3)
+    values = [float(v) * 1e3 for v in recorded(extra, "server_report", "min_rtt_ms") if v]
     return float(np.median(values)) if values else 100.0
 
 
@@ -242,13 +235,10 @@ def background_load(runs: pd.DataFrame, by: str = "experiment") -> pd.DataFrame:
     Runs recorded before the testbed measured it are left out (a group with none has
     no row)."""
     rows: dict[str, list[float]] = {}
-    for key, extra in zip(runs.get(by, []), runs.get("extra", []), strict=False):
-        try:
-            host = json.loads(extra).get("host") or {}
-        except (TypeError, ValueError):
-            continue
-        if "background_cores" in host:
-            rows.setdefault(str(key), []).append(float(host["background_cores"]))
+    cores = recorded(runs.get("extra", []), "host", "background_cores")
+    for key, value in zip(runs.get(by, []), cores, strict=False):
+        if value is not None:
+            rows.setdefault(str(key), []).append(float(value))
     return pd.DataFrame([{by: key, "runs": len(v),
                           "median_background_cores": float(np.median(v)),
                           "max_background_cores": float(np.max(v))}
@@ -393,7 +383,7 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             provenance={"stack": stack.version, "runs": len(g), "experiment":
                         CALIBRATION_EXPERIMENT,
                         "knowledge": {"pacing": "testbed stack registry (testbed/stacks.py): "
-                                      + getattr(stack, "pacing_source", "assumed: paces")}})
+                                      + stack.pacing_source}})
         # Measured costs come first: T and the system-call share reproduce the CPU per
         # packet with GSO on and off. What T leaves beside the system calls and the
         # protocol floor must hold crypto and per-byte work, which are assumed
