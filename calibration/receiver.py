@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
+from quiclab.sim.analytic.core import skb_truesize_array
 
 #: Minimum stall length (assumed): the receiver-stall model needs a scale;
 #: 50 µs is a typical scheduler time slice remnant on an idle core.
@@ -48,7 +48,7 @@ def _frame(runs: pd.DataFrame) -> pd.DataFrame:
     df["drop_frac"] = df["client_udp_rcvbuf_errors"] / df["data_packets"]
     df["pkts_per_ack"] = df["data_packets"] / df["ack_packets"].clip(lower=1)
     payload = df["filesize_bytes"] / df["data_packets"]
-    df["arrival_Bps"] = df["g"] * 1e6 / 8 / payload * (payload + 40 + SKB_OVERHEAD_BYTES)
+    df["arrival_Bps"] = df["g"] * 1e6 / 8 / payload * skb_truesize_array(payload + 40)
     return df
 
 

@@ -22,6 +22,7 @@ from quiclab.sim.analytic.core import (
     Inputs,
     Outputs,
     evaluate,
+    skb_truesize,
 )
 from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.prediction import Prediction
@@ -55,7 +56,7 @@ def inputs_from_resolved(items: Sequence[Resolved]) -> Inputs:
 
     return Inputs(
         payload_bytes=col(lambda r: r.sender.stream_bytes),
-        udp_payload_bytes=col(lambda r: r.sender.udp_payload_bytes),
+        skb_truesize_bytes=col(lambda r: skb_truesize(r.sender.udp_payload_bytes)),
         wire_bytes=col(lambda r: r.path.wire_bytes(r.sender.udp_payload_bytes)),
         s_ns_packet=col(lambda r: r.sender.ns_per_data_packet),
         s_ns_call=col(lambda r: r.sender.ns_per_call),

@@ -64,9 +64,35 @@ import numpy as np
 
 #: Order of the resources in ``Outputs.rates`` columns.
 RESOURCES = ("sender_cpu", "receiver_cpu", "interop", "link", "cwnd", "flow_control")
-#: Kernel bookkeeping per datagram charged to the socket buffer (skb truesize
-#: overhead beyond the payload; ~256 B on x86-64 Linux).
-SKB_OVERHEAD_BYTES = 256.0
+#: What Linux charges a UDP socket's receive buffer for one datagram (the skb
+#: truesize): the data buffer holds headroom (NET_SKB_PAD, 64 B), the Ethernet,
+#: IP and UDP headers (42 B), the payload and struct skb_shared_info (320 B),
+#: rounded up to the allocator's power-of-two size (at least 512 B), plus the
+#: struct sk_buff (256 B). Measured on the testbed's kernel 6.18 (a socket of
+#: rcvbuf B holds floor(B / truesize) datagrams): 1200–1452 B payloads → 2304 B
+#: (28 in 64 KiB, 92 in 208 KiB), 8952 B → 16 640 B (3 and 12); NIC drivers that
+#: receive into 2 KiB buffers charge the same 2304 B at MTU 1500 (TRANSPORT.md).
+SKB_HEAD_BYTES = 64 + 42 + 320
+SKB_STRUCT_BYTES = 256
+SKB_MIN_ALLOC_BYTES = 512
+
+
+def skb_truesize(udp_payload_bytes: float) -> float:
+    """Receive-buffer bytes one datagram of ``udp_payload_bytes`` costs (see SKB_HEAD_BYTES)."""
+    need = max(float(udp_payload_bytes), 0.0) + SKB_HEAD_BYTES
+    alloc = SKB_MIN_ALLOC_BYTES
+    while alloc < need:
+        alloc *= 2
+    return float(alloc + SKB_STRUCT_BYTES)
+
+
+def skb_truesize_array(udp_payload_bytes: np.ndarray) -> np.ndarray:
+    """:func:`skb_truesize` element-wise."""
+    need = np.maximum(np.asarray(udp_payload_bytes, dtype=np.float64), 0.0) + SKB_HEAD_BYTES
+    alloc = np.maximum(np.exp2(np.ceil(np.log2(need))), SKB_MIN_ALLOC_BYTES)
+    return alloc + SKB_STRUCT_BYTES
+
+
 CUBIC_C = 0.4  # RFC 9438 §5.1
 CUBIC_BETA = 0.7
 RENO_BETA = 0.5
@@ -97,7 +123,7 @@ class Inputs:
     """Per-scenario inputs (arrays of equal length, or scalars). Times in ns/s as named."""
 
     payload_bytes: np.ndarray  # P: goodput bytes per data packet
-    udp_payload_bytes: np.ndarray  # S
+    skb_truesize_bytes: np.ndarray  # receive-buffer bytes per datagram (skb_truesize)
     wire_bytes: np.ndarray  # S + IP/UDP + Ethernet framing
     s_ns_packet: np.ndarray  # sender ns per data packet (no syscall, no ACK)
     s_ns_call: np.ndarray
@@ -246,7 +272,7 @@ N_C = 29
 #: Rows of the work array: the invariants, then the solver's state.
 N_W = N_C + 11
 
-def _prepare(c, i, payload, udp_payload, wire, s_ns_packet, s_ns_call, s_segments, s_ns_ack,
+def _prepare(c, i, payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments, s_ns_ack,
              s_cores, r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every,
              immediate_ack, stall_rate_hz, stall_min_s, stall_alpha, max_ack_delay_s,
              fc_window_bytes, busy, link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc):
@@ -279,10 +305,10 @@ def _prepare(c, i, payload, udp_payload, wire, s_ns_packet, s_ns_call, s_segment
     c[C_LOSS, i] = loss_prob
     c[C_KEEP, i] = 1.0 - loss_prob  # path delivery probability
     # Receiver stalls: Poisson at stall_rate_hz, Pareto(τm, α) long. At one
-    # datagram per second the buffer absorbs x1 = B / (S + skb overhead) seconds.
+    # datagram per second the buffer absorbs x1 = B / truesize seconds.
     alpha = _max(stall_alpha, 1.01)
     tm = _max(stall_min_s, 1e-12)
-    x1 = _max(rcvbuf_bytes, 1.0) / (udp_payload + SKB_OVERHEAD_BYTES)
+    x1 = _max(rcvbuf_bytes, 1.0) / skb_bytes
     c[C_ALPHA_M1, i] = alpha - 1.0
     c[C_INV_ALPHA_M1, i] = 1.0 / (alpha - 1.0)
     c[C_STALL_RATE, i] = stall_rate_hz
@@ -525,7 +551,7 @@ def _finish(c, i, y, transfer_bytes, payload, s_cores, r_cores):
 
 #: Inputs the model reads, in _prepare's order (transfer_bytes and the cores
 #: again in _finish; pacing is not used by this engine).
-_PREPARE_FIELDS = ("payload_bytes", "udp_payload_bytes", "wire_bytes", "s_ns_packet", "s_ns_call",
+_PREPARE_FIELDS = ("payload_bytes", "skb_truesize_bytes", "wire_bytes", "s_ns_packet", "s_ns_call",
                    "s_segments", "s_ns_ack", "s_cores", "r_ns_packet", "r_ns_call", "r_segments",
                    "r_ns_ack", "r_cores", "ack_every", "immediate_ack", "stall_rate_hz",
                    "stall_min_s", "stall_alpha", "max_ack_delay_s", "fc_window_bytes", "busy",
@@ -587,7 +613,7 @@ W_OUT = W_FIN + 4
 N_KERNEL_ROWS = W_OUT + 17
 
 
-def _kernel(payload, udp_payload, wire, s_ns_packet, s_ns_call, s_segments, s_ns_ack, s_cores,
+def _kernel(payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments, s_ns_ack, s_cores,
             r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every, immediate_ack,
             stall_rate_hz, stall_min_s, stall_alpha, max_ack_delay_s, fc_window_bytes, busy,
             link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc, transfer_bytes,
@@ -614,7 +640,7 @@ def _kernel(payload, udp_payload, wire, s_ns_packet, s_ns_call, s_segments, s_ns
             w[W_FIN + 3, j] = r_cores[b0 + j]
         for j in range(m):  # 27 input arrays and w: see _compile on aliasing checks
             k = b0 + j
-            _prepare(w, j, payload[k], udp_payload[k], wire[k], s_ns_packet[k], s_ns_call[k],
+            _prepare(w, j, payload[k], skb_bytes[k], wire[k], s_ns_packet[k], s_ns_call[k],
                      s_segments[k], s_ns_ack[k], s_cores[k], r_ns_packet[k], r_ns_call[k],
                      r_segments[k], r_ns_ack[k], r_cores[k], ack_every[k], immediate_ack[k],
                      stall_rate_hz[k], stall_min_s[k], stall_alpha[k], max_ack_delay_s[k],

@@ -17,7 +17,7 @@ import simpy
 from simpy.events import Timeout
 
 from quiclab.errors import EngineError
-from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
+from quiclab.sim.analytic.core import skb_truesize
 from quiclab.sim.des.host import Stalls
 from quiclab.sim.des.link import CAUSE_RCVBUF, ForwardLink, ReverseLink
 from quiclab.sim.des.receiver import Receiver
@@ -102,7 +102,7 @@ class Connection:
                              np.random.default_rng(stall_ss))
         unit = 1
         if config.unit_packets > 1:
-            truesize = resolved.sender.udp_payload_bytes + SKB_OVERHEAD_BYTES
+            truesize = skb_truesize(resolved.sender.udp_payload_bytes)
             by_buffer = int(path.rcvbuf_bytes // (truesize * config.unit_rcvbuf_divisor))
             unit = max(1, min(config.unit_packets, by_buffer))
         self.unit = unit

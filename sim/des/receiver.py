@@ -31,7 +31,7 @@ from typing import Any
 import simpy
 from simpy.events import Timeout
 
-from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
+from quiclab.sim.analytic.core import skb_truesize
 from quiclab.sim.des.host import Stalls
 from quiclab.sim.des.link import CAUSE_RCVBUF, ReverseLink
 from quiclab.sim.des.pipeline import cpu_for
@@ -149,8 +149,9 @@ class Receiver:
 
         (The sender inlines this on its hot path; keep the two in step.)
         """
-        # skb truesize: payload + ~256 B of kernel overhead per datagram.
-        truesize = record[R_SIZE] / record[R_COUNT] + SKB_OVERHEAD_BYTES
+        # The kernel charges each datagram its skb truesize (analytic.core.skb_truesize).
+        each = record[R_SIZE] / record[R_COUNT]
+        truesize = self.sender.truesize if each > self.sender.truesize_floor else skb_truesize(each)
         item = (arrival_s, pn, delivered, record, largest_acked, truesize)
         if self.arrivals and arrival_s < self.arrivals[-1][0]:
             heapq.heappush(self.reordered, item)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import simpy
 from simpy.events import Timeout
 
-from quiclab.sim.analytic.core import SKB_OVERHEAD_BYTES
+from quiclab.sim.analytic.core import SKB_HEAD_BYTES, SKB_STRUCT_BYTES, skb_truesize
 from quiclab.sim.des.cc import GRANULARITY_S, RttEstimator, congestion_controller
 from quiclab.sim.des.host import CpuServers
 from quiclab.sim.des.link import CAUSE_PATH, CAUSE_QUEUE, ForwardLink
@@ -81,6 +81,10 @@ class Sender(Recovery):
         self.ns_ack = ep.ns_per_ack
         self.segments = ep.segments_per_call
         self.payload = ep.udp_payload_bytes
+        #: Receive-buffer bytes of a full-size datagram (skb truesize), and the
+        #: payload above which a datagram falls in the same allocation.
+        self.truesize = skb_truesize(ep.udp_payload_bytes)
+        self.truesize_floor = (self.truesize - SKB_STRUCT_BYTES) / 2 - SKB_HEAD_BYTES
         self.stream_bytes = ep.stream_bytes
         self.overhead = ep.udp_payload_bytes - ep.stream_bytes
         self.wire_extra = IP_UDP_HEADER_BYTES + ETHERNET_WIRE_OVERHEAD_BYTES
@@ -208,6 +212,8 @@ class Sender(Recovery):
         rtt = self.rtt
         mad = self.peer_max_ack_delay_s
         payload = self.payload
+        truesize = self.truesize
+        truesize_floor = self.truesize_floor
         sb = self.stream_bytes
         overhead = self.overhead
         segments = self.segments
@@ -461,7 +467,8 @@ class Sender(Recovery):
                                                                           each + wire_extra)
                             if delivered:
                                 # Hand over to the receiver (its deliver(), inlined).
-                                item = (arrival, pn, delivered, rec, la, each + SKB_OVERHEAD_BYTES)
+                                item = (arrival, pn, delivered, rec, la,
+                                        truesize if each > truesize_floor else skb_truesize(each))
                                 if arrivals and arrival < arrivals[-1][0]:
                                     heapq.heappush(rx.reordered, item)
                                 else:

@@ -23,8 +23,24 @@ namespace
 {
 constexpr uint16_t kServerPort = 4433;
 constexpr uint16_t kClientPort = 4434;
-// skb truesize charged per datagram beyond its payload (TRANSPORT.md "Receive buffer").
-constexpr uint64_t kSkbOverheadBytes = 256;
+// The skb truesize Linux charges the receive buffer per datagram (TRANSPORT.md
+// "Receive buffer"; sim/analytic/core.py skb_truesize): headroom, headers, payload
+// and skb_shared_info rounded up to a power of two (at least 512), plus the sk_buff.
+constexpr uint64_t kSkbHeadBytes = 64 + 42 + 320;
+constexpr uint64_t kSkbStructBytes = 256;
+constexpr uint64_t kSkbMinAllocBytes = 512;
+
+uint64_t
+SkbTruesize(uint64_t udpPayload)
+{
+    uint64_t need = udpPayload + kSkbHeadBytes;
+    uint64_t alloc = kSkbMinAllocBytes;
+    while (alloc < need)
+    {
+        alloc *= 2;
+    }
+    return alloc + kSkbStructBytes;
+}
 constexpr int64_t kStreamStalls = 3;
 
 void
@@ -197,7 +213,7 @@ main(int argc, char* argv[])
     // A datagram is admitted while occupancy + its truesize ≤ rcvbuf, so the
     // buffer holds floor(rcvbuf / truesize) full datagrams (as in the DES);
     // ns-3 counts payload bytes, so its RcvBufSize is that many padded payloads.
-    uint64_t truesize = p.udpPayload + kSkbOverheadBytes;
+    uint64_t truesize = SkbTruesize(p.udpPayload);
     uint64_t datagrams = std::max<uint64_t>(1, p.rcvbufBytes / truesize);
     uint64_t rcvbuf = std::min<uint64_t>(datagrams * (p.udpPayload + conn->padBytes), 0xffffffffULL);
     Ptr<Socket> clientSocket = Socket::CreateSocket(nodes.Get(1), UdpSocketFactory::GetTypeId());

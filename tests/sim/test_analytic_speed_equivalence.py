@@ -40,7 +40,7 @@ def random_inputs(n: int, seed: int, extreme: bool = True) -> Inputs:
     payload = udp - rng.uniform(30, 60, n)
     a = {
         "payload_bytes": payload,
-        "udp_payload_bytes": udp,
+        "skb_truesize_bytes": core.skb_truesize_array(udp),
         "wire_bytes": udp + 66.0,
         "s_ns_packet": rng.uniform(300, 9000, n),
         "s_ns_call": rng.uniform(500, 3000, n),
@@ -209,7 +209,7 @@ def test_the_solvers_buffer_law_is_the_closed_form():
         core._prepare(w, slice(None), *[getattr(xb, name) for name in core._PREPARE_FIELDS])
         y = np.log(pkt * xb.payload_bytes * 8.0)
         p_buf = core._rates(w, slice(None), y)[6]
-    arrival = pkt * (xb.udp_payload_bytes + core.SKB_OVERHEAD_BYTES)
+    arrival = pkt * xb.skb_truesize_bytes
     want = core.rcvbuf_drop_fraction(arrival, xb.rcvbuf_bytes, xb.stall_rate_hz,
                                      xb.stall_min_s, xb.stall_alpha)
     ok = xb.rcvbuf_bytes >= 1.0

@@ -1,0 +1,60 @@
+"""The receive-buffer accounting every engine uses (sim/analytic/core.py skb_truesize).
+
+The rule is a measured fact about Linux, so one test checks it against this
+host's kernel: a UDP socket that nobody reads holds floor(rcvbuf / truesize)
+datagrams before the kernel drops the rest.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import numpy as np
+import pytest
+
+from quiclab.sim.analytic.core import skb_truesize, skb_truesize_array
+
+
+def test_power_of_two_allocation_plus_the_sk_buff():
+    # 1200-1622 B payloads share the 2 KiB allocation; jumbo payloads take 16 KiB.
+    assert skb_truesize(1200) == skb_truesize(1452) == skb_truesize(1622) == 2304.0
+    assert skb_truesize(1623) == 4096.0 + 256.0
+    assert skb_truesize(8952) == 16384.0 + 256.0
+    assert skb_truesize(40) == 512.0 + 256.0  # the smallest allocation
+    sizes = np.array([40.0, 598.0, 599.0, 1452.0, 4000.0, 8952.0])
+    assert list(skb_truesize_array(sizes)) == [skb_truesize(s) for s in sizes]
+
+
+def test_the_default_buffers_hold_what_the_kernel_holds():
+    # The counts measured on the testbed's kernel (TRANSPORT.md "Receive buffer").
+    assert 65536 // skb_truesize(1452) == 28
+    assert 212992 // skb_truesize(1452) == 92
+    assert 212992 // skb_truesize(8952) == 12
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="Linux socket accounting")
+@pytest.mark.parametrize("payload", [1200, 1452])
+def test_this_kernel_charges_the_modelled_truesize(payload):
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32768)  # the kernel doubles it
+        rx.bind(("127.0.0.1", 0))
+        rcvbuf = rx.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        for _ in range(400):
+            tx.sendto(b"x" * payload, rx.getsockname())
+        rx.setblocking(False)
+        held = 0
+        while True:
+            try:
+                rx.recv(65536)
+            except BlockingIOError:
+                break
+            held += 1
+    finally:
+        rx.close()
+        tx.close()
+    assert held == rcvbuf // skb_truesize(payload), (
+        f"a {rcvbuf}-byte socket held {held} datagrams of {payload} B; the model says "
+        f"{rcvbuf // skb_truesize(payload)} (skb truesize {skb_truesize(payload):.0f} B)")
