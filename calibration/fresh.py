@@ -176,6 +176,10 @@ def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float]) -
         ccs=tuple(c for c in stack.ccs if c in ("cubic", "reno", "bbr")) or ("cubic",),
         rx_stall_rate_hz=stall[0], rx_stall_min_us=STALL_MIN_S * 1e6, rx_stall_alpha=stall[1],
         pacing=stack.pacing,
+        pacing_burst_ms=float(stack.pacing_burst[0]),
+        pacing_burst_min_packets=int(stack.pacing_burst[1]),
+        pacing_burst_max_packets=int(stack.pacing_burst[2]),
+        pacing_min_delay_ms=float(stack.pacing_burst[3]),
         language=stack.origin.split(":")[0], tls_library="")
 
 
@@ -383,7 +387,9 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             provenance={"stack": stack.version, "runs": len(g), "experiment":
                         CALIBRATION_EXPERIMENT,
                         "knowledge": {"pacing": "testbed stack registry (testbed/stacks.py): "
-                                      + stack.pacing_source}})
+                                      + stack.pacing_source,
+                                      "pacing_burst": "testbed stack registry "
+                                      "(testbed/stacks.py): " + stack.pacing_burst_source}})
         # Measured costs come first: T and the system-call share reproduce the CPU per
         # packet with GSO on and off. What T leaves beside the system calls and the
         # protocol floor must hold crypto and per-byte work, which are assumed

@@ -225,6 +225,16 @@ class Behaviour:
     #: Segments per GSO send call at most (Linux: 64 KiB per call).
     gso_max_segments: int = 64
     pacing: bool = True
+    #: The pacer's bucket: a paced sender may send this many milliseconds of its
+    #: pacing rate (RFC 9002 §7.7: 1.25 · cwnd / smoothed RTT) back to back, at
+    #: least ``pacing_burst_min_packets`` and at most ``pacing_burst_max_packets``
+    #: full datagrams (0 = no maximum). The defaults pace packet by packet.
+    pacing_burst_ms: float = 0.0
+    pacing_burst_min_packets: int = 1
+    pacing_burst_max_packets: int = 1
+    #: A pacer that has to wait waits at least this long (a timer's granularity),
+    #: then sends what its bucket gathered meanwhile; 0 = as long as the rate says.
+    pacing_min_delay_ms: float = 0.0
     #: Bytes an unpaced sender emits back to back (one event-loop write burst).
     tx_burst_bytes: int = 0
     #: Receiver scheduling stalls (the process does not read its socket for a

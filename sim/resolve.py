@@ -59,6 +59,12 @@ class Endpoint:
     max_ack_delay_s: float
     fc_window_bytes: int
     pacing: bool
+    #: The pacer's bucket (Behaviour.pacing_burst_*): seconds of the pacing rate,
+    #: and its bounds in full datagrams (max 0 = none).
+    pacing_burst_s: float
+    pacing_burst_min_packets: int
+    pacing_burst_max_packets: int
+    pacing_min_delay_s: float
     tx_burst_bytes: int
     rx_stall_rate_hz: float
     rx_stall_min_s: float
@@ -227,6 +233,10 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
         max_ack_delay_s=beh.max_ack_delay_ms / 1000.0,
         fc_window_bytes=beh.fc_window_bytes,
         pacing=beh.pacing,
+        pacing_burst_s=beh.pacing_burst_ms / 1000.0,
+        pacing_burst_min_packets=beh.pacing_burst_min_packets,
+        pacing_burst_max_packets=beh.pacing_burst_max_packets,
+        pacing_min_delay_s=beh.pacing_min_delay_ms / 1000.0,
         tx_burst_bytes=beh.tx_burst_bytes,
         rx_stall_rate_hz=beh.rx_stall_rate_hz,
         rx_stall_min_s=beh.rx_stall_min_us * 1e-6,

@@ -95,6 +95,12 @@ class Stack:
     #: "Pacing"), so a burst into a small queue or buffer is simulated as it happens.
     pacing: bool = True
     pacing_source: str = "the library's own default: it paces (RFC 9002 §7.7)"
+    #: The pacer's bucket and timer (models/costmodel.py Behaviour.pacing_burst_*,
+    #: pacing_min_delay_ms): (ms of the pacing rate sent back to back, at least,
+    #: at most datagrams (0: no cap), the shortest wait in ms). The default paces
+    #: packet by packet, for the pacers nobody has read.
+    pacing_burst: tuple[float, int, int, float] = (0.0, 1, 1, 0.0)
+    pacing_burst_source: str = "not read: modelled packet by packet"
     ciphers: tuple[str, ...] = ("aes-ni",)
     flow_control: bool = True
     socket_buffers: bool = True
@@ -144,6 +150,11 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         min_goodput_mbps=200.0, workloads=("bulk", "requests", "handshakes"),
         pacing_source="quic-go: the sent-packet handler answers SendPacingLimited until the pacer "
                       "has budget (internal/congestion/pacer.go)",
+        pacing_burst=(2.0, 10, 0, 1.0),
+        pacing_burst_source="quic-go internal/congestion/pacer.go: maxBurstSize is (MinPacingDelay "
+                            "+ TimerGranularity = 2 ms) of the adjusted bandwidth (1.25 × cwnd / "
+                            "RTT), at least maxBurstSizePackets = 10 datagrams; TimeUntilSend "
+                            "waits at least MinPacingDelay = 1 ms (internal/protocol/params.go)",
         notes="1452 B packet cap; GSO via QUIC_GO_DISABLE_GSO; no GRO; cubic only"),
     Stack(
         name="quinn", origin="crates.io: quinn 0.11.12 (rustls/ring)",
@@ -153,6 +164,12 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         ciphers=("aes-ni", "chacha20"), min_goodput_mbps=200.0,
         pacing_source="quinn-proto: poll_transmit waits on Pacer::delay, a token bucket at 1.25 × "
                       "cwnd / RTT (connection/pacing.rs); no switch",
+        pacing_burst=(1.6, 10, 256, 1.0),
+        pacing_burst_source="quinn-proto connection/pacing.rs: the bucket holds the window × "
+                            "BURST_INTERVAL (2 ms) / RTT, i.e. 1.6 ms of the 1.25 × cwnd / RTT "
+                            "rate, clamped to MIN_BURST_SIZE 10 … MAX_BURST_SIZE 256 datagrams; "
+                            "the 2 ms is chosen because 'framework timers might have 1ms "
+                            "precision' (tokio's timer wheel ticks in 1 ms)",
         notes="jumbo needs max_udp_payload_size + min_mtu; GSO batches > 64 KiB above "
               "~6.5 KB packets fail silently; quinn-udp always enables GRO"),
     Stack(

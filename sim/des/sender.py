@@ -89,6 +89,15 @@ class Sender(Recovery):
         self.overhead = ep.udp_payload_bytes - ep.stream_bytes
         self.wire_extra = IP_UDP_HEADER_BYTES + ETHERNET_WIRE_OVERHEAD_BYTES
         self.pacing = ep.pacing
+        #: The pacer's bucket (Behaviour.pacing_burst_*): seconds of the pacing
+        #: rate it may send back to back, within [min, max] full datagrams.
+        self.burst_s = ep.pacing_burst_s
+        self.burst_min = float(ep.pacing_burst_min_packets * ep.udp_payload_bytes)
+        self.burst_max = (float(ep.pacing_burst_max_packets * ep.udp_payload_bytes)
+                          if ep.pacing_burst_max_packets > 0 else math.inf)
+        #: A pacer that has to wait waits at least this long after its last packet.
+        self.pace_min_delay = ep.pacing_min_delay_s
+        self.pace_last = -math.inf
         self.peer_max_ack_delay_s = resolved.receiver.max_ack_delay_s
         busy = resolved.interop_busy
         # TRANSPORT.md "Pair interplay": after a send call costing c, hold off c·(1/busy − 1).
@@ -421,12 +430,29 @@ class Sender(Recovery):
                         # Back to back when the call returns, or paced (RFC 9002 §7.7).
                         release = end
                         rate = PACING_GAIN * cc.cwnd / rtt.smoothed if pacing else 0.0
+                        # The pacer is a token bucket kept as the time it would be
+                        # empty (pacer_next): a packet may leave up to `ahead` before
+                        # it, so a full bucket sends `burst` bytes back to back.
+                        ahead = 0.0
+                        if rate and self.burst_max > payload:
+                            burst: float = rate * self.burst_s
+                            if burst < self.burst_min:
+                                burst = self.burst_min
+                            if burst > self.burst_max:
+                                burst = self.burst_max
+                            ahead = (burst - payload) / rate if burst > payload else 0.0
                         la = self.largest_acked
+                        if rate and release < self.pace_last:
+                            release = self.pace_last  # paced packets leave in order
                         for sid, off, length, count, size in batch:
                             if rate:
-                                if pacer_next > release:
-                                    release = pacer_next
-                                pacer_next = release + size / rate
+                                if pacer_next - ahead > release:
+                                    release = pacer_next - ahead
+                                    if release < self.pace_last + self.pace_min_delay:
+                                        release = self.pace_last + self.pace_min_delay
+                                pacer_next = (pacer_next if pacer_next > release else release) \
+                                    + size / rate
+                                self.pace_last = release
                             rec = (release, size, count, sid, off, length)
                             each = size / count if count > 1 else size
                             sent[pn] = rec

@@ -65,6 +65,12 @@ AddOptions(CommandLine& cmd, Params& p)
     cmd.AddValue("sSegments", "packets per send call (GSO)", p.sSegments);
     cmd.AddValue("sCores", "sender cores", p.sCores);
     cmd.AddValue("pacing", "sender paces (RFC 9002 7.7)", p.pacing);
+    cmd.AddValue("pacingBurstS", "pacer bucket: seconds of the pacing rate", p.pacingBurstS);
+    cmd.AddValue("pacingBurstMin", "pacer bucket: at least this many datagrams", p.pacingBurstMin);
+    cmd.AddValue("pacingBurstMax", "pacer bucket: at most this many datagrams (0: none)",
+                 p.pacingBurstMax);
+    cmd.AddValue("pacingMinDelayS", "a waiting pacer waits at least this long, s",
+                 p.pacingMinDelayS);
     cmd.AddValue("rNsPacket", "receiver CPU per data packet, ns", p.rNsPacket);
     cmd.AddValue("rNsCall", "receiver CPU per receive call, ns", p.rNsCall);
     cmd.AddValue("rNsAck", "receiver CPU per ACK sent, ns", p.rNsAck);

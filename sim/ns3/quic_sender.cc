@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace quiclab
 {
@@ -243,6 +244,27 @@ QuicSender::OnBatchBuilt(uint64_t firstPn, uint32_t count, double cpuNs)
 {
     Time now = Simulator::Now();
     double rateBps = kPacingGain * static_cast<double>(m_cc.Cwnd()) / m_rtt.smoothed;
+    // The pacer is a token bucket kept as the time it would be empty
+    // (m_nextRelease): a packet may leave up to `ahead` before it, so a full
+    // bucket sends `burst` bytes back to back (as the DES's sender).
+    double payload = static_cast<double>(m_p.udpPayload);
+    double burstMax = m_p.pacingBurstMax > 0 ? m_p.pacingBurstMax * payload
+                                             : std::numeric_limits<double>::infinity();
+    Time ahead = Seconds(0);
+    if (burstMax > payload)
+    {
+        double burst = std::clamp(rateBps * m_p.pacingBurstS, m_p.pacingBurstMin * payload,
+                                  burstMax);
+        if (burst > payload)
+        {
+            ahead = Seconds((burst - payload) / rateBps);
+        }
+    }
+    // A pacer that has to wait waits at least pacingMinDelayS after its last
+    // packet (a timer's granularity), then sends what the bucket gathered.
+    Time minDelay = Seconds(m_p.pacingMinDelayS);
+    // Paced packets leave in order: a batch starts no earlier than the last one.
+    Time release = m_p.pacing ? std::max(now, m_paceLast) : now;
     for (uint64_t pn = firstPn; pn < firstPn + count; ++pn)
     {
         if (!m_p.pacing)
@@ -250,8 +272,16 @@ QuicSender::OnBatchBuilt(uint64_t firstPn, uint32_t count, double cpuNs)
             SendNow(pn);
             continue;
         }
-        Time release = std::max(now, m_nextRelease);
-        m_nextRelease = release + Seconds(At(pn).bytes / rateBps);
+        if (m_nextRelease - ahead > release)
+        {
+            release = m_nextRelease - ahead;
+            if (m_paceLast >= Time(0) && release < m_paceLast + minDelay)
+            {
+                release = m_paceLast + minDelay;
+            }
+        }
+        m_nextRelease = std::max(m_nextRelease, release) + Seconds(At(pn).bytes / rateBps);
+        m_paceLast = release;
         if (release <= now)
         {
             SendNow(pn);

@@ -56,6 +56,12 @@ struct Params
     uint32_t sSegments = 1;
     double sCores = 1;
     bool pacing = true;
+    // the pacer's bucket: seconds of the pacing rate sent back to back, within
+    // [min, max] full datagrams (max 0 = none); the defaults pace packet by packet
+    double pacingBurstS = 0;
+    uint32_t pacingBurstMin = 1;
+    uint32_t pacingBurstMax = 1;
+    double pacingMinDelayS = 0;
     // receiver endpoint
     double rNsPacket = 1000;
     double rNsCall = 0;
@@ -348,6 +354,7 @@ class QuicSender : public ns3::Application
     uint32_t m_ptoCount = 0, m_probes = 0;
     // pacing (RFC 9002 §7.7) and pair interplay
     ns3::Time m_nextRelease, m_holdUntil;
+    ns3::Time m_paceLast{-1}; // the last paced packet's release (-1: none yet)
     ns3::EventId m_holdEvent;
     SenderState m_state = kNoData;
     ns3::Time m_stateSince;
