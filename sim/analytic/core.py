@@ -422,7 +422,7 @@ def _rates(c, i, y):
     # one per max_ack_delay when fewer packets than that arrive in it. After a
     # loss, a receiver that ACKs out-of-order arrivals immediately sends one ACK
     # per packet until the retransmission fills the gap, about one path RTT's
-    # worth of packets (RFC 9000 §13.2.1).
+    # worth of packets (TRANSPORT.md "ACKs": more than RFC 9000 §13.2.1 asks).
     ack_base = _max(1.0 / ack_eff, inv_pkt / _max(c[C_MAX_ACK_DELAY, i], 1e-9))
     acks = _min(ack_base + c[C_IMMEDIATE, i] * loss * pkt * c[C_RTT, i], 1.0)
     s_ns, r_ns, rate_s, rate_r, rate_pair = _cpu_rates(c, i, loss, acks)
