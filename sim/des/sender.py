@@ -257,6 +257,8 @@ class Sender(Recovery):
         n_packets = self.packets_sent
         pn = self.next_pn
         pacer_next = self.pacer_next
+        pace_last = self.pace_last
+        pace_min_delay = self.pace_min_delay
         while True:
             ts = free_at[cpu.next]
             if ts < t:
@@ -442,17 +444,17 @@ class Sender(Recovery):
                                 burst = self.burst_max
                             ahead = (burst - payload) / rate if burst > payload else 0.0
                         la = self.largest_acked
-                        if rate and release < self.pace_last:
-                            release = self.pace_last  # paced packets leave in order
+                        if rate and release < pace_last:
+                            release = pace_last  # paced packets leave in order
                         for sid, off, length, count, size in batch:
                             if rate:
                                 if pacer_next - ahead > release:
                                     release = pacer_next - ahead
-                                    if release < self.pace_last + self.pace_min_delay:
-                                        release = self.pace_last + self.pace_min_delay
+                                    if release < pace_last + pace_min_delay:
+                                        release = pace_last + pace_min_delay
                                 pacer_next = (pacer_next if pacer_next > release else release) \
                                     + size / rate
-                                self.pace_last = release
+                                pace_last = release
                             rec = (release, size, count, sid, off, length)
                             each = size / count if count > 1 else size
                             sent[pn] = rec
@@ -538,6 +540,7 @@ class Sender(Recovery):
         self.packets_sent = n_packets
         self.next_pn = pn
         self.pacer_next = pacer_next
+        self.pace_last = pace_last
         if not self._waiting:
             self._schedule(ts)
         elif nxt < math.inf:
