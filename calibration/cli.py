@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--source", default="dataset", choices=("dataset", "fresh"),
                    help="runs to fit: the published QIR-10G data (default) or fresh testbed "
                         "runs of this host")
-    p.add_argument("--impl", nargs="+", metavar="NAME",
+    p.add_argument("--impl", action="extend", nargs="+", metavar="NAME",
                    help="write only these implementations' models (the fit is joint)")
     p.add_argument("--out", metavar="DIR",
                    help="model directory to write (default: --models; with --source fresh "

@@ -38,7 +38,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sub = tb.add_subparsers(dest="testbed_command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("build", help="build the peers from the registries (cached)")
-    p.add_argument("--stacks", nargs="+", metavar="STACK",
+    p.add_argument("--stacks", action="extend", nargs="+", metavar="STACK",
                    help=f"stacks to build (default all: {', '.join(stacks_mod.STACKS)})")
     p.add_argument("--force", action="store_true", help="rebuild even when the cache is fresh")
     p.set_defaults(func=cmd_build)
@@ -60,14 +60,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("matrix", help="every client × every server (interop matrix)")
-    p.add_argument("--stacks", nargs="+", metavar="STACK", help="stacks (default: all built)")
+    p.add_argument("--stacks", action="extend", nargs="+", metavar="STACK", help="stacks (default: all built)")
     _common_run_options(p)
     p.add_argument("--repeat", type=int, default=3, help="repetitions per pair (default 3)")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser("noise", help="goodput CV over repetitions, pinned and unpinned")
-    p.add_argument("--stacks", nargs="+", metavar="STACK",
+    p.add_argument("--stacks", action="extend", nargs="+", metavar="STACK",
                    default=["quic-go", "quinn", "s2n-quic", "aioquic"], help="stacks")
     p.add_argument("--repeat", type=int, default=10, help="repetitions per setting (default 10)")
     p.add_argument("--bytes", type=int, default=None, help="bytes per transfer")
@@ -84,10 +84,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _common_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE",
+    p.add_argument("--set", action="extend", nargs="+", default=[], metavar="FIELD=VALUE",
                    help="Scenario fields (mtu_bytes=9000 gso=false rtt_ms=10 loss_pct=0.5 "
                         "link_gbps=1 rcvbuf_bytes=… cc=… cipher=… pin=true …) and testbed "
-                        f"knobs ({', '.join(stacks_mod.TESTBED_KNOBS)})")
+                        f"knobs ({', '.join(stacks_mod.TESTBED_KNOBS)}); may be repeated")
     p.add_argument("--bytes", type=int, default=None,
                    help="bytes per transfer (default 200 MB)")
 

@@ -39,6 +39,13 @@ def test_a_refused_knob_is_one_line(capsys):
     assert len(err.splitlines()) == 1 and "cannot be honoured by quinn" in err
 
 
+def test_repeated_set_flags_accumulate():
+    # `--set a=1 --set b=2` must keep both (argparse's default would keep only the last).
+    args = parse(["testbed", "run", "--server", "quinn", "--client", "quinn",
+                  "--set", "rtt_ms=10", "--set", "transfer_bytes=5000000", "rcvbuf_bytes=65536"])
+    assert args.set == ["rtt_ms=10", "transfer_bytes=5000000", "rcvbuf_bytes=65536"]
+
+
 @pytest.mark.testbed
 def test_run_json_last_line(root, quic_go, tmp_path, capsys):
     catalog = tmp_path / "c.duckdb"
