@@ -60,7 +60,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("matrix", help="every client × every server (interop matrix)")
-    p.add_argument("--stacks", action="extend", nargs="+", metavar="STACK", help="stacks (default: all built)")
+    p.add_argument("--stacks", action="extend", nargs="+", metavar="STACK",
+                   help="stacks (default: all built)")
     _common_run_options(p)
     p.add_argument("--repeat", type=int, default=3, help="repetitions per pair (default 3)")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
