@@ -109,15 +109,43 @@ def _applied_queue_bytes(cell: pd.DataFrame) -> int:
     return int(np.median(limits)) if limits else 0
 
 
+def _relay_queue_bytes(cell: pd.DataFrame) -> int:
+    """The delay relay's queue bound per direction (``extra.topology.relay.queue_bytes``),
+    or 0 if none is recorded."""
+    if "extra" not in cell:
+        return 0
+    bounds = [int(v) for v in recorded(cell["extra"], "topology", "relay", "queue_bytes")
+              if v is not None]
+    return int(np.median(bounds)) if bounds else 0
+
+
+def _relay_path(fields: dict[str, Any], cell: pd.DataFrame, relay_gbps: float) -> None:
+    """A relayed fresh cell's bottleneck is the delay relay when it is slower than
+    the link: its capacity (``calibrate --source fresh``'s ``relay_gbps``) becomes
+    the link rate, and its queue bound, less the datagrams the delay line holds at
+    that rate, the bottleneck queue (testbed/peers/udp-relay: the bound counts
+    every datagram held, due or not)."""
+    if relay_gbps >= float(fields.get("link_gbps", math.inf)):
+        return
+    fields["link_gbps"] = relay_gbps
+    bound = _relay_queue_bytes(cell)
+    if bound:
+        delay_line = relay_gbps * 1e9 / 8 * float(fields.get("rtt_ms", 0.0)) / 2e3
+        fields["queue_bytes"] = max(int(bound - delay_line), 64 * 1024)
+
+
 def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None,
                   defaults: dict[str, Any] | None = None) -> list[Evidence]:
     """Median goodput per (experiment, setting, pair, cipher, buffer, path) of runs.
 
     ``known`` limits the implementations (default: the knowledge base);
     ``defaults`` fills Scenario fields the runs leave empty (fresh runs: the
-    veth's base RTT and an unlimited link).
+    veth's base RTT and an unlimited link) and may carry ``relay_gbps``, the
+    delay relay's capacity, for fresh cells whose path went through it.
     """
     known = set(known) if known is not None else set(IMPLEMENTATIONS)
+    defaults = dict(defaults or {})
+    relay_gbps = float(defaults.pop("relay_gbps", 0.0) or 0.0)
     df = runs[runs["status"] == "ok"].copy()
     df["g"] = df["goodput_mbps"].fillna(df["goodput_reported_mbps"])
     df = df[df["g"].notna() & (df["g"] > 0)]
@@ -158,6 +186,11 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
             queue = _applied_queue_bytes(cell)
             if queue:
                 fields["queue_bytes"] = queue
+        if source == "fresh" and relay_gbps and (
+                float(fields.get("rtt_ms", 0.0)) > 0
+                or ("reorder_pct" in cell and (pd.to_numeric(cell["reorder_pct"], errors="coerce")
+                                               .fillna(0.0) > 0).any())):
+            _relay_path(fields, cell, relay_gbps)
         if "gso" in cell and cell["gso"].notna().any():
             fields["gso"] = bool(cell["gso"].mode().iloc[0])
             fields["gro"] = bool(cell["gro"].mode().iloc[0]) if cell["gro"].notna().any() \

@@ -22,6 +22,12 @@ ACKs per side. From those runs alone this module fits, per stack and role:
   (the receiver-stall model, LSQUIC's Pareto shape);
 - behaviour from the testbed's stack table (packet sizes, offload support,
   application protocol, congestion controllers);
+- the delay relay's capacity (``testbed/peers/udp-relay``: one system call per
+  datagram on this host's cores), from the spec's fourth row, +10 ms with 4 MiB
+  buffers: the fastest stack's median goodput there (:func:`relay_capacity`).
+  Relayed runs are kept out of every per-stack fit above; ``validate --source
+  fresh`` gives relayed cells this rate as their link (``cpus.json``'s
+  ``relay_gbps``);
 - request-workload terms (issue 10) derived as the published calibration derives
   them for a stack no seed measures (:func:`request_terms`), not fitted on fresh
   request runs, so ``validate --source fresh`` compares those out of sample.
@@ -157,6 +163,47 @@ class FreshFit:
     base_rtt_us: float
     table: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    #: The delay relay's capacity (Gbit/s of goodput) and where it came from; None
+    #: without relayed calibration runs.
+    relay_gbps: float | None = None
+    relay_source: str = ""
+
+
+def relayed(runs: pd.DataFrame) -> pd.Series:
+    """Runs whose path went through the delay relay (added delay or reordering;
+    testbed/topology.py ``Link.relayed``)."""
+    flag = pd.Series(False, index=runs.index)
+    for col in ("rtt_ms", "reorder_pct"):
+        if col in runs:
+            flag |= pd.to_numeric(runs[col], errors="coerce").fillna(0.0) > 0
+    return flag
+
+
+def relay_capacity(runs: pd.DataFrame) -> tuple[float | None, str]:
+    """The relay's capacity: the highest per-stack median goodput among relayed runs.
+
+    ``fresh-calibration.yaml``'s fourth row gives every stack 4 MiB buffers at
+    +10 ms, so that nothing but the relay (or a stack's own window) limits it;
+    the fastest stack shows the relay's ceiling. None when there are no relayed
+    runs (an older calibration session).
+    """
+    if runs.empty:
+        return None, ""
+    good = pd.to_numeric(runs["goodput_mbps"], errors="coerce")
+    per_stack = good.groupby(runs["server_impl"]).agg(["median", "count"]).dropna()
+    if per_stack.empty:
+        return None, ""
+    best = per_stack["median"].idxmax()
+    gbps = float(per_stack.loc[best, "median"]) / 1e3
+    rtts = sorted({float(v) for v in pd.to_numeric(runs["rtt_ms"], errors="coerce").dropna()})
+    bufs = sorted({int(v) for v in pd.to_numeric(runs["rcvbuf_bytes"], errors="coerce").dropna()})
+    others = ", ".join(f"{k} {v / 1e3:.2f}" for k, v in per_stack["median"].sort_values(
+        ascending=False).items() if k != best)
+    return gbps, (f"fit: the fastest stack through the delay relay, {best} "
+                  f"({int(per_stack.loc[best, 'count'])} '{CALIBRATION_EXPERIMENT}' runs at "
+                  f"+{'/'.join(f'{r:g}' for r in rtts)} ms, receive buffer "
+                  f"{'/'.join(str(b) for b in bufs)} B): median {gbps:.2f} Gbit/s"
+                  + (f" (others: {others})" if others else ""))
 
 
 def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float]) -> Behaviour:
@@ -265,6 +312,13 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                & (runs["server_impl"] == runs["client_impl"])]
     if cal.empty:
         raise ValueError(f"no '{CALIBRATION_EXPERIMENT}' runs with status ok "
+                         "(run `quiclab testbed sweep testbed/specs/fresh-calibration.yaml`)")
+    # The relay probe (the spec's fourth row) measures the path, not the stacks.
+    through_relay = relayed(cal)
+    relay_gbps, relay_source = relay_capacity(cal[through_relay])
+    cal = cal[~through_relay]
+    if cal.empty:
+        raise ValueError(f"no '{CALIBRATION_EXPERIMENT}' runs without the delay relay "
                          "(run `quiclab testbed sweep testbed/specs/fresh-calibration.yaml`)")
     base_rtt = _min_rtt_us(cal["extra"])
     models: dict[str, CostModel] = {}
@@ -433,10 +487,14 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             model = models[str(row["stack"])]
             row["conn_us_sender"] = model.sender.ns_per_connection.value / 1e3
             row["request_us_sender"] = model.sender.ns_per_request.value / 1e3
+    relay_note = (f"delay relay: {relay_gbps:.2f} Gbit/s ({relay_source})" if relay_gbps
+                  else "delay relay: no relayed calibration runs, so relayed cells keep the "
+                       "veth link (rerun the calibration sweep for its fourth row)")
     return FreshFit(host, models, base_rtt, pd.DataFrame(rows),
                     notes=[f"veth base RTT (median stack min_rtt): {base_rtt:.0f} µs",
-                           *_busy_note(cal),
-                           *(f"skipped {s}" for s in skipped)])
+                           relay_note, *_busy_note(cal),
+                           *(f"skipped {s}" for s in skipped)],
+                    relay_gbps=relay_gbps, relay_source=relay_source)
 
 
 def _busy_note(cal: pd.DataFrame) -> list[str]:
@@ -459,6 +517,8 @@ def write_fresh(fit: FreshFit, directory: Path) -> list[str]:
     host = {"schema": "quiclab.cpus/1", "cpus": [
         {**fit.host.to_row(), "sources": list(fit.host.sources)}],
         "base_rtt_us": fit.base_rtt_us, "link_gbps": VETH_LINK_GBPS}
+    if fit.relay_gbps:
+        host.update(relay_gbps=round(fit.relay_gbps, 4), relay_source=fit.relay_source)
     (directory / "cpus.json").write_text(json.dumps(host, indent=1, sort_keys=True) + "\n")
     written.append("cpus.json")
     return written

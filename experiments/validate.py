@@ -123,7 +123,8 @@ def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | Non
         if server not in known or client not in known:
             continue
         first = cell.iloc[0]
-        fields: dict[str, Any] = dict(defaults or {})
+        # (The relay's capacity is for bulk cells through it: dataset_cells.)
+        fields: dict[str, Any] = {k: v for k, v in (defaults or {}).items() if k != "relay_gbps"}
         fields.update({
             "server": server, "client": client, "app": "perf",
             "cpu": first["cpu"] if isinstance(first["cpu"], str) else "AMD EPYC 7543",
@@ -695,6 +696,9 @@ def main_validate(args: argparse.Namespace) -> int:
             meta = json.loads((fresh_dir / "cpus.json").read_text())
             fresh_defaults = {"base_rtt_us": float(meta.get("base_rtt_us", 100.0)),
                               "link_gbps": float(meta.get("link_gbps", 40.0))}
+            if meta.get("relay_gbps"):
+                # Relayed cells' bottleneck (calibration/fresh.py relay_capacity).
+                fresh_defaults["relay_gbps"] = float(meta["relay_gbps"])
     executor = _executor(args)
     repro_dir = Path(args.reproductions) if args.reproductions \
         else args.paths.reports / "reproductions"

@@ -210,3 +210,62 @@ def test_a_busy_calibration_session_is_named_with_its_load():
     warning = [n for n in notes if n.startswith("warning")]
     assert len(warning) == 1 and warning[0].startswith("warning: xnet-quic's")
     assert "1.90 busy cores before each of 3 transfers" in warning[0]
+
+
+def test_relayed_runs_measure_the_relay_and_stay_out_of_the_stack_fits(tmp_path):
+    """The calibration spec's fourth row (+10 ms, 4 MiB buffers) measures the delay
+    relay: its runs do not move any stack's costs, the fastest stack's median there
+    is the relay's capacity, and it is written beside the host entry."""
+    from quiclab.calibration.fresh import write_fresh
+
+    points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
+    host = host_cpu_from_cpuinfo(CPUINFO, CpuCatalog.packaged())
+    plain = [_run(i, s, g) for i in range(3) for s, g in (("quic-go", 2000.0), ("quiche", 3000.0))]
+    relayed = []
+    for i, (stack, goodput) in enumerate([("quic-go", 400.0), ("quiche", 1150.0),
+                                          ("quiche", 1120.0), ("quiche", 1160.0)]):
+        row = _run(10 + i, stack, goodput)
+        # Slow and expensive per packet: were they in the fit, the costs would move.
+        row.update(rtt_ms=10.0, rcvbuf_bytes=4194304, server_cpu_s=5.0, client_cpu_s=5.0)
+        relayed.append(row)
+    without = fit_fresh(pd.DataFrame(plain), points, host)
+    both = fit_fresh(pd.DataFrame(plain + relayed), points, host)
+    assert without.relay_gbps is None and "no relayed calibration runs" in " ".join(without.notes)
+    assert both.relay_gbps == pytest.approx(1.15)
+    assert "quiche (3 'fresh-calibration' runs at +10 ms, receive buffer 4194304 B)" \
+        in both.relay_source and "quic-go 0.40" in both.relay_source
+    for name in ("quic-go", "quiche"):
+        assert both.models[name].sender.ns_per_packet.value == \
+            without.models[name].sender.ns_per_packet.value
+    write_fresh(both, tmp_path)
+    meta = json.loads((tmp_path / "cpus.json").read_text())
+    assert meta["relay_gbps"] == pytest.approx(1.15) and meta["relay_source"] == both.relay_source
+
+
+def test_relayed_cells_get_the_relay_as_their_bottleneck_link():
+    """A fresh cell through the relay (added delay) gets the relay's capacity as its
+    link and the relay's queue bound, less its delay line, as the queue; an
+    unrelayed cell and a cell behind a slower tbf keep theirs."""
+    from quiclab.calibration.evidence import dataset_cells
+
+    def cell(setting: str, rtt: float, link: float | None = None) -> dict:
+        row = _run(0, "quiche", 130.0)
+        row.update(run_id=f"r-{setting}", experiment="fresh-validation", setting=setting,
+                   rtt_ms=rtt, link_gbps=link, cipher="aes-ni", cpu="AMD EPYC 7543", app="perf",
+                   goodput_reported_mbps=None, server_build=None, client_build=None,
+                   filesize_bytes=200_000_000, mtu_bytes=1500, loss_pct=0.0,
+                   extra=json.dumps({"topology": {"relay": {"queue_bytes": 2_500_000}}}
+                                    if rtt else {}))
+        return row
+
+    runs = pd.DataFrame([cell("relayed", 10.0), cell("direct", 0.0),
+                         cell("slow-tbf", 10.0, 0.5)])
+    defaults = {"base_rtt_us": 70.0, "link_gbps": 40.0, "relay_gbps": 1.2}
+    got = {e.ident.split("|")[1]: e.scenario
+           for e in dataset_cells(runs, source="fresh", known={"quiche"}, defaults=defaults)}
+    assert got["relayed"].link_gbps == pytest.approx(1.2)
+    # 2.5 MB bound less 5 ms of 1.2 Gbit/s held in the delay line.
+    assert got["relayed"].queue_bytes == 2_500_000 - 750_000
+    assert got["direct"].link_gbps == pytest.approx(40.0)
+    assert got["slow-tbf"].link_gbps == pytest.approx(0.5)
+    assert defaults["relay_gbps"] == 1.2  # the caller's defaults are not consumed
