@@ -101,6 +101,13 @@ class Stack:
     #: packet by packet, for the pacers nobody has read.
     pacing_burst: tuple[float, int, int, float] = (0.0, 1, 1, 0.0)
     pacing_burst_source: str = "not read: modelled packet by packet"
+    #: The receive window a single stream gets with the peer's defaults (bytes; the
+    #: fresh models' Behaviour.fc_window_bytes), and where that comes from. 0: not
+    #: read, the models keep their 16 MiB default. The engines share that window
+    #: among a Scenario's streams, so for a per-stream limit (quinn's) it is right
+    #: for one stream and too small for several.
+    fc_window_bytes: int = 0
+    fc_window_source: str = "not read: the models' default (16 MiB)"
     ciphers: tuple[str, ...] = ("aes-ni",)
     flow_control: bool = True
     socket_buffers: bool = True
@@ -170,6 +177,11 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                             "rate, clamped to MIN_BURST_SIZE 10 … MAX_BURST_SIZE 256 datagrams; "
                             "the 2 ms is chosen because 'framework timers might have 1ms "
                             "precision' (tokio's timer wheel ticks in 1 ms)",
+        fc_window_bytes=1_250_000,
+        fc_window_source="quinn-proto TransportConfig::default(): stream_receive_window = "
+                         "STREAM_RWND = MAX_STREAM_BANDWIDTH (12 500 000 B/s) / 1000 × "
+                         "EXPECTED_RTT (100 ms) = 1 250 000 B; receive_window VarInt::MAX; the "
+                         "peer keeps them unless --stream-window / --conn-window are given",
         notes="jumbo needs max_udp_payload_size + min_mtu; GSO batches > 64 KiB above "
               "~6.5 KB packets fail silently; quinn-udp always enables GRO"),
     Stack(
@@ -218,6 +230,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         version="quiche 0.30.0", default_udp_payload_bytes=1472, gso="switch", gro="switch",
         ccs=("cubic", "reno", "bbr"), ciphers=("aes-ni",), apt=("libclang-dev", "cmake"),
         min_goodput_mbps=100.0, pacing=False,
+        fc_window_bytes=16 << 20,
+        fc_window_source="peers/quiche/src/main.rs config(): max stream window 16 MiB, "
+                         "connection window 24 MiB unless --stream-window / --conn-window",
         pacing_source="peers/quiche: quiche only stamps SendInfo.at; the peer sends each "
                       "GSO batch at once (Config::enable_pacing(false))",
         notes="sans-I/O: the peer does GSO (UDP_SEGMENT) and GRO itself; pacing off"),

@@ -55,6 +55,18 @@ def test_fresh_models_pace_as_the_testbed_peer_does(fit):
     assert "SendInfo.at" in fit.models["quiche"].provenance["knowledge"]["pacing"]
 
 
+def test_fresh_models_take_the_peers_receive_window(fit):
+    """A window read from the peer or its library replaces the 16 MiB default, with its
+    source; quinn's library default (1.25 MB per stream) bounds it at +10 ms."""
+    from quiclab.calibration.fresh import _stack_behaviour
+    from quiclab.testbed.stacks import STACKS
+
+    assert fit.models["quiche"].behaviour.fc_window_bytes == 16 << 20
+    assert "peers/quiche" in fit.models["quiche"].provenance["knowledge"]["fc_window_bytes"]
+    assert "not read" in fit.models["quic-go"].provenance["knowledge"]["fc_window_bytes"]
+    assert _stack_behaviour(STACKS["quinn"], 10.0, (1.0, 1.83)).fc_window_bytes == 1_250_000
+
+
 def test_a_smaller_transfer_separates_each_process_fixed_cpu():
     """A peer's CPU time is its whole life's: with the calibration setting at two
     sizes the fit takes the per-packet slope, and the fixed part is reported."""
