@@ -229,6 +229,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         workloads=("bulk", "requests", "handshakes"),
         pacing_source="golang.org/x/net/quic: lossState.sendLimit returns ccPaced until "
                       "pacerState.canSend (quic/loss.go)",
+        fc_window_bytes=1 << 20,
+        fc_window_source="golang.org/x/net/quic config.go: maxStreamReadBufferSize and "
+                         "maxConnReadBufferSize default to 1 MiB (the read buffer is the "
+                         "window); the peer keeps them unless --stream-window / --conn-window",
         notes="1200 B packets, NewReno, no statistics API, no GSO/GRO"),
     Stack(
         name="quiche", origin="crates.io: quiche 0.30.0 (BoringSSL; needs libclang-dev)",

@@ -63,9 +63,10 @@ def test_fresh_models_take_the_peers_receive_window(fit):
 
     assert fit.models["quiche"].behaviour.fc_window_bytes == 16 << 20
     assert "peers/quiche" in fit.models["quiche"].provenance["knowledge"]["fc_window_bytes"]
-    assert "not read" in fit.models["xnet-quic"].provenance["knowledge"]["fc_window_bytes"]
-    assert fit.models["xnet-quic"].behaviour.fc_window_bytes == 16 << 20
+    assert fit.models["xnet-quic"].behaviour.fc_window_bytes == 1 << 20
     assert fit.models["quic-go"].behaviour.fc_window_bytes == 512 * 1024
+    unread = _stack_behaviour(STACKS["msquic"], 10.0, (1.0, 1.83))
+    assert unread.fc_window_bytes == 16 << 20 and "not read" in STACKS["msquic"].fc_window_source
     assert _stack_behaviour(STACKS["quinn"], 10.0, (1.0, 1.83)).fc_window_bytes == 1_250_000
 
 
