@@ -225,6 +225,14 @@ func main() {
 // forceBuffers sets 8 MiB socket buffers with SO_{RCV,SND}BUFFORCE (root), so the
 // relay is not limited by the run's net.core.rmem_max, which is the peers' knob.
 func forceBuffers(c net.PacketConn, size int) {
+	onSocket(c, func(fd int) {
+		_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, size)
+		_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUFFORCE, size)
+	})
+}
+
+// onSocket runs set on the UDP socket's descriptor (best effort: errors are ignored).
+func onSocket(c net.PacketConn, set func(fd int)) {
 	u, ok := c.(*net.UDPConn)
 	if !ok {
 		return
@@ -233,26 +241,15 @@ func forceBuffers(c net.PacketConn, size int) {
 	if err != nil {
 		return
 	}
-	_ = raw.Control(func(fd uintptr) {
-		_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, size)
-		_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUFFORCE, size)
-	})
+	_ = raw.Control(func(fd uintptr) { set(int(fd)) })
 }
 
 // kernelTimestamps asks the kernel to stamp each datagram with its receive time
 // (SO_TIMESTAMPNS), so that a datagram's due time does not depend on when the
 // reading goroutine got to run.
 func kernelTimestamps(c net.PacketConn) {
-	u, ok := c.(*net.UDPConn)
-	if !ok {
-		return
-	}
-	raw, err := u.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = raw.Control(func(fd uintptr) {
-		_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
+	onSocket(c, func(fd int) {
+		_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
 	})
 }
 
