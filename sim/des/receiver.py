@@ -86,7 +86,8 @@ class Receiver:
         self.immediate = ep.immediate_ack_on_gap
         self.max_ack_delay_s = ep.max_ack_delay_s
         self.fc_window = ep.fc_window_bytes or (1 << 62)
-        self.stream_window = self.fc_window // max(1, s.streams)
+        # Never below one packet, so that every stream can progress (as ns-3's).
+        self.stream_window = max(self.fc_window // max(1, s.streams), self.stream_bytes)
         #: MAX_STREAM_DATA only matters with several streams (see Sender.stream_window).
         self.stream_fc = s.streams > 1
         # --- the transfer: chunks requested as streams, at most `streams` at once

@@ -315,6 +315,17 @@ def test_streams_and_chunks(registry: Registry, streams: int, chunks: int) -> No
     assert chunked.duration_s < single.duration_s + chunks * 2 * 5.05e-3
 
 
+def test_stream_windows_never_below_one_packet(registry: Registry) -> None:
+    """More streams than the connection window holds packets: every stream still gets a
+    packet of credit (as in ns-3), so the transfer finishes instead of waiting forever
+    for a window that can never hold a whole packet."""
+    s = Scenario(server="tinywin", client="tinywin", streams=8, chunks=8, transfer_bytes=2 * MB)
+    conn, result = run(registry, s, max_sim_s=60.0)
+    assert result.completed
+    assert conn.receiver.done_chunks == 8
+    assert conn.sender.stream_window == conn.receiver.stream_window == conn.sender.stream_bytes
+
+
 # --------------------------------------------------------- congestion control
 def test_loss_bound_reno_follows_mathis(registry: Registry) -> None:
     s = Scenario(server="fast", client="fast", link_gbps=1.0, rtt_ms=2.0, loss_pct=1.0,
