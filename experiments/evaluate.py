@@ -380,14 +380,18 @@ def evaluate(ctx: Context) -> list[Result]:
 
 
 def finding_verdicts(results: list[Result]) -> dict[str, str]:
-    """Per finding: fail if any row fails, pass if all evaluated rows pass, else not covered."""
+    """Per finding: fail if any row fails, pass if every row passes, else not covered.
+
+    A row that could not be evaluated (an engine error, a metric the engine lacks)
+    keeps its finding from passing: the rows that did pass say nothing about it.
+    """
     out: dict[str, str] = {}
     for r in results:
         prev = out.get(r.finding)
         if r.status == FAIL or prev == FAIL:
             out[r.finding] = FAIL
-        elif r.status == PASS:
+        elif r.status == PASS and prev in (None, PASS):
             out[r.finding] = PASS
-        elif prev is None:
+        elif r.status != PASS:
             out[r.finding] = NOT_COVERED
     return out

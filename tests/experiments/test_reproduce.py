@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from quiclab.cli import main
-from quiclab.experiments.evaluate import FAIL, NOT_COVERED, PASS, verdict
+from quiclab.experiments.evaluate import FAIL, NOT_COVERED, PASS, Result, finding_verdicts, verdict
 from quiclab.experiments.executors import LocalExecutor
 from quiclab.experiments.findings import load_repro
 from quiclab.experiments.reproduce import fitted_ids, run_one, update_summary, write_one
@@ -20,6 +20,20 @@ from quiclab.sim.engine import get_engine
 from quiclab.sim.scenario import Scenario
 
 from .conftest import write
+
+
+def test_a_finding_with_an_unevaluated_row_does_not_pass() -> None:
+    """Rows that passed say nothing about one the engine could not evaluate (before,
+    Fig. 7's quiche CPU range passed on its one-stream row while the DES hung at
+    100 streams)."""
+    def row(finding: str, status: str) -> Result:
+        return Result("r", finding, "c", "q", "", 1.0, "", 1.0, "", 0.0, 0.0, "", "des",
+                      status, False, "")
+
+    verdicts = finding_verdicts([row("a", PASS), row("a", NOT_COVERED), row("b", PASS),
+                                 row("b", PASS), row("c", NOT_COVERED), row("c", FAIL),
+                                 row("d", NOT_COVERED), row("d", PASS)])
+    assert verdicts == {"a": NOT_COVERED, "b": PASS, "c": FAIL, "d": NOT_COVERED}
 
 
 @pytest.mark.parametrize(("predicted", "low", "high", "bound", "tol", "ok"), [
