@@ -127,7 +127,8 @@ def write_report(cal: Calibrator, directory: Path, cv: dict[str, pd.DataFrame]) 
     }
     lines = ["# Calibration report", "",
              f"Fit: {len(cal.free_)} free parameters, {len(cal.evidence_)} evidence items, "
-             f"{cal.report_.nfev} evaluations, {cal.report_.seconds:.0f} s.", "",
+             f"{cal.report_.nfev} evaluations in {len(cal.softness) + 1} passes, "
+             f"{cal.report_.seconds:.0f} s.", "",
              "## In-sample error (analytic engine vs evidence)", "",
              errors.to_markdown(index=False, floatfmt=".1f"), ""]
     for name, held in cv.items():
