@@ -70,8 +70,10 @@ TABLE1 = {"quicly": "mukherjee25-018", "mvfst": "mukherjee25-023",
           "picoquic": "mukherjee25-028", "picoquic@fusion": "mukherjee25-033"}
 #: Table 1's "quicly (no opt.)" profiles the same server as "quicly" (§2.2: "Both
 #: use GSO at the server. The main difference ... is the use of GRO at the
-#: client") while the client without GRO limits it: its 60.7 % IO holds the
-#: server's idle time, not a work split, so it is no profile (quicly's is used).
+#: client") while the client without GRO limits it: its 60.7 % IO holds the ACKs
+#: of a client that ACKs every datagram and the idle time the server's loop polls
+#: away — another condition, not the stack's split, so it is no profile (quicly's
+#: is used); the model predicts that column out of sample.
 #: Seed 002 perf categories → stages (Fig. 7 definitions, §4.4): Packet I/O is
 #: sendmsg/recvmsg and the kernel; Connection Management is QUIC protocol
 #: handling; file I/O and uncategorised samples are left out (spread evenly).

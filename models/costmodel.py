@@ -215,6 +215,11 @@ class Behaviour:
     overhead_bytes: int = 40
     #: ACK-eliciting packets received per ACK sent, in steady state without loss.
     ack_every_packets: float = 2.0
+    #: The receiver builds its ACK once per receive call, after what the call returned
+    #: (an event loop that reads, then sends): with GRO a call returns a batch of
+    #: segments, so it sends at most one ACK per batch and ``ack_every_packets`` is
+    #: at least the receive call's segments (:func:`quiclab.sim.resolve.resolve`).
+    ack_per_receive_call: bool = False
     #: ACK immediately on every out-of-order packet until a gap is filled (RFC 9000 §13.2.1).
     immediate_ack_on_gap: bool = True
     max_ack_delay_ms: float = 25.0

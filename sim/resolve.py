@@ -212,6 +212,10 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
     segments = 1
     if offload:
         segments = max(1, min(beh.gso_max_segments, GSO_MAX_BYTES // payload))
+    ack_every = beh.ack_every_packets
+    if beh.ack_per_receive_call and role_name == "receiver":
+        # One ACK per receive call at most (Behaviour.ack_per_receive_call).
+        ack_every = max(ack_every, float(segments))
     lo, hi = _interval(role)
     return Endpoint(
         impl=model.implementation,
@@ -228,7 +232,7 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
         cost_lo=lo * scale.factor_lo / f,
         cost_hi=hi * scale.factor_hi / f,
         cores=role.cores.value,
-        ack_every_packets=beh.ack_every_packets,
+        ack_every_packets=ack_every,
         immediate_ack_on_gap=beh.immediate_ack_on_gap,
         max_ack_delay_s=beh.max_ack_delay_ms / 1000.0,
         fc_window_bytes=beh.fc_window_bytes,

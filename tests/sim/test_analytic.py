@@ -127,3 +127,30 @@ def test_bounds_names_every_resource_and_unknown_names_are_refused():
         AnalyticEngine(reg).predict(Scenario(server="nope"))
     with pytest.raises(ScenarioError, match=r"cpu='EPYC'.*matches"):
         AnalyticEngine(reg).predict(Scenario(server="fast", client="fast", cpu="EPYC"))
+
+
+def test_a_receiver_that_acks_once_per_receive_call_acks_once_per_gro_batch():
+    """Behaviour.ack_per_receive_call: every datagram without GRO, every GRO batch
+    with it (64 KiB / 1400 B = 46 segments); the sender's ACK cost follows."""
+    percall = synthetic_model("percall", sender_ns=1000, receiver_ns=1000, ack_ns=2000,
+                              supports_gso=True, supports_gro=True, ack_every_packets=1.0,
+                              ack_per_receive_call=True, **NO_STALLS)
+    count = synthetic_model("count", sender_ns=1000, receiver_ns=1000, ack_ns=2000,
+                            supports_gso=True, supports_gro=True, ack_every_packets=1.0,
+                            **NO_STALLS)
+    registry = synthetic_registry(percall, count)
+    segments = 65536 // 1400
+    gro = resolve(Scenario(server="percall", client="percall"), registry)
+    assert gro.receiver.segments_per_call == segments
+    assert gro.receiver.ack_every_packets == segments
+    assert gro.sender.ack_every_packets == 1.0  # the rule is the receiver's
+    no_gro = resolve(Scenario(server="percall", client="percall", gro=False), registry)
+    assert no_gro.receiver.ack_every_packets == 1.0
+    assert resolve(Scenario(server="count", client="count"), registry).receiver \
+        .ack_every_packets == 1.0
+    e = AnalyticEngine(registry)
+    fast = e.predict(Scenario(server="percall", client="percall"))
+    slow = e.predict(Scenario(server="count", client="count"))
+    # 2 µs per ACK on each side, once per packet against once per 46: ~3× the goodput.
+    assert fast.acks == pytest.approx(slow.acks / segments, rel=0.02)
+    assert fast.goodput_mbps > 2.5 * slow.goodput_mbps

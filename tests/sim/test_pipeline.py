@@ -74,6 +74,24 @@ def test_a_profile_moves_work_between_stages_and_adds_none() -> None:
     assert pipe.resplit(stages, None) == stages
 
 
+def test_an_acks_system_call_and_datagram_are_kernel_work() -> None:
+    """An ACK crosses the kernel path alone (one datagram, one system call); the rest
+    of its cost is protocol. Seed 001 Table 1: a client that ACKs every datagram
+    shows on its sender as IO."""
+    registry = synthetic_registry(synthetic_model("k", syscall_ns=500.0, ack_ns=2000.0),
+                                  synthetic_model("small", syscall_ns=500.0, ack_ns=300.0))
+    r = resolve(Scenario(server="k", client="k", gso=False, gro=False), registry)
+    ep, acks = r.sender, r.acks_per_packet
+    assert pipe.ack_kernel_ns(ep) == pytest.approx(500.0)
+    stages = pipe.model_stages(ep, acks)
+    assert stages["kernel"] == pytest.approx(500.0 + acks * 500.0)
+    assert stages["protocol"] == pytest.approx(ep.ns_protocol + acks * 1500.0)
+    assert sum(stages.values()) == pytest.approx(ep.ns_per_packet_amortised(acks))
+    # An ACK cheaper than the kernel path is all kernel work.
+    small = resolve(Scenario(server="small", client="small", gso=False, gro=False), registry)
+    assert pipe.ack_kernel_ns(small.sender) == pytest.approx(300.0)
+
+
 def test_analytic_rate_is_the_slowest_core() -> None:
     """Sender-limited synthetic stack: the pipelined goodput is P·8 / max core load."""
     host = _host(handoff_ns=50.0, bypass_io_ns=100.0, bypass_udpip_ns=40.0)
