@@ -86,9 +86,9 @@ class Receiver:
         self.immediate = ep.immediate_ack_on_gap
         self.max_ack_delay_s = ep.max_ack_delay_s
         self.fc_window = ep.fc_window_bytes or (1 << 62)
-        # Never below one packet, so that every stream can progress (as ns-3's).
-        self.stream_window = max(self.fc_window // max(1, s.streams), self.stream_bytes)
-        #: MAX_STREAM_DATA only matters with several streams (see Sender.stream_window).
+        #: The stream window the sender was granted (Sender.stream_window: one rule for
+        #: both ends); MAX_STREAM_DATA only matters with several streams.
+        self.stream_window = sender.stream_window
         self.stream_fc = s.streams > 1
         # --- the transfer: chunks requested as streams, at most `streams` at once
         self.chunks = s.chunks
