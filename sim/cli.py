@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -38,41 +39,93 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def scenario_from_args(args: argparse.Namespace) -> Any:
-    """Build a Scenario from --scenario FILE, --server/--client and --set."""
-    from quiclab.sim.scenario import Scenario, parse_assignments
+    """Build a Scenario from --scenario FILE, --server/--client and --set.
 
-    fields: dict[str, Any] = {}
-    if args.scenario:
-        fields.update(load_mapping(Path(args.scenario)))
-    if args.server:
-        fields["server"] = args.server
-    if args.client:
-        fields["client"] = args.client
-    fields.update(parse_assignments(args.set))
-    return Scenario.from_dict(fields, source=args.scenario or None)
+    An impossible value is reported against where it came from: the --set
+    item, the --server/--client flag, or the scenario file.
+    """
+    from quiclab.sim.scenario import Scenario
+
+    fields, origin = _fields_and_origin(args)
+    try:
+        return Scenario.from_dict(fields)
+    except ScenarioError as err:
+        raise _attributed(err, origin) from None
 
 
-def _fields_from_file(args: argparse.Namespace) -> set[str]:
-    """The Scenario fields whose value came from --scenario FILE (not overridden)."""
+def _fields_and_origin(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
+    """The Scenario fields the arguments give, and for each where it came from."""
     from quiclab.sim.scenario import parse_assignments
 
-    fields = set(load_mapping(Path(args.scenario)))
-    fields -= {name for name in ("server", "client") if getattr(args, name)}
-    return fields - set(parse_assignments(args.set))
+    fields: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    if args.scenario:
+        from_file = load_mapping(Path(args.scenario))
+        fields.update(from_file)
+        origin.update(dict.fromkeys(from_file, args.scenario))
+    for flag in ("server", "client"):
+        value = getattr(args, flag)
+        if value is not None:  # an empty name is refused by Scenario, not ignored
+            fields[flag] = value
+            origin[flag] = f"--{flag}"
+    assigned = parse_assignments(args.set)
+    fields.update(assigned)
+    origin.update(dict.fromkeys(assigned, "--set"))
+    return fields, origin
+
+
+def _attributed(err: ScenarioError, origin: dict[str, str]) -> ScenarioError:
+    """``err`` naming the argument or file its field came from (unless it names one)."""
+    if err.source or err.field not in origin:
+        return err
+    return ScenarioError(err.field, err.value, err.allowed, source=origin[err.field])
 
 
 def load_mapping(path: Path) -> dict[str, Any]:
+    """One YAML/JSON mapping of Scenario fields; DataError naming the file and line."""
     import yaml
 
+    if path.is_dir():
+        raise DataError(path, "is a directory, not a scenario file")
     if not path.is_file():
         raise DataError(path, "no such file")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_unique_key_loader())  # a SafeLoader
     except yaml.YAMLError as err:
-        raise DataError(path, f"not valid YAML ({str(err).splitlines()[0]})") from None
+        mark = getattr(err, "problem_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise DataError(path, f"not valid YAML: {at}{problem}") from None
     if not isinstance(data, dict):
         raise DataError(path, "expected a mapping of Scenario fields")
     return data
+
+
+def _unique_mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
+    """A YAML mapping whose keys appear once (PyYAML keeps the last duplicate silently)."""
+    import yaml
+
+    seen: set[Any] = set()
+    for key_node, _value in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return dict(loader.construct_mapping(node, deep=deep))
+
+
+@functools.cache
+def _unique_key_loader() -> type:
+    """A SafeLoader that refuses a key given twice in one mapping."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        pass
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                    _unique_mapping)
+    return UniqueKeyLoader
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -96,11 +149,9 @@ def run_predict(args: argparse.Namespace) -> int:
                                       for r in range(runs)])
         pred = preds[0]
     except ScenarioError as err:
-        # Names and combinations are checked when the scenario is resolved; a value
-        # that came from --scenario FILE gets the file named, as on construction.
-        if err.source or not args.scenario or err.field not in _fields_from_file(args):
-            raise
-        raise ScenarioError(err.field, err.value, err.allowed, source=args.scenario) from None
+        # Names and combinations are checked when the scenario is resolved; the
+        # value is reported against its argument or file, as on construction.
+        raise _attributed(err, _fields_and_origin(args)[1]) from None
     summary = goodput_spread([p.goodput_mbps for p in preds]) if runs > 1 else None
     if args.json:
         if summary is None:

@@ -158,6 +158,10 @@ class Scenario:
             # RFC 9000 §14: QUIC requires paths that carry 1200-byte UDP payloads.
             raise ScenarioError("udp_payload_bytes", self.udp_payload_bytes,
                                 "0 (implementation default) or ≥ 1200 (RFC 9000 §14)")
+        if 0 < self.queue_bytes < self.mtu_bytes:
+            # A bottleneck queue must hold one full packet, or nothing ever passes.
+            raise ScenarioError("queue_bytes", self.queue_bytes,
+                                f"0 (queue_bdp × BDP) or ≥ mtu_bytes ({self.mtu_bytes})")
         if self.chunks > 1 and self.transfer_bytes < self.chunks:
             raise ScenarioError("chunks", self.chunks,
                                 f"1 … transfer_bytes ({self.transfer_bytes})")

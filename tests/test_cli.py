@@ -228,8 +228,8 @@ def test_predict_help(cli, capsys: pytest.CaptureFixture[str]):
     ("server: nosuch\n", [], "sc.yaml: server='nosuch' is impossible: allowed one of: "),
     ("server: quiche\ncpu: Nosuch\n", [], "sc.yaml: cpu='Nosuch' is impossible: "),
     # a value given on the command line is not blamed on the file
-    ("server: quiche\n", ["--server", "nosuch"], "server='nosuch' is impossible: "),
-    ("cpu: Nosuch\n", ["--set", "cpu=Foo"], "cpu='Foo' is impossible: "),
+    ("server: quiche\n", ["--server", "nosuch"], "--server: server='nosuch' is impossible: "),
+    ("cpu: Nosuch\n", ["--set", "cpu=Foo"], "--set: cpu='Foo' is impossible: "),
 ])
 def test_predict_unknown_name_from_a_scenario_file_names_the_file(
         cli, tmp_path: Path, text: str, extra: list[str], first: str):
@@ -240,6 +240,31 @@ def test_predict_unknown_name_from_a_scenario_file_names_the_file(
     line = result.err.removeprefix("quiclab: error: ")
     assert "\n" not in line.rstrip("\n")
     assert line.removeprefix(str(tmp_path) + "/").startswith(first)
+
+
+@pytest.mark.parametrize(("text", "args", "first"), [
+    # each value is blamed on where it came from: the --set item, the flag, the file
+    ("server: quiche\n", ["--set", "mtu_bytes=100"], "--set: mtu_bytes=100 is impossible"),
+    ("server: quiche\n", ["--client", ""], "--client: client='' is impossible"),
+    ("mtu_bytes: 100\n", [], "sc.yaml: mtu_bytes=100 is impossible"),
+    # PyYAML keeps the last of two equal keys without a word; a scenario file may not
+    ("mtu_bytes: 1500\nmtu_bytes: 9000\n", [], "sc.yaml: not valid YAML: line 2, column 1: "
+                                               "duplicate key 'mtu_bytes'"),
+    ("server: [lsquic\n", [], "sc.yaml: not valid YAML: line 2, column 1: "),
+])
+def test_predict_names_the_argument_or_file_and_line_of_a_bad_value(
+        cli, tmp_path: Path, text: str, args: list[str], first: str):
+    spec = tmp_path / "sc.yaml"
+    spec.write_text(text)
+    result = cli("predict", "--scenario", str(spec), *args, catalog_path=None)
+    line = _one_error_line(result).removeprefix("quiclab: error: ")
+    assert line.removeprefix(str(tmp_path) + "/").startswith(first), line
+
+
+def test_predict_refuses_a_directory_as_scenario_file(cli, tmp_path: Path):
+    result = cli("predict", "--scenario", str(tmp_path), catalog_path=None)
+    assert _one_error_line(result) == (f"quiclab: error: {tmp_path}: "
+                                       "is a directory, not a scenario file")
 
 
 def test_predict_runs_summarises_the_des_runs(cli):

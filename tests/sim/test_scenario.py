@@ -24,6 +24,8 @@ def test_defaults_are_the_qir_10g_baseline():
     ("app", "h2", "perf | hq | h3"),
     ("streams", 0, "streams=0"),
     ("gso", "yes", "true or false"),
+    # a bottleneck queue smaller than one packet would never pass anything
+    ("queue_bytes", 1, "queue_bytes=1 is impossible: allowed 0 (queue_bdp × BDP) or ≥ mtu_bytes"),
 ])
 def test_impossible_values_are_refused_with_field_value_and_range(field, value, needle):
     with pytest.raises(ScenarioError) as err:
