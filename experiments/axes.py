@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,9 @@ class Axis:
 
     fields: tuple[str, ...]
     values: tuple[tuple[Any, ...], ...]  # one tuple per step, aligned with ``fields``
+    #: Key path of each field's value list in the spec (``axes[0].values``,
+    #: ``axes[1].zip.gso``), for error messages; empty when not built from a spec.
+    paths: tuple[str, ...] = field(default=(), compare=False)
 
     def __len__(self) -> int:
         return len(self.values)
@@ -90,6 +93,13 @@ def _logrange(spec: Any, name: str, source: str, path: str) -> list[Any]:
     return [_cast(name, v) for v in np.geomspace(start, stop, num)]
 
 
+def _member_path(spec: Any, path: str) -> str:
+    """Key path of a zip member's value list (``….zip.gso`` or ``….zip.gso.values``)."""
+    if isinstance(spec, dict) and len(spec) == 1:
+        return f"{path}.{next(iter(spec))}"
+    return path
+
+
 def _values_of(spec: Any, name: str, source: str, path: str) -> list[Any]:
     """A zip member: a list, ``{range: …}`` or ``{logrange: …}``."""
     if isinstance(spec, list):
@@ -127,7 +137,8 @@ def parse_axis(entry: Any, source: str, path: str) -> Axis:
             raise fail(source, f"{path}.zip", "members differ in length: "
                        + ", ".join(f"{k} {v}" for k, v in lengths.items()))
         names = tuple(columns)
-        return Axis(names, tuple(zip(*(columns[n] for n in names), strict=True)))
+        return Axis(names, tuple(zip(*(columns[n] for n in names), strict=True)),
+                    tuple(_member_path(members[n], f"{path}.zip.{n}") for n in names))
     if "field" not in entry:
         raise fail(source, path, "expected 'field' with one of values, range, logrange "
                                  "(or a 'zip' entry)")
@@ -142,7 +153,7 @@ def parse_axis(entry: Any, source: str, path: str) -> Axis:
         values = _range(entry["range"], name, source, f"{path}.range")
     else:
         values = _logrange(entry["logrange"], name, source, f"{path}.logrange")
-    return Axis((name,), tuple((v,) for v in values))
+    return Axis((name,), tuple((v,) for v in values), (f"{path}.{kind}",))
 
 
 def parse_axes(entries: Any, source: str, path: str = "axes") -> list[Axis]:

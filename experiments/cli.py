@@ -125,12 +125,15 @@ def runtime_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 def run_sweep(args: argparse.Namespace) -> int:
     from quiclab.experiments import runner
+    from quiclab.experiments.registry_check import check_sweep
     from quiclab.experiments.spec import find_spec, load_sweep
 
     spec = load_sweep(find_spec(args.spec, "sweep-"))
     if args.engine:
         spec = spec.with_engines(tuple(dict.fromkeys(args.engine)))
     registry = _registry(args)
+    # Unknown implementations and CPUs: one line naming the file and axis, before running.
+    check_sweep(spec, registry)
     resolved = spec.resolved()
     chash = runner.content_hash(resolved, registry.versions())
     out = Path(args.out) if args.out else runner.default_out(args.paths.data_dir, "sweep",

@@ -39,9 +39,11 @@ cannot run yet (request workloads); its checks are still listed.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quiclab.experiments.axes import IMPLEMENTATION, Axis, expand, parse_axes
 from quiclab.experiments.schema import (
@@ -56,6 +58,10 @@ from quiclab.experiments.schema import (
 from quiclab.experiments.spec import parse_engine_options
 from quiclab.sim.engine import ENGINES
 from quiclab.sim.scenario import Scenario, field_names
+
+if TYPE_CHECKING:
+    from quiclab.experiments.registry_check import ModelCheck
+    from quiclab.models.registry import Registry
 
 REPRO_KEYS = ("kind", "name", "title", "description", "source", "status", "reason", "engine",
               "engine_options", "repetitions", "base", "scenarios", "series", "findings", "plot")
@@ -227,7 +233,8 @@ def _scenario(base: dict[str, Any], overrides: dict[str, Any], where: str) -> Sc
     return Scenario.from_dict({**base, **overrides}, source=where)
 
 
-def _parse_series(data: Any, base: dict[str, Any], source: str, named: dict[str, Scenario]
+def _parse_series(data: Any, base: dict[str, Any], source: str, named: dict[str, Scenario],
+                  check: ModelCheck | None = None, raw_base: Any = None
                   ) -> dict[str, tuple[tuple[str, ...], list[tuple[Any, ...]], list[str]]]:
     out: dict[str, tuple[tuple[str, ...], list[tuple[Any, ...]], list[str]]] = {}
     for name, spec in (data or {}).items():
@@ -245,6 +252,10 @@ def _parse_series(data: Any, base: dict[str, Any], source: str, named: dict[str,
                     step.append(overrides["server"] if f == IMPLEMENTATION else overrides[f])
             key = point_name(name, tuple(step))
             named[key] = _scenario(base, {**fixed, **overrides}, f"{source}: {key}")
+            if check is not None:
+                check.point(named[key], f"{path} ({key})",
+                            [(f"{path}.set", spec.get("set") or {}), ("base", raw_base or {})],
+                            axes)
             values.append(tuple(step))
             names.append(key)
         out[name] = (fields_, values, names)
@@ -321,7 +332,33 @@ def _engines(value: Any, source: str, path: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(need_choice(e, FINDING_ENGINES, source, path) for e in items))
 
 
-def parse_repro(data: dict[str, Any], source: str, name: str) -> ReproSpec:
+def _check_point_ids(findings: Any, source: str, known: Collection[str]) -> None:
+    """Every published point id a finding names (its checks' ``point``, ``points``,
+    ``baseline_point`` and its ``published`` list) must be one of ``known``."""
+    def need(pid: Any, path: str) -> None:
+        if str(pid) not in known:
+            close = difflib.get_close_matches(str(pid), list(known), n=3)
+            raise fail(source, path, f"{pid!r} is not a published point id"
+                       + (f"; close: {', '.join(close)}" if close else ""))
+
+    for i, f in enumerate(findings):
+        for j, c in enumerate(f.get("checks") or []):
+            path = f"findings[{i}].checks[{j}]"
+            if "point" in c:
+                need(c["point"], f"{path}.point")
+            for k, pid in enumerate(c.get("points") or []):
+                need(pid, f"{path}.points[{k}]")
+            if c.get("baseline_point"):
+                need(c["baseline_point"], f"{path}.baseline_point")
+        for k, pid in enumerate(f.get("published") or []):
+            need(pid, f"findings[{i}].published[{k}]")
+
+
+def parse_repro(data: dict[str, Any], source: str, name: str, registry: Registry | None = None,
+                point_ids: Collection[str] | None = None) -> ReproSpec:
+    """Validate a reproduction spec. With ``registry``, every point of a covered spec must
+    name known implementations and CPUs; with ``point_ids``, every published point id
+    a finding names must be one of them (both raise SpecError naming file and key path)."""
     if isinstance(data, dict) and data.get("kind") == "sweep":
         raise fail(source, "kind", "'sweep': a sweep spec — run it with `quiclab sweep`")
     check_keys(data, REPRO_KEYS, source, "", required=("kind", "title", "source", "findings"))
@@ -333,7 +370,8 @@ def parse_repro(data: dict[str, Any], source: str, name: str) -> ReproSpec:
     engine = engines[0]
     # The base alone need not be a valid Scenario (e.g. request_bytes set per series);
     # its keys are checked here, every named point is validated whole below.
-    base = _overrides(data.get("base") or {}, source, "base")
+    raw_base = data.get("base") or {}
+    base = _overrides(raw_base, source, "base")
     if "testbed" in base:
         base = _on_testbed(base, source)
     check_keys(base, field_names(), source, "base")
@@ -341,10 +379,19 @@ def parse_repro(data: dict[str, Any], source: str, name: str) -> ReproSpec:
     scen = data.get("scenarios") or {}
     if not isinstance(scen, dict):
         raise fail(source, "scenarios", "expected a mapping name → Scenario fields")
+    check = None
+    if registry is not None and status == "covered":
+        # A not-covered spec may name what no model covers (e.g. implementation: udp).
+        from quiclab.experiments.registry_check import ModelCheck
+
+        check = ModelCheck(registry, source)
     for key, overrides in scen.items():
         named[str(key)] = _scenario(base, _overrides(overrides, source, f"scenarios.{key}"),
                                     f"{source}: scenarios.{key}")
-    series = _parse_series(data.get("series"), base, source, named)
+        if check is not None:
+            check.point(named[str(key)], f"scenarios.{key}",
+                        [(f"scenarios.{key}", overrides), ("base", raw_base)])
+    series = _parse_series(data.get("series"), base, source, named, check, raw_base)
     findings = []
     ids: set[str] = set()
     for i, f in enumerate(need_list(data["findings"], source, "findings")):
@@ -375,6 +422,8 @@ def parse_repro(data: dict[str, Any], source: str, name: str) -> ReproSpec:
             if ref not in series:
                 raise fail(source, f"plot[{i}].series", f"{ref!r} is not a series")
         plots.append(dict(p))
+    if point_ids is not None:
+        _check_point_ids(data["findings"], source, point_ids)
     return ReproSpec(
         name=str(data.get("name") or name), path=source, title=str(data["title"]),
         description=str(data.get("description", "")),
@@ -386,6 +435,8 @@ def parse_repro(data: dict[str, Any], source: str, name: str) -> ReproSpec:
                                     integer=True)))
 
 
-def load_repro(path: Path | str) -> ReproSpec:
+def load_repro(path: Path | str, registry: Registry | None = None,
+               point_ids: Collection[str] | None = None) -> ReproSpec:
+    """Load and validate a reproduction spec (see :func:`parse_repro`)."""
     file = Path(path)
-    return parse_repro(load_yaml(file), str(file), file.stem)
+    return parse_repro(load_yaml(file), str(file), file.stem, registry, point_ids)

@@ -389,9 +389,12 @@ def main_reproduce(args: argparse.Namespace) -> int:
             print(f"{spec.name:48s} {spec.title}")
         return 0
     paths = [find_spec(args.name, "repro-")] if args.name else shipped()
-    specs = [load_repro(p) for p in paths]
     registry = Registry.load(args.paths.models)
     points = load_points(args.catalog)
+    # Every spec is checked before any runs: unknown implementations, CPUs and published
+    # point ids are one-line SpecErrors naming the file and key path.
+    ids = set(points["point_id"].astype(str)) if "point_id" in points else set()
+    specs = [load_repro(p, registry, ids) for p in paths]
     fitted = fitted_ids(points, Path(args.paths.models))
     executor = _executor(args)
     out = Path(args.out) if args.out else args.paths.reports / "reproductions"

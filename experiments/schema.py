@@ -69,8 +69,9 @@ def need_str(value: Any, source: str, path: str) -> str:
 
 def need_list(value: Any, source: str, path: str, min_len: int = 1) -> list[Any]:
     if not isinstance(value, list) or len(value) < min_len:
-        raise fail(source, path, f"expected a list of at least {min_len} item(s), "
-                                 f"got {_kind(value)}")
+        got = _kind(value) if not isinstance(value, list) else \
+            "an empty list" if not value else f"a list of {len(value)} item(s)"
+        raise fail(source, path, f"expected a list of at least {min_len} item(s), got {got}")
     return value
 
 
