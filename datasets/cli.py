@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,17 @@ def _kind(path: Path) -> str:
     return "qir10g"
 
 
+def _has_results(folder: Path) -> bool:
+    """Whether a QIR-10G ``results/`` folder lies anywhere under ``folder`` (a clone
+    or an extracted tarball may wrap it in one or more folders)."""
+    for _, dirnames, _ in os.walk(folder):
+        if "results" in dirnames:
+            return True
+        if ".git" in dirnames:
+            dirnames.remove(".git")
+    return False
+
+
 def run_ingest(args: argparse.Namespace) -> int:
     from quiclab.datasets.catalog import Catalog
     from quiclab.datasets.sources import published, qir10g
@@ -87,6 +100,10 @@ def run_ingest(args: argparse.Namespace) -> int:
         if not src.exists():
             raise DataError(src, "dataset source not found (give --source PATH, or set "
                                  "QUICLAB_SHARED / --shared to the folder holding datasets/)")
+        # Checked for every source before any is ingested: a wrong folder must not
+        # replace the runs already in the catalog with none.
+        if src.is_dir() and _kind(src) == "qir10g" and not _has_results(src):
+            raise DataError(src, "no QIR-10G results/ or published-point CSVs found")
     with Catalog(args.catalog) as catalog:
         catalog.upsert("cpus", [c.to_row() for c in CpuCatalog.packaged().cpus])
         for src in sources:
@@ -146,14 +163,81 @@ def run_info(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``PRAGMA name`` / ``CALL name(…)`` that only read metadata (``CALL`` also takes any
+#: ``pragma_*`` or ``duckdb_*`` table function); others (``PRAGMA force_checkpoint``,
+#: ``CHECKPOINT``, settings) change the database or the session.
+READ_PRAGMAS = frozenset({
+    "table_info", "show", "show_tables", "show_tables_expanded", "show_databases",
+    "database_list", "database_size", "storage_info", "metadata_info", "version",
+    "platform", "user_agent", "functions", "collations"})
+READ_ONLY_HELP = ("`data sql` runs read-only queries only (SELECT/WITH, EXPLAIN, DESCRIBE, "
+                  "SHOW, SUMMARIZE, PRAGMA table_info and other metadata reads)")
+
+
+def _statement_name(text: str) -> str:
+    """The statement's leading keyword, for messages: ``COPY``, ``DROP``."""
+    word = re.match(r"\s*([A-Za-z_]+)", text)
+    return word.group(1).upper() if word else "this"
+
+
+def read_only_statement(sql: str) -> str:
+    """The one read-only statement in ``sql``, or DataError ("sql: …", one line).
+
+    DuckDB classifies the statements (``extract_statements``); only queries and
+    metadata reads pass. The catalog is also opened read-only, which stops writes
+    to it, but not ``COPY … TO``, ``EXPORT DATABASE``, ``SET`` or ``INSTALL``.
+    """
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as err:
+        raise DataError("sql", str(err).splitlines()[0]) from None
+    finally:
+        con.close()
+    if not statements:
+        raise DataError("sql", "empty query (no statement to run)")
+    if len(statements) > 1:
+        raise DataError("sql", f"{len(statements)} statements given: run one query at a "
+                               "time (no ';' between statements)")
+    (statement,) = statements
+    text = statement.query.strip()
+    try:
+        kind = statement.type
+    except ValueError:  # a type this duckdb's Python API cannot name (UPDATE EXTENSIONS)
+        kind = None
+    allowed = kind == duckdb.StatementType.SELECT
+    if kind == duckdb.StatementType.EXPLAIN:
+        # EXPLAIN ANALYZE runs its statement: judge that one.
+        inner = re.match(r"(?is)explain\s+(?:analy[sz]e\s+|\([^)]*\)\s*)?(.*)", text)
+        if inner and inner.group(1).strip():
+            read_only_statement(inner.group(1))
+            return sql
+    elif kind in (duckdb.StatementType.PRAGMA, duckdb.StatementType.CALL):
+        # "COPY FROM DATABASE" parses as a PRAGMA and "CHECKPOINT" as a CALL: go by name.
+        named = re.match(r"(?is)(pragma|call)\s+([a-z_][a-z0-9_]*)", text)
+        if named:
+            verb, name = named.group(1).lower(), named.group(2).lower()
+            allowed = name in READ_PRAGMAS or (
+                verb == "call" and name.startswith(("pragma_", "duckdb_")))
+    if not allowed:
+        hint = "; write files with `quiclab data export`" if kind in (
+            duckdb.StatementType.COPY, duckdb.StatementType.EXPORT) else ""
+        raise DataError("sql", f"{_statement_name(text)} is not allowed: "
+                               f"{READ_ONLY_HELP}{hint}")
+    return sql
+
+
 def run_sql(args: argparse.Namespace) -> int:
     import duckdb
 
     from quiclab.datasets.catalog import Catalog
 
+    query = read_only_statement(args.query)
     with Catalog(args.catalog, read_only=True) as catalog:
         try:
-            df = catalog.df(args.query)
+            df = catalog.df(query)
         except duckdb.Error as err:
             raise DataError("sql", str(err).splitlines()[0]) from None
     if args.format == "csv":

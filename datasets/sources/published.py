@@ -31,6 +31,15 @@ FLOATS = ("value", "link_gbps", "rtt_ms", "loss_pct", "reorder_pct")
 INTS = ("mtu_bytes", "rcvbuf_bytes", "streams", "chunks", "transfer_bytes", "request_bytes",
         "requests", "connections")
 BOOLS = ("gso", "gro")
+#: The units ``datasets/published/README.md`` defines; any other is a typo.
+UNITS = ("Mbit/s", "Gbit/s", "%", "ns", "s", "packets", "x", "count", "KiB", "MiB")
+
+
+def _ranges() -> dict[str, tuple[float, float]]:
+    """Possible values of the condition columns: the Scenario's own bounds."""
+    from quiclab.sim.scenario import Scenario
+
+    return {c: Scenario.RANGES[c] for c in (*FLOATS, *INTS) if c in Scenario.RANGES}
 
 
 def packaged_dir() -> Path:
@@ -57,9 +66,15 @@ def read_csv(path: Path,
         raise DataError(path, f"unknown column(s) {', '.join(unknown)} "
                         f"(allowed: {', '.join(COLUMNS)})", field="header")
     rows = []
+    ranges = _ranges()
     for raw in reader:
+        where = f"{path}:{reader.line_num}"
         try:
-            rows.append(_read_row(raw, f"{path}:{reader.line_num}", Path(path).name))
+            if None in raw:  # DictReader's key for the cells beyond the header
+                extra = raw[None]
+                raise DataError(where, f"{len(header) + len(extra)} fields, "
+                                       f"header has {len(header)}")
+            rows.append(_read_row(raw, where, Path(path).name, ranges))
         except DataError as err:
             if on_error is None:
                 raise
@@ -67,8 +82,13 @@ def read_csv(path: Path,
     return rows
 
 
-def _read_row(raw: dict[str, str], where: str, file_name: str) -> dict[str, Any]:
-    """One validated row; ``where`` (file:line) names it in a DataError."""
+def _read_row(raw: dict[str, str], where: str, file_name: str,
+              ranges: dict[str, tuple[float, float]] | None = None) -> dict[str, Any]:
+    """One validated row; ``where`` (file:line) names it in a DataError.
+
+    ``ranges`` bounds numeric columns (default: the Scenario's bounds).
+    """
+    ranges = _ranges() if ranges is None else ranges
     row: dict[str, Any] = {}
     for col in COLUMNS:
         cell = (raw.get(col) or "").strip()
@@ -92,8 +112,16 @@ def _read_row(raw: dict[str, str], where: str, file_name: str) -> dict[str, Any]
             if cell.lower() not in ("true", "false"):
                 raise DataError(where, f"{cell!r} is not true/false", field=col)
             row[col] = cell.lower() == "true"
+        elif col == "unit" and cell not in UNITS:
+            raise DataError(where, f"{cell!r} is not a known unit: allowed "
+                                   f"{', '.join(UNITS)}", field=col)
         else:
             row[col] = cell
+        if row[col] is not None and col in ranges:
+            lo, hi = ranges[col]
+            if not lo <= row[col] <= hi:
+                raise DataError(where, f"{cell} is impossible: allowed {lo:g} … {hi:g}",
+                                field=col)
     row["source_file"] = file_name
     return row
 
@@ -102,7 +130,8 @@ def load(catalog: Catalog, directory: Path | None = None, strict: bool = True) -
     """Replace ``published_points`` with every row of ``directory/*.csv``. Returns rows.
 
     With ``strict=False`` a bad file (empty, bad header) or a bad row (bad
-    number, empty required cell, repeated ``point_id``) is skipped and recorded
+    number, impossible value, unknown unit, more cells than the header, empty
+    required cell, repeated ``point_id``) is skipped and recorded
     in ``ingest_issues`` (one line naming file, row and reason) and counted in
     ``sources.skipped``; with ``strict=True`` it raises DataError. Re-running
     replaces this source's rows and issues.

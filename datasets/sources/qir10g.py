@@ -213,6 +213,10 @@ def load(catalog: Catalog, source: Path, strict: bool = False, with_perf: bool =
         except UnicodeDecodeError:
             issue(rel, "not UTF-8 text")
 
+    if not any(row["path"].startswith("results/") for row in file_rows):
+        # Nothing to ingest: keep the runs already in the catalog rather than
+        # replacing them with none.
+        raise DataError(source, "no QIR-10G results/ found")
     rows, cpu_rows = [], []
     perf_jobs: list[tuple[str, str, str, bytes, str]] = []
     # Once per experiment folder, not once per run (a malformed one is already reported).

@@ -51,6 +51,11 @@ BAD_ROWS = {
                    "not a finite number"),
     "empty required cell": ("t-002,002,4.6,text,,1,Mbit/s,,,h3,text", "quantity",
                             "required cell is empty"),
+    "unknown unit": ("t-002,002,4.6,text,goodput,1,Mbit/fortnight,,,h3,text", "unit",
+                     "'Mbit/fortnight' is not a known unit: allowed Mbit/s, Gbit/s, %"),
+    # csv.DictReader would silently drop the cells beyond the header.
+    "more cells than the header": ("t-002,002,4.6,text,goodput,1,Mbit/s,,,h3,text,x,y", None,
+                                   "13 fields, header has 11"),
 }
 
 
@@ -122,3 +127,30 @@ def test_reloading_replaces_points_and_issues(tmp_path: Path, catalog: Catalog):
     fx.write_published(tmp_path)
     published.load(catalog, tmp_path, strict=False)
     assert _issues(catalog) == []
+
+
+RANGED_HEADER = fx.PUBLISHED_HEADER + ",mtu_bytes,link_gbps"
+
+
+@pytest.mark.parametrize(("cells", "field", "reason"), [
+    ("100,10", "mtu_bytes", "100 is impossible: allowed 1228 … 65535"),
+    ("70000,10", "mtu_bytes", "70000 is impossible: allowed 1228 … 65535"),
+    ("1500,-10", "link_gbps", "-10 is impossible: allowed 0.001 … 400"),
+])
+def test_an_impossible_condition_is_refused_with_the_scenario_bounds(
+        cells: str, field: str, reason: str, tmp_path: Path, catalog: Catalog):
+    good = "t-001,002,4.6,Fig. 6,goodput,3250,Mbit/s,lsquic,lsquic,h3,text,9000,10"
+    path = fx.write_published(tmp_path, [good, f"t-002,002,4.6,text,goodput,1,Mbit/s,,,h3,text,"
+                                               f"{cells}"], header=RANGED_HEADER)
+    with pytest.raises(DataError) as err:
+        published.load(catalog, tmp_path, strict=True)
+    assert str(err.value) == f"{path}:3 [{field}]: {reason}"
+    assert catalog.count("published_points") == 0
+    assert published.load(catalog, tmp_path, strict=False) == 1
+    assert _issues(catalog) == [(f"{path}:3", field, reason)]
+
+
+def test_every_packaged_unit_and_condition_is_allowed():
+    for path in sorted(published.packaged_dir().glob("*.csv")):
+        rows = published.read_csv(path)  # strict: raises on the first bad cell
+        assert {r["unit"] for r in rows} <= set(published.UNITS)
