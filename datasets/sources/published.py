@@ -105,9 +105,13 @@ def _read_row(raw: dict[str, str], where: str, file_name: str,
                 raise DataError(where, f"{cell!r} is not a finite number", field=col)
         elif col in INTS:
             try:
-                row[col] = int(float(cell))
+                number = float(cell)
             except ValueError:
-                raise DataError(where, f"{cell!r} is not a whole number", field=col) from None
+                number = math.nan
+            if not math.isfinite(number) or not number.is_integer():
+                # "1500.5" is not silently cut to 1500, nor "inf" a traceback
+                raise DataError(where, f"{cell!r} is not a whole number", field=col)
+            row[col] = int(number)
         elif col in BOOLS:
             if cell.lower() not in ("true", "false"):
                 raise DataError(where, f"{cell!r} is not true/false", field=col)

@@ -136,6 +136,9 @@ RANGED_HEADER = fx.PUBLISHED_HEADER + ",mtu_bytes,link_gbps"
     ("100,10", "mtu_bytes", "100 is impossible: allowed 1228 … 65535"),
     ("70000,10", "mtu_bytes", "70000 is impossible: allowed 1228 … 65535"),
     ("1500,-10", "link_gbps", "-10 is impossible: allowed 0.001 … 400"),
+    # a whole-number column is not silently cut ("1500.5" → 1500) nor overflowed
+    ("1500.5,10", "mtu_bytes", "'1500.5' is not a whole number"),
+    ("inf,10", "mtu_bytes", "'inf' is not a whole number"),
 ])
 def test_an_impossible_condition_is_refused_with_the_scenario_bounds(
         cells: str, field: str, reason: str, tmp_path: Path, catalog: Catalog):
