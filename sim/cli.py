@@ -89,6 +89,18 @@ def load_mapping(path: Path) -> dict[str, Any]:
         raise DataError(path, "is a directory, not a scenario file")
     if not path.is_file():
         raise DataError(path, "no such file")
+    if path.suffix.lower() == ".json":
+        # JSON is YAML too, but YAML would let a trailing comma or a repeated key pass.
+        try:
+            data = json.loads(path.read_text(), object_pairs_hook=_unique_json_object)
+        except json.JSONDecodeError as err:
+            raise DataError(path, f"not valid JSON: line {err.lineno}, column {err.colno}: "
+                                  f"{err.msg}") from None
+        except ValueError as err:
+            raise DataError(path, f"not valid JSON: {err}") from None
+        if not isinstance(data, dict):
+            raise DataError(path, "expected an object of Scenario fields")
+        return data
     try:
         data = yaml.load(path.read_text(), Loader=_unique_key_loader())  # a SafeLoader
     except yaml.YAMLError as err:
@@ -99,6 +111,14 @@ def load_mapping(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise DataError(path, "expected a mapping of Scenario fields")
     return data
+
+
+def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _v in pairs]
+    for k in keys:
+        if keys.count(k) > 1:
+            raise ValueError(f"duplicate key {k!r}")
+    return dict(pairs)
 
 
 def _unique_mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:

@@ -261,6 +261,19 @@ def test_predict_names_the_argument_or_file_and_line_of_a_bad_value(
     assert line.removeprefix(str(tmp_path) + "/").startswith(first), line
 
 
+@pytest.mark.parametrize(("text", "first"), [
+    ('{"mtu_bytes": 9000,}', "sc.json: not valid JSON: line 1, column 20: "),
+    ('{"mtu_bytes": 1500, "mtu_bytes": 9000}',
+     "sc.json: not valid JSON: duplicate key 'mtu_bytes'"),
+    ('[1, 2]', "sc.json: expected an object of Scenario fields"),
+])
+def test_predict_reads_a_json_scenario_as_strict_json(cli, tmp_path: Path, text: str, first: str):
+    spec = tmp_path / "sc.json"
+    spec.write_text(text)
+    line = _one_error_line(cli("predict", "--scenario", str(spec), catalog_path=None))
+    assert line.removeprefix("quiclab: error: " + str(tmp_path) + "/").startswith(first), line
+
+
 def test_predict_refuses_a_directory_as_scenario_file(cli, tmp_path: Path):
     result = cli("predict", "--scenario", str(tmp_path), catalog_path=None)
     assert _one_error_line(result) == (f"quiclab: error: {tmp_path}: "
