@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from quiclab import yamlio
 from quiclab.errors import SpecError
 
 
@@ -33,7 +34,7 @@ def load_yaml(path: Any) -> dict[str, Any]:
     if not file.is_file():
         raise SpecError(f"{file}: no such spec file")
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = yamlio.load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" (line {mark.line + 1})" if mark is not None else ""

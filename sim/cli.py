@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import sys
@@ -85,6 +84,8 @@ def load_mapping(path: Path) -> dict[str, Any]:
     """One YAML/JSON mapping of Scenario fields; DataError naming the file and line."""
     import yaml
 
+    from quiclab import yamlio
+
     if path.is_dir():
         raise DataError(path, "is a directory, not a scenario file")
     if not path.is_file():
@@ -102,12 +103,9 @@ def load_mapping(path: Path) -> dict[str, Any]:
             raise DataError(path, "expected an object of Scenario fields")
         return data
     try:
-        data = yaml.load(path.read_text(), Loader=_unique_key_loader())  # a SafeLoader
+        data = yamlio.load(path.read_text())
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise DataError(path, f"not valid YAML: {at}{problem}") from None
+        raise DataError(path, f"not valid YAML: {yamlio.where(err)}") from None
     if not isinstance(data, dict):
         raise DataError(path, "expected a mapping of Scenario fields")
     return data
@@ -119,33 +117,6 @@ def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         if keys.count(k) > 1:
             raise ValueError(f"duplicate key {k!r}")
     return dict(pairs)
-
-
-def _unique_mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
-    """A YAML mapping whose keys appear once (PyYAML keeps the last duplicate silently)."""
-    import yaml
-
-    seen: set[Any] = set()
-    for key_node, _value in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return dict(loader.construct_mapping(node, deep=deep))
-
-
-@functools.cache
-def _unique_key_loader() -> type:
-    """A SafeLoader that refuses a key given twice in one mapping."""
-    import yaml
-
-    class UniqueKeyLoader(yaml.SafeLoader):
-        pass
-
-    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-                                    _unique_mapping)
-    return UniqueKeyLoader
 
 
 def run_predict(args: argparse.Namespace) -> int:

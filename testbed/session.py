@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from quiclab import yamlio
 from quiclab.errors import SpecError
 from quiclab.testbed import record
 from quiclab.testbed.config import NOT_TESTBED, RunConfig, parse_set
@@ -139,9 +140,11 @@ class SweepPoint:
 
 def load_spec(path: Path) -> dict[str, Any]:
     try:
-        spec = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise SpecError(f"{path}: cannot read ({err})") from None
+        spec = yamlio.load(Path(path).read_text())
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read ({err.strerror or err})") from None
+    except yaml.YAMLError as err:
+        raise SpecError(f"{path}: not valid YAML: {yamlio.where(err)}") from None
     if not isinstance(spec, dict):
         raise SpecError(f"{path}: not a mapping")
     unknown = sorted(set(spec) - SPEC_KEYS)

@@ -90,6 +90,9 @@ def test_scenario_errors_name_the_file(tmp_path: Path) -> None:
     ("kind: reproduction\ntitle: t\n", "a reproduction spec — run it with `quiclab reproduce`"),
     ("- just a list\n", "expected a mapping"),
     ("kind: sweep\naxes: [unclosed\n", "not valid YAML"),
+    # safe_load would keep the second value without a word
+    ("kind: sweep\nrepetitions: 2\nrepetitions: 3\n",
+     r"bad.yaml \(line 3\): not valid YAML: duplicate key 'repetitions'"),
 ])
 def test_other_spec_errors(tmp_path: Path, text: str, match: str) -> None:
     with pytest.raises(SpecError, match=match):

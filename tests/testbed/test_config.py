@@ -8,7 +8,7 @@ from quiclab.errors import ScenarioError, SpecError
 from quiclab.testbed import record
 from quiclab.testbed.config import RunConfig, parse_set, resolve, timeout_seconds
 from quiclab.testbed.errors import TestbedError
-from quiclab.testbed.session import expand
+from quiclab.testbed.session import expand, load_spec
 from quiclab.testbed.stacks import STACKS, coverage_table
 
 
@@ -107,6 +107,20 @@ def test_sweep_spec_expands_like_a_simulated_sweep():
                for p in points)
     with pytest.raises(SpecError, match=r"axes\.gso"):
         list(expand({"axes": {"gso": "yes"}, "base": {"server": "a", "client": "b"}}))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("name: t\nbase: {}\nbase: {mtu_bytes: 9000}\n",
+     "not valid YAML: line 3, column 1: duplicate key 'base'"),
+    ("name: [t\n", "not valid YAML: line 2, column 1: "),
+])
+def test_a_testbed_sweep_spec_with_a_repeated_key_or_bad_yaml_is_refused(
+        tmp_path, text: str, message: str):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert str(err.value).startswith(f"{path}: {message}")
 
 
 def test_coverage_table_lists_every_stack():
