@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from quiclab import __version__
 from quiclab.errors import QuiclabError
@@ -31,8 +32,21 @@ GROUPS = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the house rule for errors: one line naming the command, exit 2.
+
+    (argparse's own prints the whole usage first; ``--help`` still has it.)
+    Subcommand parsers inherit the class through ``add_subparsers``.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("quiclab").strip()
+        where = f"{command}: " if command else ""
+        self.exit(2, f"quiclab: error: {where}{message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="quiclab",
         description="Predict and measure the sustained throughput of QUIC implementations.",
     )

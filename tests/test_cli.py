@@ -224,6 +224,20 @@ def test_predict_help(cli, capsys: pytest.CaptureFixture[str]):
     assert capsys.readouterr().out.startswith("usage: quiclab predict")
 
 
+@pytest.mark.parametrize(("argv", "line"), [
+    (["predict", "--runs", "abc"], "quiclab: error: predict: argument --runs: invalid int "
+                                   "value: 'abc' (see `quiclab predict --help`)"),
+    (["data", "sql"], "quiclab: error: data sql: the following arguments are required: query "
+                      "(see `quiclab data sql --help`)"),
+])
+def test_a_usage_error_is_one_line_without_the_usage_dump(
+        argv: list[str], line: str, capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == line + "\n"
+
+
 @pytest.mark.parametrize(("text", "extra", "first"), [
     ("server: nosuch\n", [], "sc.yaml: server='nosuch' is impossible: allowed one of: "),
     ("server: quiche\ncpu: Nosuch\n", [], "sc.yaml: cpu='Nosuch' is impossible: "),
