@@ -99,6 +99,18 @@ def load_points(catalog: Path | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def known_point_ids(points: pd.DataFrame) -> set[str]:
+    """Point ids a spec may name: the packaged CSVs' and those of ``points``."""
+    from quiclab.datasets.sources.published import packaged_dir as csv_dir
+    from quiclab.datasets.sources.published import read_csv
+
+    ids = {str(r["point_id"]) for path in sorted(csv_dir().glob("*.csv"))
+           for r in read_csv(path)}
+    if "point_id" in points:
+        ids |= set(points["point_id"].astype(str))
+    return ids
+
+
 #: Written next to findings.csv: the model versions the findings were computed with.
 MODELS_FILE = "models.json"
 
@@ -392,8 +404,10 @@ def main_reproduce(args: argparse.Namespace) -> int:
     registry = Registry.load(args.paths.models)
     points = load_points(args.catalog)
     # Every spec is checked before any runs: unknown implementations, CPUs and published
-    # point ids are one-line SpecErrors naming the file and key path.
-    ids = set(points["point_id"].astype(str)) if "point_id" in points else set()
+    # point ids are one-line SpecErrors naming the file and key path. An id is known if
+    # the packaged CSVs or the catalog have it (a catalog ingested from another folder
+    # may lack some; its checks then say so in the report, as before).
+    ids = known_point_ids(points)
     specs = [load_repro(p, registry, ids) for p in paths]
     fitted = fitted_ids(points, Path(args.paths.models))
     executor = _executor(args)
