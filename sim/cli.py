@@ -37,17 +37,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_predict)
 
 
-def scenario_from_args(args: argparse.Namespace) -> Any:
-    """Build a Scenario from --scenario FILE, --server/--client and --set.
+def scenario_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
+    """A Scenario from --scenario FILE, --server/--client and --set, and for each
+    field given where it came from (the --set item, the flag or the file).
 
-    An impossible value is reported against where it came from: the --set
-    item, the --server/--client flag, or the scenario file.
+    An impossible value is reported against where it came from.
     """
     from quiclab.sim.scenario import Scenario
 
     fields, origin = _fields_and_origin(args)
     try:
-        return Scenario.from_dict(fields)
+        return Scenario.from_dict(fields), origin
     except ScenarioError as err:
         raise _attributed(err, origin) from None
 
@@ -112,18 +112,19 @@ def load_mapping(path: Path) -> dict[str, Any]:
 
 
 def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _v in pairs]
-    for k in keys:
-        if keys.count(k) > 1:
-            raise ValueError(f"duplicate key {k!r}")
-    return dict(pairs)
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
 
 
 def run_predict(args: argparse.Namespace) -> int:
     from quiclab.models.registry import Registry
     from quiclab.sim.engine import STOCHASTIC_ENGINES, get_engine, goodput_spread
 
-    scenario = scenario_from_args(args)
+    scenario, origin = scenario_from_args(args)
     if args.runs < 1:
         raise ScenarioError("--runs", args.runs, "a whole number ≥ 1")
     runs = args.runs if args.engine in STOCHASTIC_ENGINES else 1
@@ -142,7 +143,7 @@ def run_predict(args: argparse.Namespace) -> int:
     except ScenarioError as err:
         # Names and combinations are checked when the scenario is resolved; the
         # value is reported against its argument or file, as on construction.
-        raise _attributed(err, _fields_and_origin(args)[1]) from None
+        raise _attributed(err, origin) from None
     summary = goodput_spread([p.goodput_mbps for p in preds]) if runs > 1 else None
     if args.json:
         if summary is None:
