@@ -272,13 +272,18 @@ class Calibrator:
         libc's share × the sender's ns per payload byte at the column's throughput
         (one busy core: share × 8 / Gbit/s), moved from the column's CPU to the
         reference by the CPU rule, plus Table 3's crypto per byte. A stack whose
-        points are missing keeps the generic prior.
+        points are missing, or whose document a cross-validation fold leaves out,
+        keeps the generic prior.
         """
         rows = {str(r["point_id"]): r for r in points.to_dict("records")}
         out: dict[str, float] = {}
         for name, (share_id, tput_id) in BYTES_PRIOR.items():
             share, tput = rows.get(share_id), rows.get(tput_id)
             if share is None or tput is None:
+                continue
+            # A cross-validation fold that holds the document out holds its prior out too.
+            if any(f"seed{str(r.get('document')).zfill(3)}" in self.exclude
+                   for r in (share, tput)):
                 continue
             gbps = float(tput["value"])
             cpu = str(tput.get("cpu") or TABLE3_CPU)

@@ -23,8 +23,8 @@ SHARE_ID, TPUT_ID = BYTES_PRIOR["quicly"]
 
 def _points(share_pct: float, gbps: float, cpu: str = TABLE3_CPU) -> pd.DataFrame:
     return pd.DataFrame([
-        {"point_id": SHARE_ID, "value": share_pct, "cpu": cpu},
-        {"point_id": TPUT_ID, "value": gbps, "cpu": cpu},
+        {"point_id": SHARE_ID, "document": "001", "value": share_pct, "cpu": cpu},
+        {"point_id": TPUT_ID, "document": "001", "value": gbps, "cpu": cpu},
     ])
 
 
@@ -68,3 +68,13 @@ def test_free_parameter_uses_the_prior(calibrator):
     assert b.prior_mean == pytest.approx(math.log(expected))
     assert b.init == b.prior_mean
     assert b.prior_sd == BYTES_PRIOR_SD
+
+
+def test_a_fold_without_seed_001_does_not_use_its_prior(calibrator):
+    # Leave-one-experiment-out holds seed 001's points out (group "seed001"): the
+    # prior made from them must go too, or the fold would see the held-out value.
+    assert "quicly" in calibrator._bytes_priors(_points(8.5, 7.2))
+    calibrator.exclude = ("seed001",)
+    assert calibrator._bytes_priors(_points(8.5, 7.2)) == {}
+    calibrator.exclude = ("seed002",)
+    assert "quicly" in calibrator._bytes_priors(_points(8.5, 7.2))
