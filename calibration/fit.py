@@ -289,7 +289,7 @@ class Calibrator:
             cpu = str(tput.get("cpu") or TABLE3_CPU)
             to_ref = self.cpus.scaling(cpu, REFERENCE_CPU).factor
             plain = float(share["value"]) / 100.0 * 8.0 / gbps * to_ref
-            spec = getattr(self, "specs_", {}).get(name)
+            spec = self.specs_.get(name)
             kappa = spec.kappa.value if spec is not None else 1.0
             crypto = kappa * self.crypto_.byte * self.cpus.scaling(TABLE3_CPU,
                                                                     REFERENCE_CPU).factor
