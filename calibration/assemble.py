@@ -107,6 +107,22 @@ def packet_work(spec: ImplSpec, crypto: CryptoTable, to_ref: float) -> tuple[flo
             max(0.0, spec.bytes_ns.value - crypto_byte))
 
 
+def call_share_for_ratio(ratio: float, batch_on: float, batch_off: float,
+                         ack_share: float) -> float | None:
+    """The call share ``c`` of T that makes CPU per packet ``ratio`` × larger at
+    ``batch_off`` than at ``batch_on`` packets per call.
+
+    Per data packet a role spends ``T·(1 − c + c/b + a)`` at ``b`` packets per call
+    (``a``: its ACK work as a share of T, the same at both batches), so
+    ``c = (R − 1)(1 + a) / (R(1 − 1/b_on) − (1 − 1/b_off))``. None where the two
+    batches do not identify it (a ratio ≤ 1, or batches too alike).
+    """
+    denom = ratio * (1.0 - 1.0 / batch_on) - (1.0 - 1.0 / max(batch_off, 1.0))
+    if denom <= 0.05 or ratio <= 1.0:
+        return None
+    return (ratio - 1.0) * (1.0 + ack_share) / denom
+
+
 def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog,
                 reference_cpu: str = REFERENCE_CPU) -> CostModel:
     """Assemble one CostModel from its calibrated spec (see module docstring)."""

@@ -56,6 +56,7 @@ from quiclab.calibration.assemble import (
     RoleSpec,
     Value,
     build_model,
+    call_share_for_ratio,
     fixed,
     packet_work,
 )
@@ -128,11 +129,11 @@ def _call_share(on: tuple[float, float], off: pd.DataFrame, role: str,
                 ack_share: float, fixed_s: float = 0.0) -> Value:
     """The system-call share of one role from runs with GSO on and off in one session.
 
-    Per data packet the model spends ``T·(1 − c + c/b + a)`` at ``b`` packets per
-    call (``a``: the ACK share, held at the GSO-on value), so the ratio ``R`` of
-    CPU per packet with GSO off to on gives ``c = (R − 1)(1 + a) / (R(1 − 1/b_on)
-    − (1 − 1/b_off))``. The ACKs a receiver sends after each receive batch (many
-    more without GSO) are in ``c``: the model keeps one ACK frequency per stack.
+    The ratio ``R`` of CPU per packet with GSO off to on gives ``c``
+    (:func:`~quiclab.calibration.assemble.call_share_for_ratio`; the ACK share
+    ``a`` is held at the GSO-on value). The ACKs a receiver sends after each
+    receive batch (many more without GSO) are in ``c``: the model keeps one ACK
+    frequency per stack.
     Without a usable pair (no GSO-off runs, a role whose batch GSO does not change,
     e.g. a receiver without GRO) the published calibration's default is assumed.
     ``on`` is the role's :func:`_per_packet` at its default offloads.
@@ -146,10 +147,10 @@ def _call_share(on: tuple[float, float], off: pd.DataFrame, role: str,
             or b_on < MIN_BATCH_RATIO * max(b_off, 1.0):
         return assumed
     ratio = cpp_off / cpp_on
-    denom = ratio * (1.0 - 1.0 / b_on) - (1.0 - 1.0 / max(b_off, 1.0))
-    if denom <= 0.05 or ratio <= 1.0:
+    share = call_share_for_ratio(ratio, b_on, b_off, ack_share)
+    if share is None:
         return assumed
-    c = min(max((ratio - 1.0) * (1.0 + ack_share) / denom, MIN_SHARE), 0.9)
+    c = min(max(share, MIN_SHARE), 0.9)
     return Value(c, 0.85 * c, min(0.95, 1.15 * c),
                  f"fit: {len(off)} fresh-calibration runs with GSO off against its default "
                  f"offloads, same session: CPU per packet × {ratio:.2f} from {b_on:.1f} to "
