@@ -118,6 +118,10 @@ MODELS_FILE = "models.json"
 POINT_ID = re.compile(r"\b(kempf24|koenig25|mukherjee25|litespeed|tquic)-(\d{3}(?:/\d{3})*)\b")
 
 
+#: Where a provenance string starts naming the evidence a value was fitted to or set from.
+FIT_CLAUSE = re.compile(r"\b(?:fit|published):")
+
+
 def fitted_ids(points: pd.DataFrame, models_dir: Path | None = None) -> set[str]:
     """Point ids the calibration used (so their checks are in-sample): the joint
     fit's evidence, plus every id named by a ``fit:`` or ``published:`` source in
@@ -129,9 +133,12 @@ def fitted_ids(points: pd.DataFrame, models_dir: Path | None = None) -> set[str]
     ids = {e.ident for e in evidence}
     for path in sorted(models_dir.glob("*.json")) if models_dir else ():
         for source in _sources(json.loads(path.read_text())):
-            if source.startswith(("fit:", "published:")):
+            # A derived value names what it was made of after "fit:"/"published:"
+            # ("derived: 0.322 × T; share fit: seed 002 … (kempf24-051, …)").
+            used = FIT_CLAUSE.search(source)
+            if used:
                 # "koenig25-019/020" names two points.
-                ids.update(f"{doc}-{num}" for doc, nums in POINT_ID.findall(source)
+                ids.update(f"{doc}-{num}" for doc, nums in POINT_ID.findall(source[used.start():])
                            for num in nums.split("/"))
     return ids
 

@@ -223,12 +223,16 @@ def test_fitted_ids_include_single_term_fits(tmp_path: Path) -> None:
         "provenance": {"sources": {"a": "published: seed 003 tquic-006 — 100 % CPU",
                                    "b": "assumed: like litespeed-040"}},
         "pipeline": [{"source": "fit: §5 gains (mukherjee25-079, mukherjee25-088)"},
-                     {"source": "fit: seed 000 koenig25-019/020 — client and server CPU"}]}))
+                     {"source": "fit: seed 000 koenig25-019/020 — client and server CPU"}],
+        # A derived value names its fitted inputs after the clause, not before it.
+        "receiver": {"ns_per_syscall": {"value": 2.0, "source": (
+            "derived: 0.32 × T (not kempf24-001); share fit: seed 002 Fig. 9 "
+            "(kempf24-051, kempf24-052)")}}}))
     empty = pd.DataFrame(columns=["point_id", "quantity", "value", "unit", "conditions"])
     base = fitted_ids(empty)
     got = fitted_ids(empty, models) - base
     assert got == {"litespeed-029", "tquic-006", "mukherjee25-079", "mukherjee25-088",
-                   "koenig25-019", "koenig25-020"}
+                   "koenig25-019", "koenig25-020", "kempf24-051", "kempf24-052"}
 
 
 def test_readme_table_replaces_only_its_block(tmp_path: Path) -> None:
