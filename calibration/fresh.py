@@ -229,6 +229,7 @@ def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float]) -
         pacing_burst_max_packets=int(stack.pacing_burst[2]),
         pacing_min_delay_ms=float(stack.pacing_burst[3]),
         **({"fc_window_bytes": int(stack.fc_window_bytes)} if stack.fc_window_bytes else {}),
+        ack_threshold_fixed=stack.ack_threshold_fixed,
         language=stack.origin.split(":")[0], tls_library="")
 
 
@@ -447,7 +448,9 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                                       "pacing_burst": "testbed stack registry "
                                       "(testbed/stacks.py): " + stack.pacing_burst_source,
                                       "fc_window_bytes": "testbed stack registry "
-                                      "(testbed/stacks.py): " + stack.fc_window_source}})
+                                      "(testbed/stacks.py): " + stack.fc_window_source,
+                                      "ack_threshold_fixed": "testbed stack registry "
+                                      "(testbed/stacks.py): " + stack.ack_threshold_source}})
         # Measured costs come first: T and the system-call share reproduce the CPU per
         # packet with GSO on and off. What T leaves beside the system calls and the
         # protocol floor must hold crypto and per-byte work, which are assumed

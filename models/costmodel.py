@@ -223,6 +223,11 @@ class Behaviour:
     #: ACK immediately on every out-of-order packet until a gap is filled (RFC 9000 §13.2.1).
     immediate_ack_on_gap: bool = True
     max_ack_delay_ms: float = 25.0
+    #: The receiver ACKs after ``ack_every_packets`` whatever the sender's window (no
+    #: ACK-frequency extension, draft-ietf-quic-ack-frequency): a window smaller than
+    #: that waits for ``max_ack_delay_ms`` each round trip. False (the default): the
+    #: engines keep the threshold within the window (sim/TRANSPORT.md "ACKs").
+    ack_threshold_fixed: bool = False
     #: Connection-level flow-control window the receiver keeps open (bytes).
     fc_window_bytes: int = 16 * 2**20
     supports_gso: bool = False
@@ -261,6 +266,8 @@ class Behaviour:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name in OMITTED_AT_DEFAULT and value == f.default:
+                continue
             out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
 
@@ -274,6 +281,11 @@ class Behaviour:
         kwargs: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
                                   for k, v in data.items()}
         return cls(**kwargs)
+
+
+#: Behaviour keys a model file leaves out while they hold their default (keys added
+#: after models were committed: the files, and so the models' versions, stay the same).
+OMITTED_AT_DEFAULT = frozenset({"ack_threshold_fixed"})
 
 
 @dataclass(frozen=True)

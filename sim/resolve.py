@@ -57,6 +57,7 @@ class Endpoint:
     ack_every_packets: float
     immediate_ack_on_gap: bool
     max_ack_delay_s: float
+    ack_threshold_fixed: bool  # Behaviour.ack_threshold_fixed
     fc_window_bytes: int
     pacing: bool
     #: The pacer's bucket (Behaviour.pacing_burst_*): seconds of the pacing rate,
@@ -235,6 +236,7 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
         ack_every_packets=ack_every,
         immediate_ack_on_gap=beh.immediate_ack_on_gap,
         max_ack_delay_s=beh.max_ack_delay_ms / 1000.0,
+        ack_threshold_fixed=beh.ack_threshold_fixed,
         fc_window_bytes=beh.fc_window_bytes,
         pacing=beh.pacing,
         pacing_burst_s=beh.pacing_burst_ms / 1000.0,

@@ -108,6 +108,12 @@ class Stack:
     #: for one stream and too small for several.
     fc_window_bytes: int = 0
     fc_window_source: str = "not read: the models' default (16 MiB)"
+    #: The receiver's ACK threshold stays fixed whatever the sender's window (no
+    #: ACK-frequency extension; models/costmodel.py Behaviour.ack_threshold_fixed),
+    #: and where that comes from. False: not read, the engines keep the threshold
+    #: within the window.
+    ack_threshold_fixed: bool = False
+    ack_threshold_source: str = "not read: kept within the sender's window"
     ciphers: tuple[str, ...] = ("aes-ni",)
     flow_control: bool = True
     socket_buffers: bool = True
@@ -233,6 +239,11 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         fc_window_source="golang.org/x/net/quic config.go: maxStreamReadBufferSize and "
                          "maxConnReadBufferSize default to 1 MiB (the read buffer is the "
                          "window); the peer keeps them unless --stream-window / --conn-window",
+        ack_threshold_fixed=True,
+        ack_threshold_source="golang.org/x/net/quic acks.go mustAckImmediately: 2 "
+                             "ack-eliciting packets for the first 100, then 10, else the "
+                             "max_ack_delay timer (25 ms less 1 ms granularity); it sends no "
+                             "ACK_FREQUENCY frames and reads none",
         notes="1200 B packets, NewReno, no statistics API, no GSO/GRO"),
     Stack(
         name="quiche", origin="crates.io: quiche 0.30.0 (BoringSSL; needs libclang-dev)",

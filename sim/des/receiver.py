@@ -77,11 +77,11 @@ class Receiver:
         self.rcvbuf = resolved.path.rcvbuf_bytes
         self.ack_every = max(ep.ack_every_packets, 1e-9)
         self.inv_ack_every = 1.0 / self.ack_every
-        #: Off (0) in TRANSPORT.md. > 0: an ACK at least every that fraction of the
-        #: sender's cwnd (≥ 2 packets), as a sender using the ACK-frequency
-        #: extension would request (draft-ietf-quic-ack-frequency); a sensitivity
-        #: option for receivers whose calibrated ack_every exceeds the window.
-        self.ack_window_fraction = ack_window_fraction
+        #: > 0: an ACK at least every that fraction of the sender's cwnd (≥ 2
+        #: packets), as a sender using the ACK-frequency extension would request
+        #: (draft-ietf-quic-ack-frequency; TRANSPORT.md "ACKs": 0.25). Off for a
+        #: receiver whose threshold is fixed (Behaviour.ack_threshold_fixed).
+        self.ack_window_fraction = 0.0 if ep.ack_threshold_fixed else ack_window_fraction
         self.payload = resolved.sender.udp_payload_bytes
         self.immediate = ep.immediate_ack_on_gap
         self.max_ack_delay_s = ep.max_ack_delay_s

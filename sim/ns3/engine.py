@@ -188,7 +188,9 @@ class Ns3Engine:
             "stallMinS": repr(rcv.rx_stall_min_s),
             "stallAlpha": repr(rcv.rx_stall_alpha),
             "interopBusy": repr(min(1.0, r.interop_busy)),
-            "ackWindowFraction": repr(self.ack_window_fraction),
+            # A receiver without the ACK-frequency extension keeps its threshold.
+            "ackWindowFraction": repr(0.0 if rcv.ack_threshold_fixed
+                                      else self.ack_window_fraction),
             "cwndValidation": VALIDATION_CODES[self.cwnd_validation],
             "seed": s.seed,
             "run": s.run,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import tracemalloc
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -52,6 +53,9 @@ def registry() -> Registry:
                         rx_stall_min_us=50.0, rx_stall_alpha=1.83),
         synthetic_model("cap6", sender_ns=1000, receiver_ns=800, fc_window_bytes=6 * 1360,
                         ack_every_packets=10.0),
+        # The same receiver without the ACK-frequency extension (x/net/quic-like).
+        synthetic_model("fix6", sender_ns=1000, receiver_ns=800, fc_window_bytes=6 * 1360,
+                        ack_every_packets=10.0, ack_threshold_fixed=True),
         synthetic_model("stall", sender_ns=3000, receiver_ns=800, rx_stall_rate_hz=500.0,
                         rx_stall_min_us=300.0, rx_stall_alpha=2.0),
         synthetic_model("twocore", sender_ns=8000, receiver_ns=800, cores=2.0),
@@ -256,6 +260,21 @@ def test_ack_threshold_is_capped_at_a_quarter_window(registry: Registry) -> None
     assert not any(n.startswith("not TRANSPORT.md") for n in spec.notes)
     with pytest.raises(ValueError, match="ack_window_fraction"):
         DesEngine(registry, ack_window_fraction=2.0)
+
+
+def test_a_fixed_ack_threshold_is_not_capped(registry: Registry) -> None:
+    """A receiver whose threshold is fixed (Behaviour.ack_threshold_fixed) waits for
+    its 10 packets or the 25 ms timer whatever the engine's cap: one 6-packet window
+    per timer, as the uncapped run of the same receiver."""
+    s = Scenario(server="fix6", client="fix6", rtt_ms=1.0, transfer_bytes=2 * MB)
+    fixed = des(registry).predict(s)
+    uncapped = des(registry, ack_window_fraction=0.0).predict(
+        replace(s, server="cap6", client="cap6"))
+    capped = des(registry).predict(replace(s, server="cap6", client="cap6"))
+    per_timer = 6 * 1360 * 8 / (25e-3 + 1e-3) / 1e6  # Mbit/s: a window per timer + RTT
+    assert fixed.goodput_mbps == pytest.approx(uncapped.goodput_mbps, rel=0.05)
+    assert fixed.goodput_mbps == pytest.approx(per_timer, rel=0.15)
+    assert fixed.goodput_mbps < 0.2 * capped.goodput_mbps
 
 
 def test_cpu_bound_sender_is_not_app_limited(registry: Registry) -> None:

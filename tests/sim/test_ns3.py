@@ -49,6 +49,9 @@ def registry() -> Registry:
                         supports_gso=True, supports_gro=True, gso_max_segments=16),
         # A receiver that ACKs only every 300 packets (more than its window).
         synthetic_model("sparse", sender_ns=2000, receiver_ns=1500, ack_every_packets=300),
+        # The same without the ACK-frequency extension: the threshold stays at 300.
+        synthetic_model("sparse-fixed", sender_ns=2000, receiver_ns=1500, ack_every_packets=300,
+                        ack_threshold_fixed=True),
         # A server whose pairs interlock at exp(−0.3) = 74 % busy (seed 002 §4.3).
         synthetic_model("pair", sender_ns=3000, receiver_ns=3000),
         # Pacers with a bucket (quinn's: 1.6 ms of the rate, 10-256 datagrams, a
@@ -211,6 +214,18 @@ def test_ack_threshold_is_capped_at_a_quarter_window(registry: Registry,
     assert not any("not TRANSPORT.md" in note for note in capped.notes)
     with pytest.raises(ValueError, match="ack_window_fraction"):
         Ns3Engine(registry, ack_window_fraction=2.0)
+
+
+def test_a_fixed_ack_threshold_is_not_capped(engine: Ns3Engine) -> None:
+    """Behaviour.ack_threshold_fixed: the engine's cap does not apply to that receiver,
+    so only the ACK timer clocks its sender, as with the cap switched off."""
+    scenario = Scenario(server="fast", client="sparse-fixed", rtt_ms=1.0,
+                        transfer_bytes=10 * MB)
+    fixed = engine.predict(scenario)
+    capped = engine.predict(Scenario(server="fast", client="sparse", rtt_ms=1.0,
+                                     transfer_bytes=10 * MB))
+    assert fixed.limit == "cwnd" and capped.limit == "sender_cpu"
+    assert capped.goodput_mbps > 3 * fixed.goodput_mbps
 
 
 def test_cpu_bound_sender_grows_cwnd_past_its_flight(registry: Registry,

@@ -70,6 +70,27 @@ def test_fresh_models_take_the_peers_receive_window(fit):
     assert _stack_behaviour(STACKS["quinn"], 10.0, (1.0, 1.83)).fc_window_bytes == 1_250_000
 
 
+def test_fresh_models_keep_a_fixed_ack_threshold_where_the_library_has_one(fit, tmp_path):
+    """x/net/quic ACKs after 10 packets or its 25 ms timer, without the ACK-frequency
+    extension: its fresh model says so, with the source; the others keep the default,
+    and a model file only carries the key when it is set."""
+    import json
+
+    from quiclab.models.costmodel import CostModel
+
+    xnet = fit.models["xnet-quic"]
+    assert xnet.behaviour.ack_threshold_fixed
+    assert "acks.go" in xnet.provenance["knowledge"]["ack_threshold_fixed"]
+    assert not fit.models["quiche"].behaviour.ack_threshold_fixed
+    assert "not read" in fit.models["quiche"].provenance["knowledge"]["ack_threshold_fixed"]
+    assert xnet.behaviour.to_json()["ack_threshold_fixed"] is True
+    assert "ack_threshold_fixed" not in fit.models["quiche"].behaviour.to_json()
+    path = tmp_path / "xnet-quic.json"
+    path.write_text(xnet.dumps())
+    assert CostModel.load(path).behaviour.ack_threshold_fixed
+    assert json.loads(path.read_text())["behaviour"]["ack_threshold_fixed"] is True
+
+
 def test_a_smaller_transfer_separates_each_process_fixed_cpu():
     """A peer's CPU time is its whole life's: with the calibration setting at two
     sizes the fit takes the per-packet slope, and the fixed part is reported."""
