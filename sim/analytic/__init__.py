@@ -84,6 +84,7 @@ def inputs_from_resolved(items: Sequence[Resolved]) -> Inputs:
         cc=col(lambda r: CC_CODES[r.cc]),
         transfer_bytes=col(lambda r: r.scenario.transfer_bytes),
         pacing=col(lambda r: float(r.sender.pacing)),
+        ack_fixed=col(lambda r: float(r.receiver.ack_threshold_fixed)),
     )
 
 

@@ -57,7 +57,7 @@ import threading
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -151,6 +151,9 @@ class Inputs:
     cc: np.ndarray  # CC_CODES
     transfer_bytes: np.ndarray
     pacing: np.ndarray  # 0/1
+    #: 0/1: the receiver's ACK threshold is not capped at the window
+    #: (Behaviour.ack_threshold_fixed).
+    ack_fixed: np.ndarray = field(default_factory=lambda: np.zeros(1))
 
     def broadcast(self) -> Inputs:
         arrays = [np.asarray(getattr(self, f.name), dtype=np.float64) for f in fields(self)]
@@ -265,8 +268,8 @@ INF = math.inf
 (C_P8, C_LOG_P8, C_RATE_LINK, C_S_BASE, C_R_BASE, C_S_NUM, C_R_NUM, C_S_ACK, C_R_ACK,
  C_ACK_BASE, C_ACK_WAIT, C_LOSS, C_KEEP, C_ALPHA_M1, C_INV_ALPHA_M1, C_STALL_RATE,
  C_X1, C_INV_X1, C_LOG_TM_X1, C_STALL_SCALE, C_MEAN_STALL, C_FC_BITS, C_FC_PKTS,
- C_RTT_BASE, C_RTT, C_MAX_ACK_DELAY, C_IMMEDIATE, C_BUSY, C_CC) = range(29)
-N_C = 29
+ C_RTT_BASE, C_RTT, C_MAX_ACK_DELAY, C_IMMEDIATE, C_BUSY, C_CC, C_ACK_FIXED) = range(30)
+N_C = 30
 (S_YA, S_KNOWN_A, S_YB, S_FIRST, S_YC, S_YP, S_HP, S_YBEST, S_HBEST, S_YOUT,
  S_DONE) = range(N_C, N_C + 11)
 #: Rows of the work array: the invariants, then the solver's state.
@@ -275,7 +278,8 @@ N_W = N_C + 11
 def _prepare(c, i, payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments, s_ns_ack,
              s_cores, r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every,
              immediate_ack, stall_rate_hz, stall_min_s, stall_alpha, max_ack_delay_s,
-             fc_window_bytes, busy, link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc):
+             fc_window_bytes, busy, link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc,
+             ack_fixed):
     """Write the invariants of scenarios ``i`` (everything that does not depend on g) to ``c``."""
     P8 = payload * 8.0
     c[C_P8, i] = P8
@@ -328,6 +332,7 @@ def _prepare(c, i, payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments,
     c[C_MAX_ACK_DELAY, i] = max_ack_delay_s
     c[C_IMMEDIATE, i] = immediate_ack
     c[C_BUSY, i] = busy
+    c[C_ACK_FIXED, i] = ack_fixed
     c[C_CC, i] = cc
 
 
@@ -416,7 +421,10 @@ def _rates(c, i, y):
     # the flow-control window, whichever is smaller (TRANSPORT.md, "ACKs"),
     # else the sender would stall waiting for an ACK.
     w_have = _min(_where(lossy, reno, INF), c[C_FC_PKTS, i])
-    ack_eff = _min(c[C_ACK_WAIT, i] + 1.0, _max(2.0, ACK_WINDOW_FRACTION * w_have))
+    fixed = c[C_ACK_FIXED, i] > 0.0
+    threshold = c[C_ACK_WAIT, i] + 1.0
+    ack_eff = _where(fixed, threshold,
+                     _min(threshold, _max(2.0, ACK_WINDOW_FRACTION * w_have)))
     rtt_eff = c[C_RTT_BASE, i] + _min((ack_eff - 1.0) * inv_pkt, c[C_MAX_ACK_DELAY, i])
     # ACKs per packet: one per ack_eff packets (the capped threshold above), or
     # one per max_ack_delay when fewer packets than that arrive in it. After a
@@ -429,6 +437,26 @@ def _rates(c, i, y):
     w = _cwnd(c, i, events, inv_events, reno, rtt_eff)
     inv_rtt = 1.0 / rtt_eff
     rate_cc = w * c[C_P8, i] * inv_rtt
+    # A fixed threshold (Behaviour.ack_threshold_fixed; TRANSPORT.md "ACKs"): over
+    # one loss cycle the window climbs from β·W_max to W_max = 2w/(1 + β) by
+    # `grow` packets a round (Reno 1, CUBIC's Reno-friendly 3(1 − β)/(1 + β)).
+    # A round whose window reaches the threshold gets its ACK once the threshold's
+    # packets have arrived back to back (at the fastest CPU/link rate, not the
+    # average goodput); one below it waits for max_ack_delay.
+    # (The window is CUBIC's at that round trip, so that the rate stays below
+    # _upper_bound's: CUBIC's window grows as RTT^(3/4), its rate falls as RTT^(−1/4).)
+    burst = _min(_min(rate_s, rate_r), _min(rate_pair, c[C_RATE_LINK, i]))
+    rtt_fast = c[C_RTT_BASE, i] + _min((threshold - 1.0) * c[C_P8, i] / _max(burst, 1.0),
+                                       c[C_MAX_ACK_DELAY, i])
+    w_fast = _cwnd(c, i, events, inv_events, reno, rtt_fast)
+    beta = _where(c[C_CC, i] == 1.0, RENO_BETA, CUBIC_BETA)
+    w_fin = _where(lossy, _min(w_fast, 1e12), 1.0)
+    w_max = 2.0 * w_fin / (1.0 + beta)
+    grow = _where(c[C_CC, i] == 1.0, 1.0, 3.0 * (1.0 - beta) / (1.0 + beta))
+    rounds = _max(w_max * (1.0 - beta) / grow, 1.0)
+    slow = _min(_max((threshold - beta * w_max) / grow, 0.0), rounds)
+    cycle_s = rounds * rtt_fast + slow * c[C_MAX_ACK_DELAY, i]
+    rate_cc = _where(fixed & lossy, w_fin * rounds * c[C_P8, i] / cycle_s, rate_cc)
     # Flow control: at most the receiver's window in flight per (effective) RTT.
     rate_fc = c[C_FC_BITS, i] * inv_rtt
     f = _min(_min(_min(rate_s, rate_r), _min(rate_pair, c[C_RATE_LINK, i])),
@@ -555,7 +583,8 @@ _PREPARE_FIELDS = ("payload_bytes", "skb_truesize_bytes", "wire_bytes", "s_ns_pa
                    "s_segments", "s_ns_ack", "s_cores", "r_ns_packet", "r_ns_call", "r_segments",
                    "r_ns_ack", "r_cores", "ack_every", "immediate_ack", "stall_rate_hz",
                    "stall_min_s", "stall_alpha", "max_ack_delay_s", "fc_window_bytes", "busy",
-                   "link_bps", "rtt_s", "loss_prob", "queue_bytes", "rcvbuf_bytes", "cc")
+                   "link_bps", "rtt_s", "loss_prob", "queue_bytes", "rcvbuf_bytes", "cc",
+                   "ack_fixed")
 #: Outputs in _finish's order: name, column of rates_bps (or -1).
 _FINISH_OUTPUTS = (("goodput_bps", -1), ("limit", -1), ("rates_bps", 0), ("rates_bps", 1),
                    ("rates_bps", 2), ("rates_bps", 3), ("rates_bps", 4), ("rates_bps", 5),
@@ -616,7 +645,7 @@ N_KERNEL_ROWS = W_OUT + 17
 def _kernel(payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments, s_ns_ack, s_cores,
             r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every, immediate_ack,
             stall_rate_hz, stall_min_s, stall_alpha, max_ack_delay_s, fc_window_bytes, busy,
-            link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc, transfer_bytes,
+            link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc, ack_fixed, transfer_bytes,
             o_goodput, o_limit, o_rates, o_loss, o_pbuf, o_acks, o_s_ns, o_r_ns, o_s_util,
             o_r_util, o_duration, o_rtt_eff, start, stop):
     """Scenarios start…stop, KERNEL_BLOCK at a time; runs compiled only (see _compiled).
@@ -638,14 +667,14 @@ def _kernel(payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments, s_ns_a
             w[W_FIN + 1, j] = payload[b0 + j]
             w[W_FIN + 2, j] = s_cores[b0 + j]
             w[W_FIN + 3, j] = r_cores[b0 + j]
-        for j in range(m):  # 27 input arrays and w: see _compile on aliasing checks
+        for j in range(m):  # 28 input arrays and w: see _compile on aliasing checks
             k = b0 + j
             _prepare(w, j, payload[k], skb_bytes[k], wire[k], s_ns_packet[k], s_ns_call[k],
                      s_segments[k], s_ns_ack[k], s_cores[k], r_ns_packet[k], r_ns_call[k],
                      r_segments[k], r_ns_ack[k], r_cores[k], ack_every[k], immediate_ack[k],
                      stall_rate_hz[k], stall_min_s[k], stall_alpha[k], max_ack_delay_s[k],
                      fc_window_bytes[k], busy[k], link_bps[k], rtt_s[k], loss_prob[k],
-                     queue_bytes[k], rcvbuf_bytes[k], cc[k])
+                     queue_bytes[k], rcvbuf_bytes[k], cc[k], ack_fixed[k])
         for j in range(mp):
             _solve_start(w, w, j)
         # Scenarios converge after 3–5 evaluations, a few take many more: once
@@ -889,7 +918,7 @@ def _compile() -> Any:
         import numba
     except ImportError:
         return None
-    # The loop that runs _prepare reads 27 input arrays and writes w: LLVM
+    # The loop that runs _prepare reads 28 input arrays and writes w: LLVM
     # vectorises it only behind run-time checks that they do not overlap, and
     # by default gives up beyond 8 such checks. (A process-wide LLVM option; it
     # matters only when numba compiles, i.e. not when the kernel comes from
@@ -909,8 +938,8 @@ def _compile() -> Any:
         kernel = numba.njit(**options)(_rebind(_kernel, ns))
     # Load (or compile) it now, in this thread, with the argument types evaluate uses.
     a = np.zeros(0)
-    kernel(*[a] * 28, a, np.zeros(0, dtype=np.intp), np.zeros((0, len(RESOURCES))), *[a] * 9,
-           0, 0)
+    kernel(*[a] * (len(_PREPARE_FIELDS) + 1), a, np.zeros(0, dtype=np.intp),
+           np.zeros((0, len(RESOURCES))), *[a] * 9, 0, 0)
     return kernel
 
 

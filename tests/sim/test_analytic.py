@@ -66,6 +66,34 @@ def test_loss_bound_follows_the_reno_response_at_long_rtt():
     assert p.goodput_mbps == pytest.approx(mathis, rel=0.05)
 
 
+def test_a_fixed_ack_threshold_waits_for_the_timer_below_it():
+    """Behaviour.ack_threshold_fixed: rounds of the Reno sawtooth whose window is
+    below the threshold also wait for max_ack_delay (TRANSPORT.md "ACKs"); the
+    capped receiver of the same model is not slowed, and without loss nothing
+    changes."""
+    common = dict(sender_ns=1000, receiver_ns=1000, ack_every_packets=10.0,
+                  max_ack_delay_ms=25.0, **NO_STALLS)
+    e = engine(synthetic_model("capped", **common),
+               synthetic_model("fixed", ack_threshold_fixed=True, **common))
+    lossy = dict(cc="reno", loss_pct=1.0, base_rtt_us=100.0)
+    capped = e.predict(Scenario(server="capped", client="capped", **lossy))
+    fixed = e.predict(Scenario(server="capped", client="fixed", **lossy))
+    assert fixed.limit == "cwnd" and fixed.goodput_mbps < 0.1 * capped.goodput_mbps
+    # By hand: W = √(1.5/p) = 12.2, W_max = 16.3, from 8.2 up by 1 a round: 1.8
+    # of 8.2 rounds are below 10 and wait 25 ms; the others take ~0.1 ms. A cycle
+    # carries 8.2 rounds of 12.2 packets (~100, one loss).
+    w = math.sqrt(150)
+    w_max = 2 * w / 1.5
+    rounds, slow = 0.5 * w_max, 10 - 0.5 * w_max
+    per_cycle_s = slow * 25e-3 + rounds * 0.12e-3
+    assert fixed.goodput_mbps == pytest.approx(w * rounds * 1359 * 8 / per_cycle_s / 1e6,
+                                               rel=0.05)
+    plain = dict(cc="reno", base_rtt_us=100.0)
+    assert e.predict(Scenario(server="capped", client="fixed", **plain)).goodput_mbps == \
+        pytest.approx(e.predict(Scenario(server="capped", client="capped", **plain))
+                      .goodput_mbps, rel=1e-12)
+
+
 def test_flow_control_window_bounds_long_rtt():
     e = engine(synthetic_model("a", sender_ns=100, receiver_ns=100,
                                fc_window_bytes=1_000_000, **NO_STALLS))

@@ -70,6 +70,7 @@ def random_inputs(n: int, seed: int, extreme: bool = True) -> Inputs:
         "cc": rng.integers(0, 3, n).astype(float),
         "transfer_bytes": 10 ** rng.uniform(0, 10, n),
         "pacing": rng.integers(0, 2, n).astype(float),
+        "ack_fixed": some(0.2).astype(float),
     }
     return Inputs(**a)
 
