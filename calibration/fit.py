@@ -59,7 +59,7 @@ from quiclab.models.cpus import CpuCatalog
 from quiclab.models.registry import Interop, Registry
 from quiclab.models.testbeds import STATED, Testbeds
 from quiclab.sim.analytic import AnalyticEngine
-from quiclab.sim.resolve import GSO_MAX_BYTES
+from quiclab.sim.resolve import gso_segments
 from quiclab.sim.scenario import Scenario
 
 #: Default shares when no measurement exists (assumed, wide priors).
@@ -353,13 +353,13 @@ class Calibrator:
         if len(points) != len(ids) or any(
                 f"seed{str(r.get('document')).zfill(3)}" in self.exclude for r in points):
             return rs
-        batch = max(1, min(beh.gso_max_segments, GSO_MAX_BYTES // beh.udp_payload_bytes))
+        batch = gso_segments(beh, beh.udp_payload_bytes)
         acks = rs.ack_ns.value / max(beh.ack_every_packets, 1.0) / rs.T.value
         lo, hi = sorted(1.0 + float(r["value"]) / 100.0 for r in points)
         shares = [call_share_for_ratio(g, batch, 1.0, acks) for g in (lo, math.sqrt(lo * hi), hi)]
         if any(c is None for c in shares):
             return rs
-        c_lo, c, c_hi = (float(min(max(c or 0.0, 0.02), 0.9)) for c in shares)
+        c_lo, c, c_hi = (min(max(float(c or 0.0), 0.02), 0.9) for c in shares)
         return replace(rs, call_share=Value(
             c, c_lo, c_hi,
             f"fit: seed 002 §4.5 Fig. 9 — {name} gains {100 * (lo - 1):.0f}–"

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from quiclab.errors import ScenarioError
-from quiclab.models.costmodel import CostModel, RoleCosts
+from quiclab.models.costmodel import Behaviour, CostModel, RoleCosts
 from quiclab.models.cpus import CpuScaling
 from quiclab.models.registry import Registry
 from quiclab.sim.request_costs import endpoint_fields
@@ -33,6 +33,10 @@ GSO_MAX_BYTES = 65535
 #: only framing on the bulk path (RFC 9114 §7.2.1).
 H3_FRAME_BYTES_PER_16K = 4
 
+
+def gso_segments(beh: Behaviour, payload: int) -> int:
+    """Datagrams of ``payload`` bytes one GSO send (GRO receive) call moves."""
+    return max(1, min(beh.gso_max_segments, GSO_MAX_BYTES // payload))
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -210,9 +214,7 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
     f = scale.factor
     offload = (scenario.gso and beh.supports_gso) if role_name == "sender" else (
         scenario.gro and beh.supports_gro)
-    segments = 1
-    if offload:
-        segments = max(1, min(beh.gso_max_segments, GSO_MAX_BYTES // payload))
+    segments = gso_segments(beh, payload) if offload else 1
     ack_every = beh.ack_every_packets
     if beh.ack_per_receive_call and role_name == "receiver":
         # One ACK per receive call at most (Behaviour.ack_per_receive_call).
