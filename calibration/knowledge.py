@@ -52,7 +52,7 @@ class Implementation:
     sender_cores: Fact = field(default_factory=lambda: Fact(1.0, "assumed: single-threaded event loop"))
     receiver_cores: Fact = field(default_factory=lambda: Fact(1.0, "assumed: single-threaded event loop"))
     max_udp_payload_bytes: Fact = field(default_factory=lambda: Fact(0, "assumed: uses the path MTU when configured for jumbo frames (seed 000 §VI-D)"))
-    immediate_ack_on_gap: Fact = field(default_factory=lambda: Fact(True, "assumed: RFC 9000 §13.2.1 recommends immediate ACKs for out-of-order packets"))
+    immediate_ack_on_gap: Fact = field(default_factory=lambda: Fact(True, "assumed: RFC 9000 §13.2.1 — an immediate ACK for the packet that opens a gap and for one below the largest"))
     ack_every_packets: Fact | None = None  # None: measured from the dataset
     ack_per_receive_call: Fact = field(default_factory=lambda: Fact(False, "assumed: ACKs by count (ack_every_packets), whatever a receive call returns"))
     fc_window_bytes: Fact = field(default_factory=lambda: Fact(16 * 2**20, "assumed: a 16 MiB connection window, large enough not to limit LAN transfers; no seed states it"))
@@ -70,6 +70,7 @@ GENERATOR_2025 = "2025 version driven by the {} traffic generator (app=perf), K�
 IMPLEMENTATIONS: dict[str, Implementation] = {
     "lsquic": Implementation(
         name="lsquic", language="C", tls_library="BoringSSL",
+        immediate_ack_on_gap=Fact(True, "source: lsquic src/liblsquic/lsquic_full_conn_ietf.c process_regular_packet / try_queueing_ack_app: WM_MAX_GAP queues an ACK for the packet that opens a gap; a packet below the largest only after an ACK that reported a gap (the RFC 9000 §13.2.1 rule in its source: an immediate ACK for the packet that opens a gap and for one below the largest)"),
         udp_payload_bytes=Fact(1472, QIR + ": 1517.6-byte frames → 1472-byte UDP payload"),
         max_recv_udp_payload_bytes=Fact(65527, QIR + ": other senders reach their full size"),
         overhead_bytes=Fact(37, QIR + ": 1472 − 1434.6 goodput bytes per packet"),
@@ -101,6 +102,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         in_dataset=True),
     "ngtcp2": Implementation(
         name="ngtcp2", language="C", tls_library="quictls/OpenSSL",
+        immediate_ack_on_gap=Fact(True, "source: ngtcp2 lib/ngtcp2_conn.c pktns_commit_recv_pkt_num calls ngtcp2_acktr_immediate_ack for a packet below the largest ack-eliciting one and for one past a new gap (the RFC 9000 §13.2.1 rule in its source: an immediate ACK for the packet that opens a gap and for one below the largest)"),
         udp_payload_bytes=Fact(1452, "assumed: ngtcp2 example clients use 1452-byte UDP payloads on Ethernet"),
         max_recv_udp_payload_bytes=Fact(65527, "assumed: accepts full-size datagrams"),
         overhead_bytes=Fact(40, "assumed: short header + AEAD tag + STREAM frame ≈ 40 bytes"),
@@ -114,6 +116,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         }),
     "picoquic": Implementation(
         name="picoquic", language="C", tls_library="picotls (OpenSSL)",
+        immediate_ack_on_gap=Fact(True, "source: picoquic sacks.c picoquic_record_pn_received sets out_of_order_received for a packet past a gap or below the highest ACKed, and frames.c picoquic_is_ack_needed_in_ctx ACKs at once on it (the RFC 9000 §13.2.1 rule in its source: an immediate ACK for the packet that opens a gap and for one below the largest)"),
         udp_payload_bytes=Fact(1440, QIR + ": 1486-byte frames → 1440-byte UDP payload"),
         max_recv_udp_payload_bytes=Fact(1440, QIR + ": lsquic sends 1440-byte payloads to picoquic"),
         overhead_bytes=Fact(39, QIR + ": 1440 − 1401 goodput bytes per packet"),
@@ -130,6 +133,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         }),
     "quic-go": Implementation(
         name="quic-go", language="Go", tls_library="Go crypto/tls",
+        immediate_ack_on_gap=Fact(True, "source: quic-go internal/ackhandler/received_packet_tracker.go: isMissing and hasNewMissingPackets queue an ACK once per new gap and for a packet the last ACK reported missing (the RFC 9000 §13.2.1 rule in its source: an immediate ACK for the packet that opens a gap and for one below the largest)"),
         udp_payload_bytes=Fact(1402, QIR + ": 1448-byte frames → 1402-byte UDP payload"),
         max_recv_udp_payload_bytes=Fact(1452, QIR + ": lsquic sends 1452-byte payloads to quic-go; testbed fact: quic-go caps packets at 1452 bytes"),
         overhead_bytes=Fact(37, QIR + ": 1402 − 1365 goodput bytes per packet"),
@@ -140,6 +144,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         variants={"2025": Fact("2025 version", S000)}),
     "mvfst": Implementation(
         name="mvfst", language="C++", tls_library="fizz",
+        immediate_ack_on_gap=Fact(True, "source: mvfst quic/state/QuicStateFunctions.cpp updateAckSendStateOnRecvPacket: ACK at once when the packet is not the next expected one (reorder threshold 0; the RFC 9000 §13.2.1 rule in its source: an immediate ACK for the packet that opens a gap and for one below the largest)"),
         udp_payload_bytes=Fact(1232, QIR + ": 1278-byte frames → 1232-byte UDP payload"),
         max_recv_udp_payload_bytes=Fact(1444, QIR + ": lsquic sends 1444-byte payloads to mvfst"),
         overhead_bytes=Fact(35, QIR + ": 1232 − 1197 goodput bytes per packet"),
@@ -149,6 +154,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         variants={"gso": Fact("GSO/GRO enabled, tperf", S001 + " §5: baseline mvfst supports GSO and GRO")}),
     "aioquic": Implementation(
         name="aioquic", language="Python", tls_library="cryptography (OpenSSL)",
+        immediate_ack_on_gap=Fact(False, "source: aioquic src/aioquic/quic/connection.py receive_datagram: every ACK is scheduled 1 ms (K_GRANULARITY) after the first unacknowledged ack-eliciting packet; no rule for gaps"),
         udp_payload_bytes=Fact(1060, QIR + ": 1106-byte frames → 1060-byte UDP payload"),
         max_recv_udp_payload_bytes=Fact(65527, QIR + ": lsquic sends 1471-byte payloads to aioquic"),
         overhead_bytes=Fact(36, QIR + ": 1060 − 1024 goodput bytes per packet"),
@@ -158,6 +164,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         pacing=Fact(True, "assumed")),
     "msquic": Implementation(
         name="msquic", language="C", tls_library="OpenSSL (quictls)",
+        immediate_ack_on_gap=Fact(True, "source: msquic src/core/ack_tracker.c QuicAckTrackerAckPacket: an immediate ACK when a new largest packet number lies past a gap (reordering threshold 1); a reordered arrival does not trigger one, which the model, like the RFC, does"),
         udp_payload_bytes=Fact(1472, "testbed fact (issue 7): MsQuic packets stay at a 1500-byte IP MTU"),
         max_recv_udp_payload_bytes=Fact(1472, "testbed fact (issue 7)"),
         overhead_bytes=Fact(40, "assumed: short header + AEAD tag + STREAM frame"),
@@ -180,6 +187,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         variants={"noopt": Fact("client without GRO", S001 + " Table 1 'quicly (no opt.)'")}),
     "tquic": Implementation(
         name="tquic", language="Rust", tls_library="BoringSSL",
+        immediate_ack_on_gap=Fact(False, "source: tquic src/connection/connection.rs try_schedule_ack_frame: the largest received is updated before its gap check, so only a reordered arrival triggers an immediate ACK (none on a loss-only path; the model has no reordered-only mode)"),
         udp_payload_bytes=Fact(1350, S003 + ": the tests set max_udp_payload_size 1350"),
         max_recv_udp_payload_bytes=Fact(1350, S003),
         overhead_bytes=Fact(40, "assumed"),

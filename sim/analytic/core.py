@@ -18,7 +18,7 @@ allows, the limit is the resource that attains it:
 
 Because loss depends on the rate (faster arrivals overflow a stalled
 receiver's buffer sooner) and costs depend on loss (retransmissions, the
-receiver's immediate ACKs on gaps), goodput is the fixed point g = f(g), solved
+receiver's immediate ACK for each gap), goodput is the fixed point g = f(g), solved
 per scenario in log goodput until the solver's next step is below TOL_STEP
 (``_solve_step``); every output is then evaluated at that solution, so the
 answer does not depend on how many steps a scenario took beyond that
@@ -427,12 +427,12 @@ def _rates(c, i, y):
                      _min(threshold, _max(2.0, ACK_WINDOW_FRACTION * w_have)))
     rtt_eff = c[C_RTT_BASE, i] + _min((ack_eff - 1.0) * inv_pkt, c[C_MAX_ACK_DELAY, i])
     # ACKs per packet: one per ack_eff packets (the capped threshold above), or
-    # one per max_ack_delay when fewer packets than that arrive in it. After a
-    # loss, a receiver that ACKs out-of-order arrivals immediately sends one ACK
-    # per packet until the retransmission fills the gap, about one path RTT's
-    # worth of packets (TRANSPORT.md "ACKs": more than RFC 9000 §13.2.1 asks).
+    # one per max_ack_delay when fewer packets than that arrive in it. A
+    # receiver that follows RFC 9000 §13.2.1 also ACKs at once the packet that
+    # opens a gap: one more ACK per loss event (a random loss, or an overflowing
+    # stall however many datagrams it drops; TRANSPORT.md "ACKs").
     ack_base = _max(1.0 / ack_eff, inv_pkt / _max(c[C_MAX_ACK_DELAY, i], 1e-9))
-    acks = _min(ack_base + c[C_IMMEDIATE, i] * loss * pkt * c[C_RTT, i], 1.0)
+    acks = _min(ack_base + c[C_IMMEDIATE, i] * events, 1.0)
     s_ns, r_ns, rate_s, rate_r, rate_pair = _cpu_rates(c, i, loss, acks)
     w = _cwnd(c, i, events, inv_events, reno, rtt_eff)
     inv_rtt = 1.0 / rtt_eff

@@ -12,10 +12,10 @@ have seen (TRANSPORT.md "Receive buffer", Kempf et al. 2024 §2.3, Fig. 3).
 The loop does, in order: wait out a scheduling stall; admit arrivals; send a
 delayed ACK whose ``max_ack_delay`` expired; else perform one receive call of
 up to ``segments_per_call`` datagrams (GRO) and process them — each may emit an
-ACK (RFC 9000 §13.2: every ``ack_every_packets``, or at once while stream data
-is missing) that goes back over the reverse path; else sleep until the next
-arrival or ACK deadline. A receive call and the processing of its datagrams
-(and the ACKs they trigger) is one CPU work item.
+ACK (RFC 9000 §13.2: every ``ack_every_packets``, or at once for a packet that
+opens a gap or arrives out of order, §13.2.1) that goes back over the reverse
+path; else sleep until the next arrival or ACK deadline. A receive call and the
+processing of its datagrams (and the ACKs they trigger) is one CPU work item.
 
 Units: times in seconds, CPU work in ns, sizes in bytes.
 """
@@ -314,7 +314,11 @@ class Receiver:
                     ranges[0][1] = pn
                 else:
                     self._insert_pn(pn)
-                if pn > self.largest:
+                # RFC 9000 §13.2.1: this packet opens a gap (it is beyond the largest
+                # received + 1) or arrives out of order (below the largest).
+                largest = self.largest
+                out_of_order = largest >= 0 and (pn > largest + 1 or pn < largest)
+                if pn > largest:
                     self.largest = pn
                     self.largest_time = te
                 # Stream data: the application consumes in-order data at once.
@@ -340,8 +344,8 @@ class Receiver:
                         self._stream_data(te, st, sid, off, length)
                 # RFC 9000 §13.2: ACK policy.
                 weight = 0.0
-                if immediate and self.gaps:
-                    weight = float(delivered)
+                if immediate and out_of_order:
+                    weight = 1.0
                     keep = False
                 else:
                     inv = inv_ack_every

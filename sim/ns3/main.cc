@@ -77,7 +77,7 @@ AddOptions(CommandLine& cmd, Params& p)
     cmd.AddValue("rSegments", "datagrams per receive call (GRO)", p.rSegments);
     cmd.AddValue("rCores", "receiver cores", p.rCores);
     cmd.AddValue("ackEvery", "ack-eliciting packets per ACK", p.ackEvery);
-    cmd.AddValue("immediateAck", "ACK at once while a gap exists", p.immediateAck);
+    cmd.AddValue("immediateAck", "ACK at once for a packet that opens a gap or arrives out of order", p.immediateAck);
     cmd.AddValue("maxAckDelayS", "max_ack_delay, s", p.maxAckDelayS);
     cmd.AddValue("fcWindowBytes", "connection flow-control window, bytes (0 = none)",
                  p.fcWindowBytes);

@@ -211,12 +211,6 @@ QuicReceiver::PrefixDone()
     return false;
 }
 
-bool
-QuicReceiver::HasGap() const
-{
-    return m_gaps > 0;
-}
-
 void
 QuicReceiver::Deliver(RxStream& s, uint64_t offset, uint64_t end)
 {
@@ -228,7 +222,6 @@ QuicReceiver::Deliver(RxStream& s, uint64_t offset, uint64_t end)
     if (offset <= s.contiguous)
     {
         // In order: the application consumes at once; drain what was buffered.
-        bool hadGap = !s.outOfOrder.empty();
         st.consumedBytes += end - s.contiguous;
         s.contiguous = end;
         while (!s.outOfOrder.empty() && s.outOfOrder.begin()->first <= s.contiguous)
@@ -241,14 +234,9 @@ QuicReceiver::Deliver(RxStream& s, uint64_t offset, uint64_t end)
             }
             s.outOfOrder.erase(s.outOfOrder.begin());
         }
-        if (hadGap && s.outOfOrder.empty())
-        {
-            --m_gaps;
-        }
     }
     else
     {
-        m_gaps += s.outOfOrder.empty() ? 1 : 0;
         uint64_t& stored = s.outOfOrder[offset];
         stored = std::max(stored, end);
     }
@@ -278,6 +266,9 @@ QuicReceiver::OnPacketProcessed(CpuServer::Item item, Ptr<ns3::Packet> packet)
         m_rangeLo.push_back(header.number);
         m_rangeHi.push_back(header.number);
     }
+    // RFC 9000 §13.2.1: this packet opens a gap (beyond the largest received + 1)
+    // or arrives out of order (below the largest).
+    const bool outOfOrder = m_largest >= 0 && (pn > m_largest + 1 || pn < m_largest);
     if (pn > m_largest)
     {
         m_largest = pn;
@@ -308,10 +299,10 @@ QuicReceiver::OnPacketProcessed(CpuServer::Item item, Ptr<ns3::Packet> packet)
         Simulator::Stop();
         return;
     }
-    // TRANSPORT.md "ACKs": immediately while a gap exists (the data of a lost
-    // or reordered packet is missing, RFC 9000 §13.2.1), else every
-    // ack_every_packets (fractional credit), else after max_ack_delay.
-    if (m_p.immediateAck && HasGap())
+    // TRANSPORT.md "ACKs": immediately for a packet that opens a gap or arrives
+    // out of order (RFC 9000 §13.2.1), else every ack_every_packets (fractional
+    // credit), else after max_ack_delay.
+    if (m_p.immediateAck && outOfOrder)
     {
         m_ackDue = true;
     }

@@ -387,7 +387,6 @@ class QuicReceiver : public ns3::Application
     void OnAckTimer();
     void ScheduleStall();
     void OnStall();
-    bool HasGap() const;
     bool PrefixDone();
     void Deliver(RxStream& s, uint64_t offset, uint64_t end);
     AckFrame BuildFrame();
@@ -401,7 +400,7 @@ class QuicReceiver : public ns3::Application
     // Datagrams taken by a receive call, with the time the call's work ends.
     std::deque<std::pair<ns3::Ptr<ns3::Packet>, ns3::Time>> m_pending;
     std::vector<RxStream> m_streams;
-    uint32_t m_nextRequest = 0, m_gaps = 0;
+    uint32_t m_nextRequest = 0;
     uint64_t m_nextSnapshotBytes = 0;
     std::vector<uint32_t> m_newRequests;
     std::vector<uint64_t> m_rangeLo, m_rangeHi; // packet numbers since the last ACK
