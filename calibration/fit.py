@@ -377,6 +377,7 @@ class Calibrator:
                                                  "overhead_bytes", "supports_gso", "supports_gro",
                                                  "apps", "fc_window_bytes", "pacing",
                                                  "immediate_ack_on_gap", "ack_per_receive_call")}}
+        prov["knowledge"]["rx_stall"] = self._stall_source(name)
         cipher_extra: dict[str, Value] = {}
         h3_share = DEFAULT_H3_SHARE
         if name == "tcp+tls":
@@ -477,6 +478,16 @@ class Calibrator:
                                          for a in APPS},
                         behaviour=beh, notes=["kernel TCP: packets are MSS segments; TSO/GRO "
                                               "batch 45 per call"])
+
+    def _stall_source(self, name: str) -> str:
+        """Where the receiver-stall law of ``name`` comes from (the rx_stall_* fields)."""
+        own = self.stalls_.get(name)
+        if own:
+            return own.source
+        base = self.stalls_.get("lsquic")
+        return ("assumed: no receive-buffer drop counts of " + name + " in the catalog; "
+                "LSQUIC's stall law" + (f" ({base.source})" if base else "")
+                if base else "assumed: no receive-buffer drop counts; no stalls")
 
     def _behaviour(self, name: str, info: kb.Implementation) -> Behaviour:
         ack_every = (info.ack_every_packets.value if info.ack_every_packets

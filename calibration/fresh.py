@@ -450,7 +450,14 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                                       "fc_window_bytes": "testbed stack registry "
                                       "(testbed/stacks.py): " + stack.fc_window_source,
                                       "ack_threshold_fixed": "testbed stack registry "
-                                      "(testbed/stacks.py): " + stack.ack_threshold_source}})
+                                      "(testbed/stacks.py): " + stack.ack_threshold_source,
+                                      "rx_stall": (f"fit: median receive-buffer drop "
+                                                   f"fraction {drops:.2e} of the {len(g)} "
+                                                   "runs" if math.isfinite(drops) else
+                                                   "assumed: no drop counts recorded, "
+                                                   "fraction 1e-7")
+                                      + f" at {x * 1e3:.2f} ms of buffer; Pareto shape α "
+                                      f"{alpha} from LSQUIC's buffer experiment"}})
         # Measured costs come first: T and the system-call share reproduce the CPU per
         # packet with GSO on and off. What T leaves beside the system calls and the
         # protocol floor must hold crypto and per-byte work, which are assumed
