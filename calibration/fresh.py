@@ -207,7 +207,24 @@ def relay_capacity(runs: pd.DataFrame) -> tuple[float | None, str]:
                   + (f" (others: {others})" if others else ""))
 
 
-def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float]) -> Behaviour:
+def _gso_batch(stack: Any, send_batch: float = math.nan) -> int:
+    """The datagrams one GSO send (and GRO receive) call moves in the engines.
+
+    The stack's cap (64 segments, fewer where the peer limits a batch's bytes),
+    lowered to the packets per send call the calibration runs measured at the
+    stack's default offloads: T is backed out of the measured CPU per packet at
+    that batch (``T_from``), so an engine that amortised each system call over a
+    larger batch would run the stack faster than the runs it was fitted to
+    (s2n-quic sends ~10 datagrams per call, not the 44 a 64 KiB batch holds).
+    """
+    cap = max(1, 65535 // stack.gso_max_payload_bytes) if stack.gso_max_payload_bytes else 64
+    if stack.gso in ("switch", "on") and math.isfinite(send_batch) and send_batch > 1.0:
+        return max(1, min(cap, round(send_batch)))
+    return cap
+
+
+def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float],
+                     send_batch: float = math.nan) -> Behaviour:
     gso = stack.gso in ("switch", "on")
     gro = stack.gro in ("switch", "on")
     payload = int(stack.default_udp_payload_bytes)
@@ -218,8 +235,7 @@ def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float]) -
         max_recv_udp_payload_bytes=int(stack.max_udp_payload_bytes),
         overhead_bytes=40, ack_every_packets=ack_every, immediate_ack_on_gap=True,
         supports_gso=gso, supports_gro=gro,
-        gso_max_segments=max(1, (65535 // stack.gso_max_payload_bytes))
-        if stack.gso_max_payload_bytes else 64,
+        gso_max_segments=_gso_batch(stack, send_batch),
         apps=("h3",) if stack.app == "h3" else ("perf", "hq", "h3"),
         ccs=tuple(c for c in stack.ccs if c in ("cubic", "reno", "bbr")) or ("cubic",),
         rx_stall_rate_hz=stall[0], rx_stall_min_us=STALL_MIN_S * 1e6, rx_stall_alpha=stall[1],
@@ -410,7 +426,7 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         x = float(_median(g["rcvbuf_bytes"])) / max(arrival, 1.0)
         k = max(drops if math.isfinite(drops) else 0.0, 1e-7) / x ** (1 - alpha)
         stall_rate = k * (alpha - 1) / STALL_MIN_S**alpha
-        beh = _stack_behaviour(stack, ack_every, (stall_rate, alpha))
+        beh = _stack_behaviour(stack, ack_every, (stall_rate, alpha), seg_s)
         P = beh.udp_payload_bytes - beh.overhead_bytes
 
         def role(T: float, call: Value, segment: float = SEGMENT_SHARE, rel: float = rel,
@@ -451,6 +467,12 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                                       "(testbed/stacks.py): " + stack.fc_window_source,
                                       "ack_threshold_fixed": "testbed stack registry "
                                       "(testbed/stacks.py): " + stack.ack_threshold_source,
+                                      "gso_max_segments": (
+                                          f"fit: median {seg_s:.1f} packets per send call "
+                                          f"at the default offloads ({len(g)} runs), the "
+                                          "engines' GSO/GRO batch" if beh.gso_max_segments
+                                          < _gso_batch(stack) else "testbed stack registry "
+                                          "(testbed/stacks.py): the stack's batch cap"),
                                       "rx_stall": (f"fit: median receive-buffer drop "
                                                    f"fraction {drops:.2e} of the {len(g)} "
                                                    "runs" if math.isfinite(drops) else

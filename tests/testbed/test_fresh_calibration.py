@@ -305,3 +305,21 @@ def test_relayed_cells_get_the_relay_as_their_bottleneck_link():
     assert got["direct"].link_gbps == pytest.approx(40.0)
     assert got["slow-tbf"].link_gbps == pytest.approx(0.5)
     assert defaults["relay_gbps"] == 1.2  # the caller's defaults are not consumed
+
+
+def test_fresh_models_send_the_batches_their_runs_measured(fit):
+    """T is backed out of the CPU per packet at the measured packets per send call, so
+    the engines must amortise each call over that batch, not over the 44 datagrams a
+    64 KiB GSO send could hold (s2n-quic sends ~10; with 44 the DES ran its calibration
+    setting 31 % faster than measured). A stack without GSO keeps the registry's cap."""
+    from quiclab.calibration.fresh import _gso_batch
+    from quiclab.testbed.stacks import STACKS
+
+    quiche = fit.models["quiche"]  # synthetic runs: 10 datagrams per send call
+    assert quiche.behaviour.gso_max_segments == 10
+    assert quiche.provenance["knowledge"]["gso_max_segments"].startswith("fit: median 10.0")
+    assert _gso_batch(STACKS["s2n-quic"], 9.76) == 10
+    assert _gso_batch(STACKS["s2n-quic"]) == 64  # nothing measured: the cap
+    assert _gso_batch(STACKS["s2n-quic"], 300.0) == 64  # never above the cap
+    assert _gso_batch(STACKS["xnet-quic"], 10.0) == 64  # no GSO: the batch is unused
+    assert "registry" in fit.models["xnet-quic"].provenance["knowledge"]["gso_max_segments"]
