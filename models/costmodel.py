@@ -220,7 +220,8 @@ class Behaviour:
     #: segments, so it sends at most one ACK per batch and ``ack_every_packets`` is
     #: at least the receive call's segments (:func:`quiclab.sim.resolve.resolve`).
     ack_per_receive_call: bool = False
-    #: ACK immediately on every out-of-order packet until a gap is filled (RFC 9000 §13.2.1).
+    #: ACK at once the packet that opens a packet-number gap and one that arrives below
+    #: the largest received, one ACK each (RFC 9000 §13.2.1; sim/TRANSPORT.md "ACKs").
     immediate_ack_on_gap: bool = True
     max_ack_delay_ms: float = 25.0
     #: The receiver ACKs after ``ack_every_packets`` whatever the sender's window (no
