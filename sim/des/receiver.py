@@ -98,7 +98,6 @@ class Receiver:
         self.next_chunk = 0
         self.done_chunks = 0
         self.streams: dict[int, list[Any]] = {}  # sid → [contiguous, heap of (off, end), size]
-        self.gaps = 0  # streams with out-of-order data (a hole)
         self.consumed = 0
         self.progress_step = progress_step_bytes
         self.next_progress = progress_step_bytes
@@ -479,29 +478,22 @@ class Receiver:
         end = off + length
         heap = st[1]
         if off > cum:
-            if not heap:
-                self.gaps += 1
             heapq.heappush(heap, (off, end))
             return
         if end <= cum:
             return  # duplicate (a spurious retransmission)
         old = cum
         cum = end
-        if heap:
-            while heap and heap[0][0] <= cum:
-                e = heapq.heappop(heap)[1]
-                if e > cum:
-                    cum = e
-            if not heap:
-                self.gaps -= 1
+        while heap and heap[0][0] <= cum:
+            e = heapq.heappop(heap)[1]
+            if e > cum:
+                cum = e
         st[0] = cum
         self.consumed += cum - old
         if self.stream_fc:
             self.dirty[sid] = cum + self.stream_window
         if cum >= st[2]:
             # Chunk complete: close the stream and request the next chunk.
-            if heap:
-                self.gaps -= 1
             del self.streams[sid]
             self.dirty.pop(sid, None)
             self.done_chunks += 1
