@@ -245,8 +245,15 @@ def _predict(ctx: Context, finding: Finding, check: Check, metric: str, compare:
 
 def _over(ctx: Context, finding: Finding, check: Check, metric: str, compare: str,
           unit: str) -> tuple[float, str]:
-    """Extreme over a series (``over: max|min``) and the point that attains it."""
+    """Extreme over a series (``over: max|min``) and the point that attains it, or its mean."""
     names = ctx.spec.series[check.scenario or ""][2]
+    if check.over == "mean":
+        a = sum(ctx.metric(n, finding.engine, metric) for n in names) / len(names)
+        label = f"mean over {check.scenario} ({len(names)} points)"
+        if compare == "value":
+            return a * _unit_factor(metric, unit), label
+        b = ctx.metric(check.baseline or "", finding.engine, metric)
+        return _compare(a, b, compare, _unit_factor(metric, unit)), f"{label} vs {check.baseline}"
     bases = ctx.spec.series[check.baseline][2] if check.baseline else [None] * len(names)
     values = []
     for n, b in zip(names, bases, strict=True):

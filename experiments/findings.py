@@ -71,7 +71,9 @@ FINDING_KEYS = ("id", "claim", "engine", "checks", "shapes", "published")
 CHECK_KEYS = ("point", "points", "scenario", "baseline", "baseline_point", "metric", "compare",
               "tolerance", "reason", "note", "over")
 #: ``over: max|min``: scenario and baseline are series; the extreme of the per-point values.
-OVER = ("max", "min")
+#: ``over: mean``: scenario is a series, baseline a named scenario; the series' mean against it
+#: (seed 002 Fig. 11: a heatmap's mean over all pinnings against the unpinned run).
+OVER = ("max", "min", "mean")
 TOLERANCE_KEYS = ("rel", "abs", "factor")
 SHAPE_KEYS = ("type", "scenario", "baseline", "series", "among", "expect", "metric", "min",
               "max", "direction", "slack", "from", "reason", "description", "mode")
@@ -156,7 +158,7 @@ class ReproSpec:
         names: list[str] = []
         for c in finding.checks:
             for n in (c.scenario, c.baseline):
-                if n and c.over:
+                if n and c.over and not (c.over == "mean" and n == c.baseline):
                     names += self.series[n][2]
                 elif n:
                     names.append(n)
@@ -274,11 +276,14 @@ def _parse_check(data: Any, source: str, path: str, named: dict[str, Scenario],
     if over is not None:
         need_choice(over, OVER, source, f"{path}.over")
         for key in ("scenario", "baseline"):
+            if over == "mean" and key == "baseline":
+                continue
             if key in data and data[key] not in series:
                 raise fail(source, f"{path}.{key}", f"with over: {over}, {data[key]!r} must be "
                            f"a series; known: {', '.join(sorted(series))}")
     for key in ("scenario", "baseline"):
-        if over is None and key in data and data[key] not in named:
+        as_series = over is not None and not (over == "mean" and key == "baseline")
+        if not as_series and key in data and data[key] not in named:
             raise fail(source, f"{path}.{key}", f"{data[key]!r} is not a named scenario or "
                        f"series point; known: {', '.join(sorted(named)[:12])}"
                        + (" …" if len(named) > 12 else ""))
