@@ -178,9 +178,9 @@ def scenario_ui(selection: Selection, impls: Sequence[str], cpus: Sequence[str],
     fields["pipeline"] = bar.selectbox(CHOICE_LABELS["pipeline"], CHOICES["pipeline"],
                                        key="w.pipeline", help=pipeline_help())
     fields["pin"] = bar.checkbox(CHECK_LABELS["pin"], key="w.pin",
-                                 help="seed 002 §4.7: on a CPU with several NUMA nodes, the "
-                                      "node of the NIC is the fast one; unpinned, the "
-                                      "scheduler picks any")
+                                 help="seed 002 §4.7: pinned on a CPU with several NUMA nodes "
+                                      "(four per socket), the NIC's node is the fast one; "
+                                      "unpinned is the calibrated one-node-per-socket cost")
     cols = bar.columns(2)
     for col, spec in zip(cols, CORE_NUMBERS, strict=True):
         fields[spec.field] = _number(col, spec)

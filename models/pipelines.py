@@ -11,7 +11,7 @@ fitted models:
   (``models/fitted/pipeline.json``, written by
   :mod:`quiclab.calibration.pipeline`): the per-message hand-off cost between
   cores, the kernel-bypass I/O costs, per-implementation stage profiles, the
-  core-placement penalty and the runtime threads that do not add capacity.
+  core-placement costs (near and far from the NIC) and the runtime threads that do not add capacity.
   Every value is a :class:`~quiclab.models.costmodel.Param` with its interval
   and provenance; times are ns on the reference CPU (AMD EPYC 7543), moved to
   a Scenario's CPU by the same clock×IPC rule as the cost models.
@@ -34,7 +34,7 @@ from quiclab.errors import DataError, ScenarioError
 from quiclab.models.costmodel import Param
 
 SCHEMA = "quiclab.pipelines/1"
-PARAMS_SCHEMA = "quiclab.pipeline-params/1"
+PARAMS_SCHEMA = "quiclab.pipeline-params/2"
 STAGES = ("io", "udpip", "crypto", "protocol", "app")
 IO_KINDS = ("kernel", "bypass")
 #: The Scenario value for "the stack as shipped" (no preset applied).
@@ -320,9 +320,12 @@ class HostParams:
     bypass_udpip_ns: Param
     #: Share of a profile's libc samples that belong to the I/O path (packet copies).
     libc_io_fraction: Param
-    #: Relative CPU cost on a core of another NUMA node than the NIC's, per role.
-    sender_far_penalty: Param
-    receiver_far_penalty: Param
+    #: Pinned on the NIC's NUMA node (four nodes per socket): CPU cost relative to the
+    #: calibrated unpinned cost (one node per socket, the BIOS default), per role.
+    sender_near_cost: Param
+    receiver_near_cost: Param
+    #: Pinned on another node than the NIC's: extra cost over the near one (δ, both roles).
+    far_penalty: Param
     #: Share of the pair's interplay idleness (``Interop.busy``) that busy-polling
     #: I/O on both ends removes (no sleep and wake-up between the pair's packets).
     poll_interplay: Param = field(default_factory=lambda: Param(
@@ -344,8 +347,9 @@ class HostParams:
             bypass_io_ns=_assumed(150.0, "ns", "user-space driver work per packet"),
             bypass_udpip_ns=_assumed(60.0, "ns", "user-space UDP/IP per packet"),
             libc_io_fraction=Param(1.0, 0.5, 1.0, "", "assumed: libc is mostly packet copies"),
-            sender_far_penalty=_assumed(0.0, "", "no placement data loaded"),
-            receiver_far_penalty=_assumed(0.0, "", "no placement data loaded"))
+            sender_near_cost=_assumed(1.0, "", "no placement data loaded"),
+            receiver_near_cost=_assumed(1.0, "", "no placement data loaded"),
+            far_penalty=_assumed(0.0, "", "no placement data loaded"))
 
     def profile(self, impl: str, role: str) -> StageProfile | None:
         """The stage profile of ``impl`` in ``role`` (``name@variant`` falls back to ``name``)."""
@@ -363,8 +367,9 @@ class HostParams:
             "bypass_io_ns": self.bypass_io_ns.to_json(),
             "bypass_udpip_ns": self.bypass_udpip_ns.to_json(),
             "libc_io_fraction": self.libc_io_fraction.to_json(),
-            "sender_far_penalty": self.sender_far_penalty.to_json(),
-            "receiver_far_penalty": self.receiver_far_penalty.to_json(),
+            "sender_near_cost": self.sender_near_cost.to_json(),
+            "receiver_near_cost": self.receiver_near_cost.to_json(),
+            "far_penalty": self.far_penalty.to_json(),
             "poll_interplay": self.poll_interplay.to_json(),
             "crypto_engines": {k: v.to_json() for k, v in sorted(self.crypto_engines.items())},
             "profiles": {k: {r: p.to_json() for r, p in sorted(v.items())}
@@ -390,10 +395,11 @@ class HostParams:
                                                 f"{where}: bypass_udpip_ns"),
                 libc_io_fraction=Param.from_json(data["libc_io_fraction"],
                                                  f"{where}: libc_io_fraction"),
-                sender_far_penalty=Param.from_json(data["sender_far_penalty"],
-                                                   f"{where}: sender_far_penalty"),
-                receiver_far_penalty=Param.from_json(data["receiver_far_penalty"],
-                                                     f"{where}: receiver_far_penalty"),
+                sender_near_cost=Param.from_json(data["sender_near_cost"],
+                                                 f"{where}: sender_near_cost"),
+                receiver_near_cost=Param.from_json(data["receiver_near_cost"],
+                                                   f"{where}: receiver_near_cost"),
+                far_penalty=Param.from_json(data["far_penalty"], f"{where}: far_penalty"),
                 **({"poll_interplay": Param.from_json(data["poll_interplay"],
                                                       f"{where}: poll_interplay")}
                    if "poll_interplay" in data else {}),

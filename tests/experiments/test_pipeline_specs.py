@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from quiclab.errors import SpecError
-from quiclab.experiments.evaluate import FAIL, PASS, Context, evaluate_shape
+from quiclab.experiments.evaluate import FAIL, PASS, Context, evaluate_check, evaluate_shape
 from quiclab.experiments.executors import LocalExecutor
 from quiclab.experiments.findings import load_repro
 from quiclab.experiments.reproduce import fitted_ids, load_points, run_one, unmodelled
@@ -78,6 +78,36 @@ def test_dominant_axis_spec_errors(tmp_path: Path) -> None:
         load_repro(write(tmp_path / "b.yaml", one_axis))
 
 
+MEAN = GRID.replace("base: {}", "base: {}\nscenarios:\n  free: {implementation: lsquic}").replace(
+    """    shapes:
+      - {type: dominant_axis, series: grid, expect: server_core, min: 2, reason: synthetic}""",
+    """    checks:
+      - {point: kempf24-069, scenario: grid, baseline: free, over: mean, tolerance: {abs: 3},
+         reason: synthetic}""")
+
+
+def test_over_mean_compares_a_series_mean_with_one_scenario(tmp_path: Path) -> None:
+    """``over: mean`` (seed 002 §4.7: the mean over all pinnings against no pinning)."""
+    spec = load_repro(write(tmp_path / "repro-mean.yaml", MEAN))
+    _fields, values, names = spec.series["grid"]
+    rows = {(n, "analytic"): {"goodput_mbps": 3000.0 + 100.0 * v[0] / 8}
+            for v, n in zip(values, names, strict=True)}
+    rows[("free", "analytic")] = {"goodput_mbps": 2900.0}
+    point = {"point_id": "kempf24-069", "quantity": "change_pct", "value": 0.0, "unit": "%"}
+    finding = spec.findings[0]
+    result = evaluate_check(Context(spec, rows, {"kempf24-069": point}, set()), finding,
+                            finding.checks[0])
+    # Mean over the six points 3050 against 2900: +5.17 %, outside ±3 pp of 0.
+    assert result.predicted == pytest.approx(100.0 * (3050.0 / 2900.0 - 1.0))
+    assert result.status == FAIL
+    assert "mean over grid (6 points) vs free" in result.scenario
+    assert set(spec.scenarios_for(finding)) == {*names, "free"}
+    with pytest.raises(SpecError, match=r"checks\[0\]\.scenario: with over: mean, 'free' must "
+                                        r"be a series"):
+        load_repro(write(tmp_path / "bad.yaml", MEAN.replace("scenario: grid, baseline: free",
+                                                             "scenario: free, baseline: free")))
+
+
 def test_pipelines_and_pinning_are_predicted() -> None:
     """Issue 11 made them predictable: no 'not covered' reason for any engine."""
     for scenario in (Scenario(pipeline="mukherjee-best"), Scenario(pin=True),
@@ -119,7 +149,7 @@ def packaged() -> tuple[Registry, object, set[str]]:
 @pytest.mark.parametrize(("name", "in_sample"), [
     ("repro-mukherjee25-fig2-mvfst-pipeline", {"mukherjee25-079"}),
     ("repro-mukherjee25-fig3-quicly", {"mukherjee25-088"}),
-    ("repro-kempf24-fig11-pinning", {"kempf24-070"}),
+    ("repro-kempf24-fig11-pinning", {"kempf24-070", "kempf24-072", "kempf24-069"}),
 ])
 def test_in_sample_checks_pass_on_the_packaged_models(
         tmp_path: Path, packaged: tuple[Registry, object, set[str]], name: str,

@@ -17,7 +17,6 @@ from quiclab.models.registry import Interop, Registry
 from quiclab.models.testing import synthetic_model, synthetic_registry
 from quiclab.sim.analytic import AnalyticEngine
 from quiclab.sim.analytic import pipeline as pipe
-from quiclab.sim.cores import near_factor
 from quiclab.sim.engine import get_engine
 from quiclab.sim.resolve import resolve
 from quiclab.sim.scenario import Scenario
@@ -188,15 +187,8 @@ def test_perf_profile_counts_busy_polling_as_io() -> None:
     assert polling["io"] > quiet["io"] and polling["crypto"] < quiet["crypto"]
 
 
-def test_near_factor_keeps_the_unpinned_rate_the_mean() -> None:
-    assert near_factor(1, 0.5) == 1.0
-    e = near_factor(4, 0.5)
-    # Rates of the four nodes (1/e near, 1/(1.5 e) far) average to the unpinned rate 1.
-    assert (1 / e + 3 / (1.5 * e)) / 4 == pytest.approx(1.0)
-
-
 def test_pinning_near_the_nic_gains_far_loses_only_with_numa() -> None:
-    reg = _registry(_host(sender_far_penalty=0.3, receiver_far_penalty=0.3),
+    reg = _registry(_host(sender_near_cost=0.8, receiver_near_cost=0.8, far_penalty=0.4),
                     sender_ns=3000.0, receiver_ns=1000.0)
     engine = AnalyticEngine(reg)
     base = Scenario(server="x", client="x", rcvbuf_bytes=6815744, sndbuf_bytes=6815744)
@@ -204,17 +196,40 @@ def test_pinning_near_the_nic_gains_far_loses_only_with_numa() -> None:
     near = engine.predict(base.with_(server_core=16))   # EPYC 7543: 10G NIC on node 2
     far = engine.predict(base.with_(server_core=0))
     assert far.goodput_mbps < unpinned.goodput_mbps < near.goodput_mbps
+    # Near: cost × 0.8 (rate / 0.8); far: × 0.8 × 1.4 = 1.12 (rate / 1.12).
+    assert near.goodput_mbps == pytest.approx(unpinned.goodput_mbps / 0.8, rel=1e-3)
+    assert far.goodput_mbps == pytest.approx(unpinned.goodput_mbps / 1.12, rel=1e-3)
     assert near.goodput_mbps == engine.predict(base.with_(pin=True)).goodput_mbps
+    # With the 100G NIC (node 1) core 8 is the near one.
+    assert engine.predict(base.with_(server_core=8, link_gbps=100.0)).goodput_mbps > \
+        engine.predict(base.with_(server_core=16, link_gbps=100.0)).goodput_mbps
     # The client is not the limit: its core changes nothing.
     assert engine.predict(base.with_(client_core=0)).goodput_mbps == \
         pytest.approx(unpinned.goodput_mbps)
-    assert any("unpinned on 4 NUMA nodes" in n for n in unpinned.notes)
+    assert any("unpinned: the calibrated cost" in n for n in unpinned.notes)
     # One NUMA node (Xeon W-2145): pinning is noted and changes nothing.
     one = base.with_(cpu="W-2145")
     assert engine.predict(one.with_(server_core=3)).goodput_mbps == \
         pytest.approx(engine.predict(one).goodput_mbps)
     with pytest.raises(ScenarioError, match=r"server_core=40 is impossible: allowed -1 … 31"):
         engine.predict(base.with_(server_core=40))
+
+
+def test_fitted_placement_gives_lsquic_rows() -> None:
+    """Seed 002 Fig. 11: LSQUIC's server limits, so its core decides (rows), and the
+    mean over the 16 pinnings is the one-node-per-socket goodput (kempf24-069)."""
+    reg = Registry.load(MODELS)
+    engine = AnalyticEngine(reg)
+    base = Scenario(server="lsquic", client="lsquic", rcvbuf_bytes=6815744,
+                    sndbuf_bytes=6815744)
+    cores = (0, 8, 16, 24)
+    grid = [[engine.predict(base.with_(server_core=a, client_core=b)).goodput_mbps
+             for b in cores] for a in cores]
+    rows = [sum(r) / 4 for r in grid]
+    cols = [sum(grid[a][b] for a in range(4)) / 4 for b in range(4)]
+    assert max(rows) - min(rows) >= 2 * (max(cols) - min(cols)) > 0
+    mean = sum(map(sum, grid)) / 16
+    assert mean == pytest.approx(engine.predict(base).goodput_mbps, rel=0.01)
 
 
 def test_runtime_threads_add_cpu_not_goodput() -> None:
