@@ -16,9 +16,11 @@ every engine sees the same numbers:
   sleeps until the other's packets wake it) goes, by ``poll_interplay``.
 - **Placement** (``Scenario.pin``, ``server_core``, ``client_core``; seed 002
   §4.7, Figs. 10–11). The calibrated models are unpinned runs in the BIOS
-  default of one NUMA node per socket (the QIR-10G data: the scheduler's core
-  makes no difference there — LSQUIC's server medians are 3207–3272 Mbit/s on
-  each quarter of the EPYC 7543, node 2 holding the NIC among the lowest).
+  default of one NUMA node per socket (the QIR-10G data: the NIC's quarter of
+  the cores brings nothing there — LSQUIC's server medians are 3218–3275 Mbit/s
+  on each quarter of the EPYC 7543, node 2 holding the NIC among the lowest;
+  quiche's faster runs with its server on cores 0–7 are another effect, see
+  experiments/README.md).
   Kempf et al. pin with four nodes per socket, where memory is node-local: a
   process on the NIC's node pays ``n`` (per role) times the calibrated cost,
   on any other node ``n·(1 + δ)`` (the NIC's packet buffers are remote). A
@@ -80,8 +82,8 @@ def placement(scenario: Scenario, cpu: Cpu, role: str, params: HostParams
         if nodes <= 1 or (near == 1.0 and delta <= 0):
             return 1.0, ""
         lo, hi = 1.0 / ((1.0 + delta) * near), 1.0 / near
-        return 1.0, (f"unpinned: the calibrated cost (one NUMA node per socket, where the core "
-                     f"does not matter); with {nodes} nodes per socket this side's CPU rate "
+        return 1.0, (f"unpinned: the calibrated cost (one NUMA node per socket, where the NIC's "
+                     f"node brings nothing); with {nodes} nodes per socket this side's CPU rate "
                      f"would be {lo * 100 - 100:+.0f} % (another node than the NIC's) to "
                      f"{hi * 100 - 100:+.0f} % (the NIC's) (seed 002 Fig. 11)")
     node = cpu.numa_node_of(core) if core >= 0 else nic
