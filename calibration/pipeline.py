@@ -276,7 +276,7 @@ class HostCalibrator:
         """Near-NIC costs per role and the far penalty δ, fitted to LSQUIC in seed 002 §4.7.
 
         The calibrated models are unpinned runs with one NUMA node per socket (the
-        BIOS default of the QIR data, where the core makes no difference); Fig. 11
+        BIOS default of the QIR data, where the NIC's node brings nothing); Fig. 11
         pins with four. Three statements fix the three parameters: both ends on
         core 16 (the 10 G NIC's node) reach 3855 Mbit/s (kempf24-070: the server's
         near cost, LSQUIC's server limits) with the client 90 % busy (kempf24-072:

@@ -74,6 +74,13 @@ CHECK_KEYS = ("point", "points", "scenario", "baseline", "baseline_point", "metr
 #: ``over: mean``: scenario is a series, baseline a named scenario; the series' mean against it
 #: (seed 002 Fig. 11: a heatmap's mean over all pinnings against the unpinned run).
 OVER = ("max", "min", "mean")
+
+
+def series_refs(over: str | None) -> tuple[str, ...]:
+    """The keys of a check (``scenario``, ``baseline``) that name a series under ``over``."""
+    if over is None:
+        return ()
+    return ("scenario",) if over == "mean" else ("scenario", "baseline")
 TOLERANCE_KEYS = ("rel", "abs", "factor")
 SHAPE_KEYS = ("type", "scenario", "baseline", "series", "among", "expect", "metric", "min",
               "max", "direction", "slack", "from", "reason", "description", "mode")
@@ -157,8 +164,9 @@ class ReproSpec:
         """Names of the points a finding needs (its checks and shapes)."""
         names: list[str] = []
         for c in finding.checks:
-            for n in (c.scenario, c.baseline):
-                if n and c.over and not (c.over == "mean" and n == c.baseline):
+            refs = series_refs(c.over)
+            for key, n in (("scenario", c.scenario), ("baseline", c.baseline)):
+                if n and key in refs:
                     names += self.series[n][2]
                 elif n:
                     names.append(n)
@@ -275,15 +283,13 @@ def _parse_check(data: Any, source: str, path: str, named: dict[str, Scenario],
     over = data.get("over")
     if over is not None:
         need_choice(over, OVER, source, f"{path}.over")
-        for key in ("scenario", "baseline"):
-            if over == "mean" and key == "baseline":
-                continue
-            if key in data and data[key] not in series:
-                raise fail(source, f"{path}.{key}", f"with over: {over}, {data[key]!r} must be "
-                           f"a series; known: {', '.join(sorted(series))}")
+    refs = series_refs(over)
+    for key in refs:
+        if key in data and data[key] not in series:
+            raise fail(source, f"{path}.{key}", f"with over: {over}, {data[key]!r} must be "
+                       f"a series; known: {', '.join(sorted(series))}")
     for key in ("scenario", "baseline"):
-        as_series = over is not None and not (over == "mean" and key == "baseline")
-        if not as_series and key in data and data[key] not in named:
+        if key not in refs and key in data and data[key] not in named:
             raise fail(source, f"{path}.{key}", f"{data[key]!r} is not a named scenario or "
                        f"series point; known: {', '.join(sorted(named)[:12])}"
                        + (" …" if len(named) > 12 else ""))

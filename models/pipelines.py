@@ -11,7 +11,8 @@ fitted models:
   (``models/fitted/pipeline.json``, written by
   :mod:`quiclab.calibration.pipeline`): the per-message hand-off cost between
   cores, the kernel-bypass I/O costs, per-implementation stage profiles, the
-  core-placement costs (near and far from the NIC) and the runtime threads that do not add capacity.
+  core-placement costs (near and far from the NIC) and the runtime threads that
+  do not add capacity.
   Every value is a :class:`~quiclab.models.costmodel.Param` with its interval
   and provenance; times are ns on the reference CPU (AMD EPYC 7543), moved to
   a Scenario's CPU by the same clock×IPC rule as the cost models.
