@@ -229,6 +229,20 @@ class Behaviour:
     #: that waits for ``max_ack_delay_ms`` each round trip. False (the default): the
     #: engines keep the threshold within the window (sim/TRANSPORT.md "ACKs").
     ack_threshold_fixed: bool = False
+    #: The fewest ack-eliciting packets the receiver waits for before an ACK (a gap
+    #: aside) when the engines cap its threshold to the sender's window: RFC 9000
+    #: §13.2.2's 2, or a receiver's own fixed tolerance (s2n-quic: 10) — a window
+    #: that leaves fewer than that in flight waits for the ACK timer.
+    ack_threshold_floor_packets: float = 2.0
+    #: The receiver's delayed-ACK timer, when it is shorter than the
+    #: ``max_ack_delay_ms`` it advertises (which the sender's PTO uses); 0 = that
+    #: advertised value. aioquic ACKs 1 ms (kGranularity) after a packet.
+    ack_timer_ms: float = 0.0
+    #: CUBIC's Reno-friendly estimate W_est: "acks" grows it per acknowledged
+    #: segment (RFC 9438 §4.3); "time" with the time since the epoch over the
+    #: minimum RTT (RFC 8312 §4.2, eq. 4), and cwnd by at most half the bytes an
+    #: ACK acknowledges (Linux's cap; s2n-quic). sim/TRANSPORT.md "Congestion control".
+    cubic_reno_friendly: str = "acks"
     #: Connection-level flow-control window the receiver keeps open (bytes).
     fc_window_bytes: int = 16 * 2**20
     supports_gso: bool = False
@@ -281,12 +295,23 @@ class Behaviour:
                             f"(known: {', '.join(sorted(known))})")
         kwargs: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
                                   for k, v in data.items()}
+        mode = kwargs.get("cubic_reno_friendly", "acks")
+        if mode not in RENO_FRIENDLY_MODES:
+            raise DataError(where, f"cubic_reno_friendly={mode!r}: allowed "
+                            + " | ".join(f'"{m}"' for m in RENO_FRIENDLY_MODES))
+        for name, low in (("ack_threshold_floor_packets", 1.0), ("ack_timer_ms", 0.0)):
+            value = kwargs.get(name, low)
+            if not isinstance(value, (int, float)) or not value >= low:
+                raise DataError(where, f"{name}={value!r}: must be a number ≥ {low:g}")
         return cls(**kwargs)
 
 
 #: Behaviour keys a model file leaves out while they hold their default (keys added
 #: after models were committed: the files, and so the models' versions, stay the same).
-OMITTED_AT_DEFAULT = frozenset({"ack_threshold_fixed"})
+OMITTED_AT_DEFAULT = frozenset({"ack_threshold_fixed", "ack_threshold_floor_packets",
+                                "ack_timer_ms", "cubic_reno_friendly"})
+#: Values Behaviour.cubic_reno_friendly may take.
+RENO_FRIENDLY_MODES = ("acks", "time")
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,11 @@ class Endpoint:
     immediate_ack_on_gap: bool
     max_ack_delay_s: float
     ack_threshold_fixed: bool  # Behaviour.ack_threshold_fixed
+    ack_floor_packets: float  # Behaviour.ack_threshold_floor_packets
+    #: The receiver's delayed-ACK timer (Behaviour.ack_timer_ms, else max_ack_delay).
+    ack_timer_s: float
+    #: CUBIC's W_est grows with time over the minimum RTT (Behaviour.cubic_reno_friendly).
+    cubic_time_friendly: bool
     fc_window_bytes: int
     pacing: bool
     #: The pacer's bucket (Behaviour.pacing_burst_*): seconds of the pacing rate,
@@ -239,6 +244,9 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
         immediate_ack_on_gap=beh.immediate_ack_on_gap,
         max_ack_delay_s=beh.max_ack_delay_ms / 1000.0,
         ack_threshold_fixed=beh.ack_threshold_fixed,
+        ack_floor_packets=beh.ack_threshold_floor_packets,
+        ack_timer_s=(beh.ack_timer_ms or beh.max_ack_delay_ms) / 1000.0,
+        cubic_time_friendly=beh.cubic_reno_friendly == "time",
         fc_window_bytes=beh.fc_window_bytes,
         pacing=beh.pacing,
         pacing_burst_s=beh.pacing_burst_ms / 1000.0,

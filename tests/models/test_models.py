@@ -73,3 +73,20 @@ def test_cpu_catalog_rule_is_identity_on_the_reference_and_refuses_ambiguity():
     assert math.isclose(cpus.find("7551P").max_ghz, 3.0)
     with pytest.raises(Exception, match="matches"):
         cpus.find("Xeon")
+
+
+def test_behaviour_keys_added_later_are_checked_and_left_out_at_default():
+    """The ACK floor, ACK timer and CUBIC's Reno-friendly mode (2026-11-26): a model file
+    leaves them out at their defaults (so its version does not move), and a bad value
+    is one DataError naming the key and the value."""
+    from quiclab.errors import DataError
+    from quiclab.models.costmodel import Behaviour
+
+    assert not {"ack_threshold_floor_packets", "ack_timer_ms",
+                "cubic_reno_friendly"} & set(Behaviour().to_json())
+    timed = Behaviour(ack_threshold_floor_packets=10.0, cubic_reno_friendly="time")
+    assert Behaviour.from_json(timed.to_json(), "x.json") == timed
+    for key, bad in (("cubic_reno_friendly", "sometimes"), ("ack_threshold_floor_packets", 0.5),
+                     ("ack_timer_ms", -1.0)):
+        with pytest.raises(DataError, match=f"{key}=.*{bad}"):
+            Behaviour.from_json({**timed.to_json(), key: bad}, "x.json")
