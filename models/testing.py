@@ -68,3 +68,20 @@ def synthetic_registry(*models: CostModel, interop: Interop | None = None) -> Re
                   synthetic_model("slow", sender_ns=8000, receiver_ns=6000))
     return Registry({m.implementation: m for m in models}, CpuCatalog.packaged(), interop,
                     source="synthetic")
+
+
+def ack_rule_models() -> tuple[CostModel, ...]:
+    """Receivers with their own ACK rules (sim/TRANSPORT.md "ACKs"), for the engines'
+    tests: ``floor6`` has a floor of 10 packets (s2n-quic-like) behind a 6-packet
+    flow-control window, ``timer6`` ACKs only on a 2 ms timer (aioquic-like), and
+    ``f10`` / ``f10t`` have the floor without a window, the second with a time-driven
+    CUBIC (RFC 8312 §4.2, s2n-quic's)."""
+    window: dict[str, Any] = {"fc_window_bytes": 6 * 1360}
+    floor: dict[str, Any] = {"sender_ns": 1000, "receiver_ns": 800, "ack_every_packets": 40.0,
+                             "ack_threshold_floor_packets": 10.0}
+    return (synthetic_model("floor6", **floor, **window),
+            synthetic_model("timer6", sender_ns=1000, receiver_ns=800, ack_every_packets=10.0,
+                            ack_threshold_fixed=True, ack_timer_ms=2.0,
+                            immediate_ack_on_gap=False, **window),
+            synthetic_model("f10", **floor),
+            synthetic_model("f10t", cubic_reno_friendly="time", **floor))

@@ -73,7 +73,8 @@ def inputs_from_resolved(items: Sequence[Resolved]) -> Inputs:
         stall_rate_hz=col(lambda r: r.receiver.rx_stall_rate_hz),
         stall_min_s=col(lambda r: r.receiver.rx_stall_min_s),
         stall_alpha=col(lambda r: r.receiver.rx_stall_alpha),
-        max_ack_delay_s=col(lambda r: r.receiver.max_ack_delay_s),
+        # The receiver's own wait (Behaviour.ack_timer_ms, else its max_ack_delay).
+        max_ack_delay_s=col(lambda r: r.receiver.ack_timer_s),
         fc_window_bytes=col(lambda r: r.receiver.fc_window_bytes),
         busy=col(lambda r: r.interop_busy),
         link_bps=col(lambda r: r.path.link_bps),
@@ -85,6 +86,8 @@ def inputs_from_resolved(items: Sequence[Resolved]) -> Inputs:
         transfer_bytes=col(lambda r: r.scenario.transfer_bytes),
         pacing=col(lambda r: float(r.sender.pacing)),
         ack_fixed=col(lambda r: float(r.receiver.ack_threshold_fixed)),
+        ack_floor=col(lambda r: r.receiver.ack_floor_packets),
+        time_friendly=col(lambda r: float(r.sender.cubic_time_friendly)),
     )
 
 

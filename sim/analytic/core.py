@@ -102,6 +102,8 @@ CPU_BOUND_BUSY = 0.95
 #: The receiver's ACK threshold is capped at this fraction of the sender's
 #: window, in packets (TRANSPORT.md "ACKs"; the DES and ns-3 use the same).
 ACK_WINDOW_FRACTION = 0.25
+#: log 1.5: a slow round of a time-driven CUBIC grows its window by half (see _rates).
+LOG_1_5 = math.log(1.5)
 #: Average CUBIC window factor (C·(3+β)/(4·(1−β)))^(1/4), see cc_window_packets.
 CUBIC_K = (CUBIC_C * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25
 
@@ -154,6 +156,11 @@ class Inputs:
     #: 0/1: the receiver's ACK threshold is not capped at the window
     #: (Behaviour.ack_threshold_fixed).
     ack_fixed: np.ndarray = field(default_factory=lambda: np.zeros(1))
+    #: The fewest packets the capped threshold asks for (Behaviour.ack_threshold_floor_packets).
+    ack_floor: np.ndarray = field(default_factory=lambda: np.full(1, 2.0))
+    #: 0/1: CUBIC's Reno-friendly estimate grows with time over the minimum RTT
+    #: (Behaviour.cubic_reno_friendly = "time").
+    time_friendly: np.ndarray = field(default_factory=lambda: np.zeros(1))
 
     def broadcast(self) -> Inputs:
         arrays = [np.asarray(getattr(self, f.name), dtype=np.float64) for f in fields(self)]
@@ -268,8 +275,9 @@ INF = math.inf
 (C_P8, C_LOG_P8, C_RATE_LINK, C_S_BASE, C_R_BASE, C_S_NUM, C_R_NUM, C_S_ACK, C_R_ACK,
  C_ACK_BASE, C_ACK_WAIT, C_LOSS, C_KEEP, C_ALPHA_M1, C_INV_ALPHA_M1, C_STALL_RATE,
  C_X1, C_INV_X1, C_LOG_TM_X1, C_STALL_SCALE, C_MEAN_STALL, C_FC_BITS, C_FC_PKTS,
- C_RTT_BASE, C_RTT, C_MAX_ACK_DELAY, C_IMMEDIATE, C_BUSY, C_CC, C_ACK_FIXED) = range(30)
-N_C = 30
+ C_RTT_BASE, C_RTT, C_MAX_ACK_DELAY, C_IMMEDIATE, C_BUSY, C_CC, C_ACK_FIXED, C_ACK_FLOOR,
+ C_TIME_FRIENDLY) = range(32)
+N_C = 32
 (S_YA, S_KNOWN_A, S_YB, S_FIRST, S_YC, S_YP, S_HP, S_YBEST, S_HBEST, S_YOUT,
  S_DONE) = range(N_C, N_C + 11)
 #: Rows of the work array: the invariants, then the solver's state.
@@ -279,7 +287,7 @@ def _prepare(c, i, payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments,
              s_cores, r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every,
              immediate_ack, stall_rate_hz, stall_min_s, stall_alpha, max_ack_delay_s,
              fc_window_bytes, busy, link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc,
-             ack_fixed):
+             ack_fixed, ack_floor, time_friendly):
     """Write the invariants of scenarios ``i`` (everything that does not depend on g) to ``c``."""
     P8 = payload * 8.0
     c[C_P8, i] = P8
@@ -333,6 +341,8 @@ def _prepare(c, i, payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments,
     c[C_IMMEDIATE, i] = immediate_ack
     c[C_BUSY, i] = busy
     c[C_ACK_FIXED, i] = ack_fixed
+    c[C_ACK_FLOOR, i] = ack_floor
+    c[C_TIME_FRIENDLY, i] = time_friendly
     c[C_CC, i] = cc
 
 
@@ -413,19 +423,29 @@ def _rates(c, i, y):
     events = _min(c[C_LOSS, i] + overflows, 1.0)
     lossy = events > 0.0
     inv_events = 1.0 / _max(events, 1e-300)
-    reno = _sqrt(1.5 * inv_events)  # Mathis: the window loss leaves, in packets
+    reno0 = _sqrt(1.5 * inv_events)  # Mathis: the window loss leaves, in packets
+    reno = reno0
     # The sender's window must also cover the receiver's ACK turnaround: it
     # waits for ack_every − 1 more packets, at most max_ack_delay (RFC 9000
     # §13.2.1) — but its threshold is capped at ACK_WINDOW_FRACTION of the
     # window the sender has, the one loss leaves it (sqrt(1.5/p) packets) or
     # the flow-control window, whichever is smaller (TRANSPORT.md, "ACKs"),
     # else the sender would stall waiting for an ACK.
+    # The cap never asks for fewer packets than the receiver's floor
+    # (Behaviour.ack_threshold_floor_packets; RFC 9000 §13.2.2's 2 by default).
     w_have = _min(_where(lossy, reno, INF), c[C_FC_PKTS, i])
     fixed = c[C_ACK_FIXED, i] > 0.0
+    floor = c[C_ACK_FLOOR, i]
     threshold = c[C_ACK_WAIT, i] + 1.0
     ack_eff = _where(fixed, threshold,
-                     _min(threshold, _max(2.0, ACK_WINDOW_FRACTION * w_have)))
+                     _min(threshold, _max(floor, ACK_WINDOW_FRACTION * w_have)))
     rtt_eff = c[C_RTT_BASE, i] + _min((ack_eff - 1.0) * inv_pkt, c[C_MAX_ACK_DELAY, i])
+    # CUBIC whose Reno-friendly estimate grows with time over the minimum RTT
+    # (Behaviour.cubic_reno_friendly = "time", RFC 8312 §4.2): a round of rtt
+    # grows it by α·rtt/RTT_min, not α, so the loss-limited window is
+    # sqrt(rtt/RTT_min) times larger (AIMD: W ∝ sqrt(increase per round)).
+    timed = (c[C_TIME_FRIENDLY, i] > 0.0) & (c[C_CC, i] != 1.0)
+    reno = reno * _where(timed, _sqrt(rtt_eff / c[C_RTT_BASE, i]), 1.0)
     # ACKs per packet: one per ack_eff packets (the capped threshold above), or
     # one per max_ack_delay when fewer packets than that arrive in it. A
     # receiver that follows RFC 9000 §13.2.1 also ACKs at once the packet that
@@ -445,18 +465,28 @@ def _rates(c, i, y):
     # average goodput); one below it waits for max_ack_delay.
     # (The window is CUBIC's at that round trip, so that the rate stays below
     # _upper_bound's: CUBIC's window grows as RTT^(3/4), its rate falls as RTT^(−1/4).)
+    # A floor above 2 (a receiver's own fixed tolerance, e.g. s2n-quic's 10) does
+    # the same for the rounds whose window is below the floor.
     burst = _min(_min(rate_s, rate_r), _min(rate_pair, c[C_RATE_LINK, i]))
-    rtt_fast = c[C_RTT_BASE, i] + _min((threshold - 1.0) * c[C_P8, i] / _max(burst, 1.0),
+    wait_at = _where(fixed, threshold, _min(floor, threshold))
+    rtt_fast = c[C_RTT_BASE, i] + _min((wait_at - 1.0) * c[C_P8, i] / _max(burst, 1.0),
                                        c[C_MAX_ACK_DELAY, i])
-    w_fast = _cwnd(c, i, events, inv_events, reno, rtt_fast)
+    stretch = _where(timed, rtt_fast / c[C_RTT_BASE, i], 1.0)  # α·rtt/RTT_min a round
+    w_fast = _cwnd(c, i, events, inv_events, reno0 * _sqrt(stretch), rtt_fast)
     beta = _where(c[C_CC, i] == 1.0, RENO_BETA, CUBIC_BETA)
     w_fin = _where(lossy, _min(w_fast, 1e12), 1.0)
     w_max = 2.0 * w_fin / (1.0 + beta)
-    grow = _where(c[C_CC, i] == 1.0, 1.0, 3.0 * (1.0 - beta) / (1.0 + beta))
+    grow = _where(c[C_CC, i] == 1.0, 1.0, 3.0 * (1.0 - beta) / (1.0 + beta)) * stretch
     rounds = _max(w_max * (1.0 - beta) / grow, 1.0)
-    slow = _min(_max((threshold - beta * w_max) / grow, 0.0), rounds)
+    # Slow rounds: the window climbs `grow` a round to the threshold; with the
+    # time-driven estimate the wait itself lifts it, by half of what the late ACK
+    # acknowledges (the cap), so each slow round multiplies the window by 1.5.
+    below = _max(wait_at / _max(beta * w_max, 1e-9), 1.0)
+    slow = _min(_where(timed, _log(below) * (1.0 / LOG_1_5),
+                       _max((wait_at - beta * w_max) / grow, 0.0)), rounds)
     cycle_s = rounds * rtt_fast + slow * c[C_MAX_ACK_DELAY, i]
-    rate_cc = _where(fixed & lossy, w_fin * rounds * c[C_P8, i] / cycle_s, rate_cc)
+    rate_cc = _where((fixed | (floor > 2.0)) & lossy, w_fin * rounds * c[C_P8, i] / cycle_s,
+                     rate_cc)
     # Flow control: at most the receiver's window in flight per (effective) RTT.
     rate_fc = c[C_FC_BITS, i] * inv_rtt
     f = _min(_min(_min(rate_s, rate_r), _min(rate_pair, c[C_RATE_LINK, i])),
@@ -584,7 +614,7 @@ _PREPARE_FIELDS = ("payload_bytes", "skb_truesize_bytes", "wire_bytes", "s_ns_pa
                    "r_ns_ack", "r_cores", "ack_every", "immediate_ack", "stall_rate_hz",
                    "stall_min_s", "stall_alpha", "max_ack_delay_s", "fc_window_bytes", "busy",
                    "link_bps", "rtt_s", "loss_prob", "queue_bytes", "rcvbuf_bytes", "cc",
-                   "ack_fixed")
+                   "ack_fixed", "ack_floor", "time_friendly")
 #: Outputs in _finish's order: name, column of rates_bps (or -1).
 _FINISH_OUTPUTS = (("goodput_bps", -1), ("limit", -1), ("rates_bps", 0), ("rates_bps", 1),
                    ("rates_bps", 2), ("rates_bps", 3), ("rates_bps", 4), ("rates_bps", 5),
@@ -645,7 +675,8 @@ N_KERNEL_ROWS = W_OUT + 17
 def _kernel(payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments, s_ns_ack, s_cores,
             r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every, immediate_ack,
             stall_rate_hz, stall_min_s, stall_alpha, max_ack_delay_s, fc_window_bytes, busy,
-            link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc, ack_fixed, transfer_bytes,
+            link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc, ack_fixed, ack_floor,
+            time_friendly, transfer_bytes,
             o_goodput, o_limit, o_rates, o_loss, o_pbuf, o_acks, o_s_ns, o_r_ns, o_s_util,
             o_r_util, o_duration, o_rtt_eff, start, stop):
     """Scenarios start…stop, KERNEL_BLOCK at a time; runs compiled only (see _compiled).
@@ -667,14 +698,15 @@ def _kernel(payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments, s_ns_a
             w[W_FIN + 1, j] = payload[b0 + j]
             w[W_FIN + 2, j] = s_cores[b0 + j]
             w[W_FIN + 3, j] = r_cores[b0 + j]
-        for j in range(m):  # 28 input arrays and w: see _compile on aliasing checks
+        for j in range(m):  # 30 input arrays and w: see _compile on aliasing checks
             k = b0 + j
             _prepare(w, j, payload[k], skb_bytes[k], wire[k], s_ns_packet[k], s_ns_call[k],
                      s_segments[k], s_ns_ack[k], s_cores[k], r_ns_packet[k], r_ns_call[k],
                      r_segments[k], r_ns_ack[k], r_cores[k], ack_every[k], immediate_ack[k],
                      stall_rate_hz[k], stall_min_s[k], stall_alpha[k], max_ack_delay_s[k],
                      fc_window_bytes[k], busy[k], link_bps[k], rtt_s[k], loss_prob[k],
-                     queue_bytes[k], rcvbuf_bytes[k], cc[k], ack_fixed[k])
+                     queue_bytes[k], rcvbuf_bytes[k], cc[k], ack_fixed[k], ack_floor[k],
+                     time_friendly[k])
         for j in range(mp):
             _solve_start(w, w, j)
         # Scenarios converge after 3–5 evaluations, a few take many more: once
@@ -918,7 +950,7 @@ def _compile() -> Any:
         import numba
     except ImportError:
         return None
-    # The loop that runs _prepare reads 28 input arrays and writes w: LLVM
+    # The loop that runs _prepare reads 30 input arrays and writes w: LLVM
     # vectorises it only behind run-time checks that they do not overlap, and
     # by default gives up beyond 8 such checks. (A process-wide LLVM option; it
     # matters only when numba compiles, i.e. not when the kernel comes from

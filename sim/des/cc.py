@@ -88,11 +88,19 @@ class Cubic(CongestionController):
 
     ``w_max`` and ``w_est`` are kept in bytes; the cubic function itself is in
     segments of ``mss`` bytes as in RFC 9438 §4.2 (C in segments per s³).
+
+    With ``time_rtt`` (Behaviour.cubic_reno_friendly = "time") the Reno-friendly
+    estimate is RFC 8312's: W_est(t) = β·W_max + α_cubic·t / RTT (§4.2, eq. 4),
+    with t the time since the epoch and RTT that estimator's minimum (as s2n-quic
+    and Linux take it), and an ACK raises cwnd by at most half the bytes it
+    acknowledges (Linux's cap, s2n-quic's too). Time spent waiting — a delayed
+    ACK, a stall — then counts towards the window as if round trips had passed.
     """
 
     beta: ClassVar[float] = CUBIC_BETA
 
-    def __init__(self, max_datagram_bytes: int):
+    def __init__(self, max_datagram_bytes: int, time_rtt: RttEstimator | None = None):
+        self.time_rtt = time_rtt
         self.mss = float(max_datagram_bytes)
         self.cwnd = INITIAL_WINDOW_PACKETS * self.mss
         self.ssthresh = math.inf
@@ -118,22 +126,36 @@ class Cubic(CongestionController):
             self.cwnd_prior = cwnd
             self.w_est = cwnd
             self.k_s = 0.0
-        # RFC 9438 §4.3: W_est += α_cubic · segments_acked / cwnd; α = 1 once W_est
-        # reaches cwnd_prior (the window before the last reduction).
-        alpha = 1.0 if self.w_est >= self.cwnd_prior else CUBIC_ALPHA
-        self.w_est += alpha * acked_bytes * mss / cwnd
+        time_rtt = self.time_rtt
+        if time_rtt is None:
+            # RFC 9438 §4.3: W_est += α_cubic · segments_acked / cwnd; α = 1 once W_est
+            # reaches cwnd_prior (the window before the last reduction).
+            alpha = 1.0 if self.w_est >= self.cwnd_prior else CUBIC_ALPHA
+            self.w_est += alpha * acked_bytes * mss / cwnd
+            ahead = srtt_s
+            cap = math.inf
+        else:
+            # RFC 8312 §4.2 eq. 4 over the minimum RTT; growth ≤ half the acked bytes.
+            ahead = time_rtt.min
+            self.w_est = (self.w_max * CUBIC_BETA
+                          + CUBIC_ALPHA * (now_s - self.epoch_s) / ahead * mss)
+            cap = cwnd + 0.5 * acked_bytes
         # RFC 9438 §4.2 eq. 1, evaluated one RTT ahead (§4.4: target = W_cubic(t + RTT)).
-        d = now_s - self.epoch_s + srtt_s - self.k_s
+        d = now_s - self.epoch_s + ahead - self.k_s
         w_cubic = CUBIC_C * d * d * d * mss + self.w_max
         if w_cubic < self.w_est:
             # RFC 9438 §4.3: Reno-friendly region.
-            self.cwnd = self.w_est
+            if time_rtt is None:
+                self.cwnd = self.w_est
+            elif self.w_est > cwnd:
+                self.cwnd = self.w_est if self.w_est < cap else cap
             return
         # RFC 9438 §4.4: target clamped to [cwnd, 1.5 cwnd]; cwnd grows by
         # (target − cwnd) / cwnd per acknowledged segment.
         target = w_cubic if w_cubic < 1.5 * cwnd else 1.5 * cwnd
         if target > cwnd:
-            self.cwnd = cwnd + (target - cwnd) * acked_bytes / cwnd
+            grown = cwnd + (target - cwnd) * acked_bytes / cwnd
+            self.cwnd = grown if grown < cap else cap
 
     def on_congestion(self, now_s: float) -> None:
         self.congestion_events += 1
@@ -159,13 +181,16 @@ class Cubic(CongestionController):
         self.epoch_s = -1.0
 
 
-def congestion_controller(cc: str, max_datagram_bytes: int) -> CongestionController:
+def congestion_controller(cc: str, max_datagram_bytes: int,
+                          time_rtt: RttEstimator | None = None) -> CongestionController:
     """The controller for a Scenario's ``cc``; BBR is approximated by CUBIC.
 
+    ``time_rtt``: CUBIC's Reno-friendly estimate follows time over this
+    estimator's minimum RTT (Behaviour.cubic_reno_friendly = "time").
     Raises ValueError for an unknown name.
     """
     if cc in ("cubic", "bbr"):
-        return Cubic(max_datagram_bytes)
+        return Cubic(max_datagram_bytes, time_rtt)
     if cc == "reno":
         return NewReno(max_datagram_bytes)
     raise ValueError(f'cc={cc!r}: allowed "cubic" | "reno" | "bbr"')

@@ -10,7 +10,8 @@ made when the next call starts, against exactly the occupancy the kernel would
 have seen (TRANSPORT.md "Receive buffer", Kempf et al. 2024 §2.3, Fig. 3).
 
 The loop does, in order: wait out a scheduling stall; admit arrivals; send a
-delayed ACK whose ``max_ack_delay`` expired; else perform one receive call of
+delayed ACK whose timer expired (``ack_timer_s``: the receiver's own, else its
+``max_ack_delay``); else perform one receive call of
 up to ``segments_per_call`` datagrams (GRO) and process them — each may emit an
 ACK (RFC 9000 §13.2: every ``ack_every_packets``, or at once for a packet that
 opens a gap or arrives out of order, §13.2.1) that goes back over the reverse
@@ -84,7 +85,11 @@ class Receiver:
         self.ack_window_fraction = 0.0 if ep.ack_threshold_fixed else ack_window_fraction
         self.payload = resolved.sender.udp_payload_bytes
         self.immediate = ep.immediate_ack_on_gap
-        self.max_ack_delay_s = ep.max_ack_delay_s
+        #: The delayed-ACK timer (Behaviour.ack_timer_ms, else max_ack_delay).
+        self.ack_timer_s = ep.ack_timer_s
+        #: The cap never asks for an ACK sooner than this (Behaviour.ack_threshold_floor_packets),
+        #: nor later than ack_every would.
+        self.ack_floor = min(ep.ack_floor_packets, max(self.ack_every, 2.0))
         self.fc_window = ep.fc_window_bytes or (1 << 62)
         #: The stream window the sender was granted (Sender.stream_window: one rule for
         #: both ends); MAX_STREAM_DATA only matters with several streams.
@@ -206,7 +211,8 @@ class Receiver:
         ack_every = self.ack_every
         ack_window_fraction = self.ack_window_fraction
         payload = self.payload
-        max_ack_delay_s = self.max_ack_delay_s
+        ack_timer_s = self.ack_timer_s
+        ack_floor = self.ack_floor
         fc_window = self.fc_window
         sender = self.sender
         sender_cc = sender.cc
@@ -351,7 +357,7 @@ class Receiver:
                     if ack_window_fraction:
                         window = ack_window_fraction * sender_cc.cwnd / payload
                         if window < ack_every:
-                            inv = 1.0 / max(2.0, window)
+                            inv = 1.0 / (window if window > ack_floor else ack_floor)
                     credit = self.ack_credit + delivered * inv
                     if credit >= 1.0 - 1e-9:
                         weight = float(int(credit + 1e-9))
@@ -360,7 +366,7 @@ class Receiver:
                     else:
                         self.ack_credit = credit
                         if deadline == math.inf:
-                            deadline = te + max_ack_delay_s
+                            deadline = te + ack_timer_s
                 if self.requests and not weight:
                     weight = 1.0  # a new request goes out at once, with an ACK
                     keep = True

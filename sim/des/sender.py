@@ -104,9 +104,10 @@ class Sender(Recovery):
         self.hold_factor = (1.0 / busy - 1.0) if 0 < busy < 1 else 0.0
         self.unit_max = unit_packets_max
         self.unit_div = unit_cwnd_divisor
-        self.cc = congestion_controller(resolved.cc, ep.udp_payload_bytes)
         # RFC 9002 §5.2: the handshake gives the first RTT sample.
         self.rtt = RttEstimator(resolved.path.rtt_s)
+        self.cc = congestion_controller(resolved.cc, ep.udp_payload_bytes,
+                                        self.rtt if ep.cubic_time_friendly else None)
         # --- transport state (see recovery.py) -------------------------------
         self.next_pn = 0
         self.sent: dict[int, Record] = {}

@@ -200,8 +200,9 @@ constexpr double kInitialPackets = 10; // TRANSPORT.md: initial window 10 packet
 constexpr double kMinimumPackets = 2;  // RFC 9002 §7.2 kMinimumWindow
 } // namespace
 
-CongestionControl::CongestionControl(bool cubic, uint32_t maxDatagram)
+CongestionControl::CongestionControl(bool cubic, uint32_t maxDatagram, bool timeFriendly)
     : m_cubic(cubic),
+      m_timeFriendly(timeFriendly),
       m_mss(maxDatagram),
       m_cwnd(kInitialPackets * maxDatagram),
       m_ssthresh(std::numeric_limits<double>::infinity())
@@ -217,7 +218,8 @@ CongestionControl::WCubic(double t) const
 }
 
 void
-CongestionControl::OnAck(uint64_t ackedBytes, double now, double srtt, bool cwndLimited)
+CongestionControl::OnAck(uint64_t ackedBytes, double now, double srtt, bool cwndLimited,
+                         double minRtt)
 {
     // RFC 9002 §7.8 / RFC 9438 §5.8: no growth while the window is not the limit.
     if (!cwndLimited || ackedBytes == 0)
@@ -247,6 +249,26 @@ CongestionControl::OnAck(uint64_t ackedBytes, double now, double srtt, bool cwnd
         m_wEst = segs;
     }
     double t = now - m_epoch;
+    if (m_timeFriendly)
+    {
+        // RFC 8312 §4.2, eq. 4: W_est(t) = β·W_max + α_cubic·t/RTT with the minimum
+        // RTT (s2n-quic, Linux); one ACK raises cwnd by at most half what it acks.
+        double wEst = m_wMax * kCubicBeta +
+                      3.0 * (1.0 - kCubicBeta) / (1.0 + kCubicBeta) * t / minRtt;
+        double cap = segs + acked / 2.0;
+        double next = segs;
+        if (WCubic(t) < wEst)
+        {
+            next = std::max(segs, wEst);
+        }
+        else
+        {
+            double target = std::clamp(WCubic(t + minRtt), segs, 1.5 * segs);
+            next = segs + (target - segs) / segs * acked;
+        }
+        m_cwnd = std::min(next, cap) * m_mss;
+        return;
+    }
     // RFC 9438 §4.3: Reno-friendly estimate with α_cubic = 3(1−β)/(1+β), and
     // α = 1 once W_est has reached cwnd_prior (the window before the last
     // reduction; not W_max, which fast convergence may have lowered).

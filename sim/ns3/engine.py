@@ -183,6 +183,8 @@ class Ns3Engine:
             "ackEvery": repr(rcv.ack_every_packets),
             "immediateAck": _flag(rcv.immediate_ack_on_gap),
             "maxAckDelayS": repr(rcv.max_ack_delay_s),
+            "ackTimerS": repr(rcv.ack_timer_s),
+            "ackFloor": repr(rcv.ack_floor_packets),
             "fcWindowBytes": rcv.fc_window_bytes,
             "stallRateHz": repr(rcv.rx_stall_rate_hz),
             "stallMinS": repr(rcv.rx_stall_min_s),
@@ -192,6 +194,7 @@ class Ns3Engine:
             "ackWindowFraction": repr(0.0 if rcv.ack_threshold_fixed
                                       else self.ack_window_fraction),
             "cwndValidation": VALIDATION_CODES[self.cwnd_validation],
+            "cubicTimeFriendly": _flag(snd.cubic_time_friendly),
             "seed": s.seed,
             "run": s.run,
             "prefixBytes": prefix_bytes if use_prefix else 0,

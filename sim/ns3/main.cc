@@ -78,7 +78,9 @@ AddOptions(CommandLine& cmd, Params& p)
     cmd.AddValue("rCores", "receiver cores", p.rCores);
     cmd.AddValue("ackEvery", "ack-eliciting packets per ACK", p.ackEvery);
     cmd.AddValue("immediateAck", "ACK at once for a packet that opens a gap or arrives out of order", p.immediateAck);
-    cmd.AddValue("maxAckDelayS", "max_ack_delay, s", p.maxAckDelayS);
+    cmd.AddValue("maxAckDelayS", "max_ack_delay the receiver advertises, s", p.maxAckDelayS);
+    cmd.AddValue("ackTimerS", "the receiver's delayed-ACK timer, s", p.ackTimerS);
+    cmd.AddValue("ackFloor", "the capped ACK threshold never asks for fewer packets", p.ackFloor);
     cmd.AddValue("fcWindowBytes", "connection flow-control window, bytes (0 = none)",
                  p.fcWindowBytes);
     cmd.AddValue("stallRateHz", "receiver stall rate, 1/s", p.stallRateHz);
@@ -91,6 +93,9 @@ AddOptions(CommandLine& cmd, Params& p)
                  "RFC 9002 7.8: 0 grow unless app-limited, 1 only while in flight fills cwnd, "
                  "2 every ACK",
                  p.cwndValidation);
+    cmd.AddValue("cubicTimeFriendly",
+                 "CUBIC's Reno-friendly estimate grows with time over min RTT (RFC 8312 4.2)",
+                 p.cubicTimeFriendly);
     cmd.AddValue("seed", "random seed", p.seed);
     cmd.AddValue("run", "run number", p.run);
     cmd.AddValue("prefixBytes", "stop after this many goodput bytes (0 = whole transfer)",
@@ -197,7 +202,8 @@ main(int argc, char* argv[])
     cmd.Parse(argc, argv);
     if (p.chunks < 1 || p.streams < 1 || p.streamBytes < 1 || p.streamBytes > p.udpPayload ||
         p.sSegments < 1 || p.rSegments < 1 || p.ackEvery <= 0 || p.linkBps <= 0 ||
-        p.rttS <= 0 || p.transferBytes < p.chunks || p.interopBusy <= 0)
+        p.rttS <= 0 || p.transferBytes < p.chunks || p.interopBusy <= 0 || p.ackFloor < 1 ||
+        p.ackTimerS < 0)
     {
         std::fprintf(stderr, "quiclab-ns3: inconsistent parameters (see --PrintHelp)\n");
         return 2;

@@ -315,7 +315,10 @@ QuicReceiver::OnPacketProcessed(CpuServer::Item item, Ptr<ns3::Packet> packet)
             // ack-frequency lets the sender ask for ACKs within its window.
             double window = m_p.ackWindowFraction * static_cast<double>(m_conn->sender->Cwnd()) /
                             m_p.udpPayload;
-            every = window < every ? std::max(2.0, window) : every;
+            // Never below the receiver's floor (Behaviour.ack_threshold_floor_packets),
+            // nor later than ack_every would.
+            double floor = std::min(m_p.ackFloor, std::max(m_p.ackEvery, 2.0));
+            every = window < every ? std::max(floor, window) : every;
         }
         m_ackCredit += 1.0 / every;
         if (m_ackCredit >= 1.0 - 1e-9)
@@ -325,10 +328,10 @@ QuicReceiver::OnPacketProcessed(CpuServer::Item item, Ptr<ns3::Packet> packet)
     }
     if (!m_ackDue && m_ackDeadline < Time(0))
     {
-        m_ackDeadline = now + Seconds(m_p.maxAckDelayS);
+        m_ackDeadline = now + Seconds(m_p.ackTimerS);
         if (!m_ackTimer.IsPending())
         {
-            m_ackTimer = Simulator::Schedule(Seconds(m_p.maxAckDelayS), &QuicReceiver::OnAckTimer,
+            m_ackTimer = Simulator::Schedule(Seconds(m_p.ackTimerS), &QuicReceiver::OnAckTimer,
                                              this);
         }
     }

@@ -36,7 +36,7 @@ QuicSender::QuicSender(Connection* conn, Ptr<ns3::Socket> socket)
     : m_conn(conn),
       m_p(conn->params),
       m_socket(socket),
-      m_cc(conn->params.cc != "reno", conn->params.udpPayload)
+      m_cc(conn->params.cc != "reno", conn->params.udpPayload, conn->params.cubicTimeFriendly)
 {
     m_streams.resize(m_p.chunks);
     for (uint32_t i = 0; i < m_p.chunks; ++i)
@@ -408,7 +408,7 @@ QuicSender::ApplyAck(const AckFrame& frame)
     }
     if (ackedBytes > 0 && newestSent.GetSeconds() > m_recoveryStart)
     {
-        m_cc.OnAck(ackedBytes, nowS, m_rtt.smoothed, limited);
+        m_cc.OnAck(ackedBytes, nowS, m_rtt.smoothed, limited, m_rtt.min);
     }
     m_cwndBlockedSinceAck = false;
     m_appLimitedSinceAck = false;

@@ -70,7 +70,9 @@ struct Params
     double rCores = 1;
     double ackEvery = 2;
     bool immediateAck = true;
-    double maxAckDelayS = 0.025;
+    double maxAckDelayS = 0.025; // advertised: the sender's PTO and RTT adjustment
+    double ackTimerS = 0.025;    // the receiver's own delayed-ACK timer
+    double ackFloor = 2;         // the capped threshold never asks for fewer packets
     uint64_t fcWindowBytes = 0; // 0 = no flow control
     double stallRateHz = 0;
     double stallMinS = 0;
@@ -84,6 +86,8 @@ struct Params
     // sender was app-limited since the last ACK; 1 = only while bytes in flight
     // fill cwnd; 2 = on every ACK.
     uint32_t cwndValidation = 0;
+    // CUBIC's Reno-friendly estimate grows with time over min RTT (RFC 8312 §4.2).
+    bool cubicTimeFriendly = false;
     // run control
     uint64_t seed = 0;
     uint64_t run = 0;
@@ -196,8 +200,8 @@ struct RttEstimator
 class CongestionControl
 {
   public:
-    CongestionControl(bool cubic, uint32_t maxDatagram);
-    void OnAck(uint64_t ackedBytes, double now, double srtt, bool cwndLimited);
+    CongestionControl(bool cubic, uint32_t maxDatagram, bool timeFriendly = false);
+    void OnAck(uint64_t ackedBytes, double now, double srtt, bool cwndLimited, double minRtt);
     void OnCongestionEvent(double now);
     void OnPersistentCongestion();
     uint64_t Cwnd() const { return static_cast<uint64_t>(m_cwnd); }
@@ -206,6 +210,7 @@ class CongestionControl
   private:
     double WCubic(double t) const;
     bool m_cubic;
+    bool m_timeFriendly; // W_est(t) of RFC 8312 §4.2 over min RTT, growth ≤ acked / 2
     double m_mss;
     double m_cwnd;
     double m_ssthresh;

@@ -94,6 +94,34 @@ def test_a_fixed_ack_threshold_waits_for_the_timer_below_it():
                       .goodput_mbps, rel=1e-12)
 
 
+def test_a_receiver_floor_and_a_time_driven_cubic():
+    """Behaviour.ack_threshold_floor_packets: rounds of the average loss cycle below the
+    floor wait for the timer as under a fixed threshold of that size; with
+    cubic_reno_friendly = "time" the wait itself lifts the window (×1.5 a slow round),
+    so fewer rounds wait; without loss neither changes anything."""
+    common = dict(sender_ns=1000, receiver_ns=1000, max_ack_delay_ms=25.0, **NO_STALLS)
+    e = engine(synthetic_model("fixed10", ack_every_packets=10.0, ack_threshold_fixed=True,
+                               **common),
+               synthetic_model("floor10", ack_every_packets=40.0,
+                               ack_threshold_floor_packets=10.0, **common),
+               synthetic_model("floor10t", ack_every_packets=40.0,
+                               ack_threshold_floor_packets=10.0, cubic_reno_friendly="time",
+                               **common),
+               synthetic_model("plain", ack_every_packets=40.0, **common))
+    lossy = dict(loss_pct=1.5, base_rtt_us=73.0)
+
+    def rate(name: str, **kw: float) -> float:
+        return e.predict(Scenario(server=name, client=name, **kw)).goodput_mbps
+
+    fixed, floor, timed, plain = (rate(n, **lossy) for n in ("fixed10", "floor10",
+                                                              "floor10t", "plain"))
+    assert floor == pytest.approx(fixed, rel=0.05)
+    assert floor < timed < 0.2 * plain
+    # The timed model's cycle: from β·W_max up by ×1.5 a slow round to the floor.
+    assert rate("floor10t") == pytest.approx(rate("floor10"), rel=1e-12)
+    assert rate("floor10t", loss_pct=0.1) > 0.9 * rate("plain", loss_pct=0.1)
+
+
 def test_flow_control_window_bounds_long_rtt():
     e = engine(synthetic_model("a", sender_ns=100, receiver_ns=100,
                                fc_window_bytes=1_000_000, **NO_STALLS))

@@ -71,6 +71,8 @@ def random_inputs(n: int, seed: int, extreme: bool = True) -> Inputs:
         "transfer_bytes": 10 ** rng.uniform(0, 10, n),
         "pacing": rng.integers(0, 2, n).astype(float),
         "ack_fixed": some(0.2).astype(float),
+        "ack_floor": rng.choice([2.0, 2.0, 10.0], n),
+        "time_friendly": some(0.2).astype(float),
     }
     return Inputs(**a)
 

@@ -17,7 +17,7 @@ import pytest
 
 from quiclab.errors import ScenarioError
 from quiclab.models.registry import Interop, Registry
-from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.models.testing import ack_rule_models, synthetic_model, synthetic_registry
 from quiclab.sim.des import DesEngine
 from quiclab.sim.des.connection import Connection, RunConfig, RunResult
 from quiclab.sim.engine import Engine, get_engine
@@ -59,6 +59,7 @@ def registry() -> Registry:
         # The same receiver without the ACK-frequency extension (x/net/quic-like).
         synthetic_model("fix6", sender_ns=1000, receiver_ns=800, fc_window_bytes=6 * 1360,
                         ack_every_packets=10.0, ack_threshold_fixed=True),
+        *ack_rule_models(),
         synthetic_model("stall", sender_ns=3000, receiver_ns=800, rx_stall_rate_hz=500.0,
                         rx_stall_min_us=300.0, rx_stall_alpha=2.0),
         synthetic_model("twocore", sender_ns=8000, receiver_ns=800, cores=2.0),
@@ -278,6 +279,19 @@ def test_a_fixed_ack_threshold_is_not_capped(registry: Registry) -> None:
     assert fixed.goodput_mbps == pytest.approx(uncapped.goodput_mbps, rel=0.05)
     assert fixed.goodput_mbps == pytest.approx(per_timer, rel=0.15)
     assert fixed.goodput_mbps < 0.2 * capped.goodput_mbps
+
+
+def test_a_receiver_floor_and_its_own_ack_timer(registry: Registry) -> None:
+    """Behaviour.ack_threshold_floor_packets: the engine's cap stops at the receiver's
+    floor (10), so a 6-packet window waits for the 25 ms timer each round, as the
+    fixed threshold does; Behaviour.ack_timer_ms: a 2 ms timer, not max_ack_delay."""
+    s = Scenario(server="floor6", client="floor6", rtt_ms=1.0, transfer_bytes=2 * MB)
+    floored = des(registry).predict(s)
+    capped = des(registry).predict(replace(s, server="cap6", client="cap6"))
+    assert floored.goodput_mbps == pytest.approx(6 * 1360 * 8 / 26e-3 / 1e6, rel=0.15)
+    assert floored.goodput_mbps < 0.2 * capped.goodput_mbps
+    timer = des(registry).predict(replace(s, server="timer6", client="timer6"))
+    assert timer.goodput_mbps == pytest.approx(6 * 1360 * 8 / 3e-3 / 1e6, rel=0.15)
 
 
 def test_cpu_bound_sender_is_not_app_limited(registry: Registry) -> None:

@@ -82,6 +82,33 @@ def test_cubic_reno_friendly_region_at_small_windows() -> None:
     assert (cc.cwnd - start) / MSS == pytest.approx(10 * CUBIC_ALPHA, rel=0.1)
 
 
+def test_cubic_time_driven_reno_friendly_estimate() -> None:
+    """Behaviour.cubic_reno_friendly = "time" (RFC 8312 §4.2, s2n-quic): W_est follows
+    the time since the epoch over the minimum RTT, and an ACK raises cwnd by at most
+    half of what it acknowledges — so after a 25 ms wait a 7-packet window acked at
+    once grows by 3.5 packets, where RFC 9438's estimate grows by α·7/7 ≈ 0.53."""
+    rtt = RttEstimator(40e-6)
+    timed, per_ack = Cubic(MSS, rtt), Cubic(MSS)
+    for cc in (timed, per_ack):
+        cc.cwnd = 10 * MSS
+        cc.on_congestion(0.0)
+        assert cc.cwnd == pytest.approx(7 * MSS)
+        cc.on_ack(7 * MSS, 0.025, 40e-6)
+    assert timed.cwnd == pytest.approx(10.5 * MSS)
+    assert per_ack.cwnd == pytest.approx((7 + CUBIC_ALPHA) * MSS)
+    # Without a wait the estimate moves α per minimum RTT, as RFC 9438's per window.
+    cc = Cubic(MSS, rtt)
+    cc.cwnd = 20 * MSS
+    cc.on_congestion(0.0)
+    start, t = cc.cwnd, 0.0
+    for _ in range(10):
+        t += 40e-6
+        cc.on_ack(cc.cwnd, t, 40e-6)
+    assert (cc.cwnd - start) / MSS == pytest.approx(10 * CUBIC_ALPHA, rel=0.1)
+    assert isinstance(congestion_controller("cubic", MSS, rtt), Cubic)
+    assert congestion_controller("reno", MSS, rtt).cwnd == 10 * MSS  # Reno ignores it
+
+
 def test_persistent_congestion_and_names() -> None:
     for cc in (Cubic(MSS), NewReno(MSS)):
         cc.cwnd = 50 * MSS

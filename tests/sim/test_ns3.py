@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Interop, Registry
-from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.models.testing import ack_rule_models, synthetic_model, synthetic_registry
 from quiclab.sim.analytic import AnalyticEngine
 from quiclab.sim.engine import Engine, get_engine
 from quiclab.sim.ns3 import DEFAULT_CACHE_DIR, Ns3Engine
@@ -52,6 +53,7 @@ def registry() -> Registry:
         # The same without the ACK-frequency extension: the threshold stays at 300.
         synthetic_model("sparse-fixed", sender_ns=2000, receiver_ns=1500, ack_every_packets=300,
                         ack_threshold_fixed=True),
+        *ack_rule_models(),
         # A server whose pairs interlock at exp(−0.3) = 74 % busy (seed 002 §4.3).
         synthetic_model("pair", sender_ns=3000, receiver_ns=3000),
         # Pacers with a bucket (quinn's: 1.6 ms of the rate, 10-256 datagrams, a
@@ -226,6 +228,22 @@ def test_a_fixed_ack_threshold_is_not_capped(engine: Ns3Engine) -> None:
                                      transfer_bytes=10 * MB))
     assert fixed.limit == "cwnd" and capped.limit == "sender_cpu"
     assert capped.goodput_mbps > 3 * fixed.goodput_mbps
+
+
+def test_a_receiver_floor_its_timer_and_a_time_driven_cubic(engine: Ns3Engine) -> None:
+    """As in the DES: a 6-packet window behind a floor of 10 waits for the 25 ms timer
+    each round; a 2 ms ACK timer clocks it every 2 ms; and at 1 % loss a floor of 10
+    stalls a per-ACK CUBIC far more than a time-driven one (whose waits lift cwnd)."""
+    s = Scenario(server="floor6", client="floor6", rtt_ms=1.0, transfer_bytes=2 * MB)
+    assert engine.predict(s).goodput_mbps == pytest.approx(6 * 1360 * 8 / 26e-3 / 1e6,
+                                                           rel=0.15)
+    timer = engine.predict(replace(s, server="timer6", client="timer6"))
+    assert timer.goodput_mbps == pytest.approx(6 * 1360 * 8 / 3e-3 / 1e6, rel=0.15)
+    lossy = Scenario(server="f10", client="f10", loss_pct=1.0, base_rtt_us=73.0,
+                     transfer_bytes=20 * MB)
+    per_ack = engine.predict(lossy).goodput_mbps
+    timed = engine.predict(replace(lossy, server="f10t", client="f10t")).goodput_mbps
+    assert timed > 4 * per_ack
 
 
 def test_cpu_bound_sender_grows_cwnd_past_its_flight(registry: Registry,
