@@ -233,7 +233,10 @@ def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float],
         max_udp_payload_bytes=int(stack.max_udp_payload_bytes) if stack.max_udp_payload_bytes
         < 65527 else 0,
         max_recv_udp_payload_bytes=int(stack.max_udp_payload_bytes),
-        overhead_bytes=40, ack_every_packets=ack_every, immediate_ack_on_gap=True,
+        overhead_bytes=40, ack_every_packets=ack_every,
+        immediate_ack_on_gap=stack.immediate_ack_on_gap,
+        ack_threshold_floor_packets=float(stack.ack_floor_packets),
+        ack_timer_ms=float(stack.ack_timer_ms), cubic_reno_friendly=stack.cubic_reno_friendly,
         supports_gso=gso, supports_gro=gro,
         gso_max_segments=_gso_batch(stack, send_batch),
         apps=("h3",) if stack.app == "h3" else ("perf", "hq", "h3"),
@@ -467,6 +470,10 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                                       "(testbed/stacks.py): " + stack.fc_window_source,
                                       "ack_threshold_fixed": "testbed stack registry "
                                       "(testbed/stacks.py): " + stack.ack_threshold_source,
+                                      "ack_policy": "testbed stack registry "
+                                      "(testbed/stacks.py): " + stack.ack_policy_source,
+                                      "cubic_reno_friendly": "testbed stack registry "
+                                      "(testbed/stacks.py): " + stack.cubic_source,
                                       "gso_max_segments": (
                                           f"fit: median {seg_s:.1f} packets per send call "
                                           f"at the default offloads ({len(g)} runs), the "

@@ -114,6 +114,21 @@ class Stack:
     #: within the window.
     ack_threshold_fixed: bool = False
     ack_threshold_source: str = "not read: kept within the sender's window"
+    #: The rest of the receiver's ACK policy where it is not RFC 9000 §13.2's (a
+    #: threshold of at least 2 packets, a gap ACKed at once, the max_ack_delay
+    #: timer): the fewest packets it waits for when the window is small
+    #: (Behaviour.ack_threshold_floor_packets), its own delayed-ACK timer in ms
+    #: (Behaviour.ack_timer_ms; 0 = the max_ack_delay it advertises), whether it
+    #: ACKs a gap at once (Behaviour.immediate_ack_on_gap); and where that comes from.
+    ack_floor_packets: float = 2.0
+    ack_timer_ms: float = 0.0
+    immediate_ack_on_gap: bool = True
+    ack_policy_source: str = ("not read: RFC 9000 §13.2 (at least 2 packets, a gap at once, "
+                              "max_ack_delay)")
+    #: CUBIC's Reno-friendly estimate (Behaviour.cubic_reno_friendly: "acks", RFC 9438
+    #: §4.3, or "time", RFC 8312 §4.2 over the minimum RTT) and where that comes from.
+    cubic_reno_friendly: str = "acks"
+    cubic_source: str = "not read: RFC 9438 §4.3 (W_est grows per acknowledged segment)"
     ciphers: tuple[str, ...] = ("aes-ni",)
     flow_control: bool = True
     socket_buffers: bool = True
@@ -206,6 +221,17 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         pacing_source="s2n-quic-core recovery/pacing.rs: paces only at a smoothed RTT of 2 ms "
                       "or more (MINIMUM_PACING_RTT); the veth path is ~0.07 ms, so here it "
                       "sends back to back (the +10 ms cells would pace)",
+        ack_floor_packets=10.0,
+        ack_policy_source="s2n-quic-transport 0.91 ack/ack_manager.rs on_processed_packet: an "
+                          "ACK once 10 ack-eliciting packets arrived since the last one "
+                          "(packet_tolerance = 10, 'TODO support delayed ack proposal'), at "
+                          "once for a packet below the largest or after a gap, else after "
+                          "max_ack_delay (25 ms); it sends out ACKs after a receive batch",
+        cubic_reno_friendly="time",
+        cubic_source="s2n-quic-core 0.91 recovery/cubic.rs: w_est(t, rtt) = β·W_max + "
+                     "3(1−β)/(1+β)·t/rtt (RFC 8312 eq. 4) with rtt = min_rtt, t since "
+                     "congestion avoidance began; an ACK raises cwnd by at most half the "
+                     "bytes it acknowledges (as Linux)",
         notes="MTU set as IP MTU (payload + 28)"),
     Stack(
         name="aioquic", origin="PyPI: aioquic 1.7.2",
@@ -214,6 +240,15 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         gso="off", gro="off", ccs=("reno", "cubic"), default_cc="reno",
         ciphers=("aes-ni", "chacha20"), qlog=True, min_goodput_mbps=10.0,
         extra={"pip": ("aioquic==1.7.2",)},
+        ack_threshold_fixed=True, ack_timer_ms=1.0, immediate_ack_on_gap=False,
+        ack_threshold_source="aioquic 1.7.2 quic/connection.py: no packet count and no "
+                             "ACK_FREQUENCY; its ACKs come from the timer (below), so the "
+                             "measured packets per ACK stand whatever the window",
+        ack_policy_source="aioquic 1.7.2 quic/connection.py receive_datagram: an "
+                          "ack-eliciting packet sets ack_at = now + K_GRANULARITY (1 ms) "
+                          "unless one is pending, and _write_application sends the ACK once "
+                          "ack_at has passed; no immediate ACK for a gap (it advertises "
+                          "max_ack_delay 25 ms)",
         pacing_source="aioquic: _write_application stops at QuicPacketPacer.next_send_time "
                       "(quic/recovery.py)",
         notes="pure Python; no GSO/GRO; no PMTUD (1200 B unless told)"),
@@ -244,6 +279,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                              "ack-eliciting packets for the first 100, then 10, else the "
                              "max_ack_delay timer (25 ms less 1 ms granularity); it sends no "
                              "ACK_FREQUENCY frames and reads none",
+        ack_policy_source="golang.org/x/net/quic acks.go mustAckImmediately: at once for a "
+                          "packet below the largest or after a gap (RFC 9000 §13.2.1); the "
+                          "count is ack_threshold_fixed's",
         notes="1200 B packets, NewReno, no statistics API, no GSO/GRO"),
     Stack(
         name="quiche", origin="crates.io: quiche 0.30.0 (BoringSSL; needs libclang-dev)",

@@ -91,6 +91,31 @@ def test_fresh_models_keep_a_fixed_ack_threshold_where_the_library_has_one(fit, 
     assert json.loads(path.read_text())["behaviour"]["ack_threshold_fixed"] is True
 
 
+def test_fresh_models_carry_the_receivers_ack_rules_and_s2n_cubic(fit):
+    """s2n-quic ACKs after 10 packets (no ACK-frequency) and drives CUBIC's W_est by
+    time (RFC 8312); aioquic ACKs on a 1 ms timer only, without a gap ACK: the stack
+    registry carries them into the fresh models with their sources; the others keep
+    RFC 9000's defaults and say they were not read."""
+    from quiclab.calibration.fresh import _stack_behaviour
+    from quiclab.testbed.stacks import STACKS
+
+    s2n = _stack_behaviour(STACKS["s2n-quic"], 46.5, (1.0, 1.83))
+    assert (s2n.ack_every_packets, s2n.ack_threshold_floor_packets) == (46.5, 10.0)
+    assert s2n.cubic_reno_friendly == "time" and s2n.immediate_ack_on_gap
+    assert "ack_manager.rs" in STACKS["s2n-quic"].ack_policy_source
+    assert "cubic.rs" in STACKS["s2n-quic"].cubic_source
+    aio = _stack_behaviour(STACKS["aioquic"], 27.8, (1.0, 1.83))
+    assert aio.ack_timer_ms == 1.0 and not aio.immediate_ack_on_gap and aio.ack_threshold_fixed
+    assert "K_GRANULARITY" in STACKS["aioquic"].ack_policy_source
+    quiche = fit.models["quiche"]
+    assert quiche.behaviour.ack_threshold_floor_packets == 2.0
+    assert quiche.behaviour.ack_timer_ms == 0.0
+    assert quiche.behaviour.cubic_reno_friendly == "acks"
+    assert "not read" in quiche.provenance["knowledge"]["ack_policy"]
+    assert "not read" in quiche.provenance["knowledge"]["cubic_reno_friendly"]
+    assert "acks.go" in fit.models["xnet-quic"].provenance["knowledge"]["ack_policy"]
+
+
 def test_a_smaller_transfer_separates_each_process_fixed_cpu():
     """A peer's CPU time is its whole life's: with the calibration setting at two
     sizes the fit takes the per-packet slope, and the fixed part is reported."""
