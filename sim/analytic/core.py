@@ -423,8 +423,7 @@ def _rates(c, i, y):
     events = _min(c[C_LOSS, i] + overflows, 1.0)
     lossy = events > 0.0
     inv_events = 1.0 / _max(events, 1e-300)
-    reno0 = _sqrt(1.5 * inv_events)  # Mathis: the window loss leaves, in packets
-    reno = reno0
+    mathis = _sqrt(1.5 * inv_events)  # Mathis: the window loss leaves, in packets
     # The sender's window must also cover the receiver's ACK turnaround: it
     # waits for ack_every − 1 more packets, at most max_ack_delay (RFC 9000
     # §13.2.1) — but its threshold is capped at ACK_WINDOW_FRACTION of the
@@ -433,7 +432,7 @@ def _rates(c, i, y):
     # else the sender would stall waiting for an ACK.
     # The cap never asks for fewer packets than the receiver's floor
     # (Behaviour.ack_threshold_floor_packets; RFC 9000 §13.2.2's 2 by default).
-    w_have = _min(_where(lossy, reno, INF), c[C_FC_PKTS, i])
+    w_have = _min(_where(lossy, mathis, INF), c[C_FC_PKTS, i])
     fixed = c[C_ACK_FIXED, i] > 0.0
     floor = c[C_ACK_FLOOR, i]
     threshold = c[C_ACK_WAIT, i] + 1.0
@@ -445,7 +444,7 @@ def _rates(c, i, y):
     # grows it by α·rtt/RTT_min, not α, so the loss-limited window is
     # sqrt(rtt/RTT_min) times larger (AIMD: W ∝ sqrt(increase per round)).
     timed = (c[C_TIME_FRIENDLY, i] > 0.0) & (c[C_CC, i] != 1.0)
-    reno = reno * _where(timed, _sqrt(rtt_eff / c[C_RTT_BASE, i]), 1.0)
+    reno = mathis * _where(timed, _sqrt(rtt_eff / c[C_RTT_BASE, i]), 1.0)
     # ACKs per packet: one per ack_eff packets (the capped threshold above), or
     # one per max_ack_delay when fewer packets than that arrive in it. A
     # receiver that follows RFC 9000 §13.2.1 also ACKs at once the packet that
@@ -472,7 +471,7 @@ def _rates(c, i, y):
     rtt_fast = c[C_RTT_BASE, i] + _min((wait_at - 1.0) * c[C_P8, i] / _max(burst, 1.0),
                                        c[C_MAX_ACK_DELAY, i])
     stretch = _where(timed, rtt_fast / c[C_RTT_BASE, i], 1.0)  # α·rtt/RTT_min a round
-    w_fast = _cwnd(c, i, events, inv_events, reno0 * _sqrt(stretch), rtt_fast)
+    w_fast = _cwnd(c, i, events, inv_events, mathis * _sqrt(stretch), rtt_fast)
     beta = _where(c[C_CC, i] == 1.0, RENO_BETA, CUBIC_BETA)
     w_fin = _where(lossy, _min(w_fast, 1e12), 1.0)
     w_max = 2.0 * w_fin / (1.0 + beta)
