@@ -243,6 +243,9 @@ class Behaviour:
     #: minimum RTT (RFC 8312 §4.2, eq. 4), and cwnd by at most half the bytes an
     #: ACK acknowledges (Linux's cap; s2n-quic). sim/TRANSPORT.md "Congestion control".
     cubic_reno_friendly: str = "acks"
+    #: NewReno's multiplicative decrease: RFC 9002's kLossReductionFactor 0.5; quic-go's
+    #: Reno (its only controller) keeps 0.7 of the window.
+    reno_beta: float = 0.5
     #: Connection-level flow-control window the receiver keeps open (bytes).
     fc_window_bytes: int = 16 * 2**20
     supports_gso: bool = False
@@ -303,13 +306,16 @@ class Behaviour:
             value = kwargs.get(name, low)
             if not isinstance(value, (int, float)) or not value >= low:
                 raise DataError(where, f"{name}={value!r}: must be a number ≥ {low:g}")
+        beta = kwargs.get("reno_beta", 0.5)
+        if not isinstance(beta, (int, float)) or not 0.0 < beta < 1.0:
+            raise DataError(where, f"reno_beta={beta!r}: must be a number in (0, 1)")
         return cls(**kwargs)
 
 
 #: Behaviour keys a model file leaves out while they hold their default (keys added
 #: after models were committed: the files, and so the models' versions, stay the same).
 OMITTED_AT_DEFAULT = frozenset({"ack_threshold_fixed", "ack_threshold_floor_packets",
-                                "ack_timer_ms", "cubic_reno_friendly"})
+                                "ack_timer_ms", "cubic_reno_friendly", "reno_beta"})
 #: Values Behaviour.cubic_reno_friendly may take.
 RENO_FRIENDLY_MODES = ("acks", "time")
 

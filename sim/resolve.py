@@ -67,6 +67,7 @@ class Endpoint:
     ack_timer_s: float
     #: CUBIC's W_est grows with time over the minimum RTT (Behaviour.cubic_reno_friendly).
     cubic_time_friendly: bool
+    reno_beta: float  # Behaviour.reno_beta: NewReno's multiplicative decrease
     fc_window_bytes: int
     pacing: bool
     #: The pacer's bucket (Behaviour.pacing_burst_*): seconds of the pacing rate,
@@ -247,6 +248,7 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
         ack_floor_packets=beh.ack_threshold_floor_packets,
         ack_timer_s=(beh.ack_timer_ms or beh.max_ack_delay_ms) / 1000.0,
         cubic_time_friendly=beh.cubic_reno_friendly == "time",
+        reno_beta=beh.reno_beta,
         fc_window_bytes=beh.fc_window_bytes,
         pacing=beh.pacing,
         pacing_burst_s=beh.pacing_burst_ms / 1000.0,

@@ -88,6 +88,7 @@ def inputs_from_resolved(items: Sequence[Resolved]) -> Inputs:
         ack_fixed=col(lambda r: float(r.receiver.ack_threshold_fixed)),
         ack_floor=col(lambda r: r.receiver.ack_floor_packets),
         time_friendly=col(lambda r: float(r.sender.cubic_time_friendly)),
+        reno_beta=col(lambda r: r.sender.reno_beta),
     )
 
 

@@ -161,6 +161,8 @@ class Inputs:
     #: 0/1: CUBIC's Reno-friendly estimate grows with time over the minimum RTT
     #: (Behaviour.cubic_reno_friendly = "time").
     time_friendly: np.ndarray = field(default_factory=lambda: np.zeros(1))
+    #: NewReno's multiplicative decrease (Behaviour.reno_beta; RFC 9002: 0.5).
+    reno_beta: np.ndarray = field(default_factory=lambda: np.full(1, RENO_BETA))
 
     def broadcast(self) -> Inputs:
         arrays = [np.asarray(getattr(self, f.name), dtype=np.float64) for f in fields(self)]
@@ -276,8 +278,8 @@ INF = math.inf
  C_ACK_BASE, C_ACK_WAIT, C_LOSS, C_KEEP, C_ALPHA_M1, C_INV_ALPHA_M1, C_STALL_RATE,
  C_X1, C_INV_X1, C_LOG_TM_X1, C_STALL_SCALE, C_MEAN_STALL, C_FC_BITS, C_FC_PKTS,
  C_RTT_BASE, C_RTT, C_MAX_ACK_DELAY, C_IMMEDIATE, C_BUSY, C_CC, C_ACK_FIXED, C_ACK_FLOOR,
- C_TIME_FRIENDLY) = range(32)
-N_C = 32
+ C_TIME_FRIENDLY, C_BETA, C_MATHIS2) = range(34)
+N_C = 34
 (S_YA, S_KNOWN_A, S_YB, S_FIRST, S_YC, S_YP, S_HP, S_YBEST, S_HBEST, S_YOUT,
  S_DONE) = range(N_C, N_C + 11)
 #: Rows of the work array: the invariants, then the solver's state.
@@ -287,7 +289,7 @@ def _prepare(c, i, payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments,
              s_cores, r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every,
              immediate_ack, stall_rate_hz, stall_min_s, stall_alpha, max_ack_delay_s,
              fc_window_bytes, busy, link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc,
-             ack_fixed, ack_floor, time_friendly):
+             ack_fixed, ack_floor, time_friendly, reno_beta):
     """Write the invariants of scenarios ``i`` (everything that does not depend on g) to ``c``."""
     P8 = payload * 8.0
     c[C_P8, i] = P8
@@ -296,7 +298,7 @@ def _prepare(c, i, payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments,
     # each multiplicative decrease: W_max = BDP + Q, the window falls to
     # β·W_max and climbs back; the link is idle while the window is below the BDP.
     bdp = link_bps / 8.0 * rtt_s
-    beta = _where(cc == 1.0, RENO_BETA, CUBIC_BETA)
+    beta = _where(cc == 1.0, reno_beta, CUBIC_BETA)
     wmax = bdp + queue_bytes
     low = beta * wmax
     idle = _where(low < bdp, (bdp - low) * (bdp - low) / _max(2.0 * bdp * (wmax - low), 1e-9),
@@ -343,6 +345,10 @@ def _prepare(c, i, payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments,
     c[C_ACK_FIXED, i] = ack_fixed
     c[C_ACK_FLOOR, i] = ack_floor
     c[C_TIME_FRIENDLY, i] = time_friendly
+    c[C_BETA, i] = beta
+    # The window loss leaves an AIMD sender, W² · p: (1 + β) / (2 (1 − β)) for Reno
+    # (1.5 at β = 0.5, Mathis et al. 1997), 1.5 for CUBIC's Reno-friendly estimate.
+    c[C_MATHIS2, i] = _where(cc == 1.0, (1.0 + beta) / (2.0 * (1.0 - beta)), 1.5)
     c[C_CC, i] = cc
 
 
@@ -386,7 +392,7 @@ def _upper_bound(c, i):
     _, _, rate_s, rate_r, rate_pair = _cpu_rates(c, i, loss, _min(c[C_ACK_BASE, i], 1.0))
     rtt = c[C_RTT_BASE, i]
     inv_loss = 1.0 / _max(loss, 1e-300)
-    rate_cc = _cwnd(c, i, loss, inv_loss, _sqrt(1.5 * inv_loss), rtt) * c[C_P8, i] / rtt
+    rate_cc = _cwnd(c, i, loss, inv_loss, _sqrt(c[C_MATHIS2, i] * inv_loss), rtt) * c[C_P8, i] / rtt
     rate_fc = c[C_FC_BITS, i] / rtt
     return _max(_min(_min(_min(rate_s, rate_r), _min(rate_pair, c[C_RATE_LINK, i])),
                      _min(rate_cc, rate_fc)), 1.0)
@@ -423,7 +429,7 @@ def _rates(c, i, y):
     events = _min(c[C_LOSS, i] + overflows, 1.0)
     lossy = events > 0.0
     inv_events = 1.0 / _max(events, 1e-300)
-    mathis = _sqrt(1.5 * inv_events)  # Mathis: the window loss leaves, in packets
+    mathis = _sqrt(c[C_MATHIS2, i] * inv_events)  # Mathis: the window loss leaves, in packets
     # The sender's window must also cover the receiver's ACK turnaround: it
     # waits for ack_every − 1 more packets, at most max_ack_delay (RFC 9000
     # §13.2.1) — but its threshold is capped at ACK_WINDOW_FRACTION of the
@@ -472,7 +478,7 @@ def _rates(c, i, y):
                                        c[C_MAX_ACK_DELAY, i])
     stretch = _where(timed, rtt_fast / c[C_RTT_BASE, i], 1.0)  # α·rtt/RTT_min a round
     w_fast = _cwnd(c, i, events, inv_events, mathis * _sqrt(stretch), rtt_fast)
-    beta = _where(c[C_CC, i] == 1.0, RENO_BETA, CUBIC_BETA)
+    beta = c[C_BETA, i]
     w_fin = _where(lossy, _min(w_fast, 1e12), 1.0)
     w_max = 2.0 * w_fin / (1.0 + beta)
     grow = _where(c[C_CC, i] == 1.0, 1.0, 3.0 * (1.0 - beta) / (1.0 + beta)) * stretch
@@ -613,7 +619,7 @@ _PREPARE_FIELDS = ("payload_bytes", "skb_truesize_bytes", "wire_bytes", "s_ns_pa
                    "r_ns_ack", "r_cores", "ack_every", "immediate_ack", "stall_rate_hz",
                    "stall_min_s", "stall_alpha", "max_ack_delay_s", "fc_window_bytes", "busy",
                    "link_bps", "rtt_s", "loss_prob", "queue_bytes", "rcvbuf_bytes", "cc",
-                   "ack_fixed", "ack_floor", "time_friendly")
+                   "ack_fixed", "ack_floor", "time_friendly", "reno_beta")
 #: Outputs in _finish's order: name, column of rates_bps (or -1).
 _FINISH_OUTPUTS = (("goodput_bps", -1), ("limit", -1), ("rates_bps", 0), ("rates_bps", 1),
                    ("rates_bps", 2), ("rates_bps", 3), ("rates_bps", 4), ("rates_bps", 5),
@@ -675,7 +681,7 @@ def _kernel(payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments, s_ns_a
             r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every, immediate_ack,
             stall_rate_hz, stall_min_s, stall_alpha, max_ack_delay_s, fc_window_bytes, busy,
             link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc, ack_fixed, ack_floor,
-            time_friendly, transfer_bytes,
+            time_friendly, reno_beta, transfer_bytes,
             o_goodput, o_limit, o_rates, o_loss, o_pbuf, o_acks, o_s_ns, o_r_ns, o_s_util,
             o_r_util, o_duration, o_rtt_eff, start, stop):
     """Scenarios start…stop, KERNEL_BLOCK at a time; runs compiled only (see _compiled).
@@ -697,7 +703,7 @@ def _kernel(payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments, s_ns_a
             w[W_FIN + 1, j] = payload[b0 + j]
             w[W_FIN + 2, j] = s_cores[b0 + j]
             w[W_FIN + 3, j] = r_cores[b0 + j]
-        for j in range(m):  # 30 input arrays and w: see _compile on aliasing checks
+        for j in range(m):  # 31 input arrays and w: see _compile on aliasing checks
             k = b0 + j
             _prepare(w, j, payload[k], skb_bytes[k], wire[k], s_ns_packet[k], s_ns_call[k],
                      s_segments[k], s_ns_ack[k], s_cores[k], r_ns_packet[k], r_ns_call[k],
@@ -705,7 +711,7 @@ def _kernel(payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments, s_ns_a
                      stall_rate_hz[k], stall_min_s[k], stall_alpha[k], max_ack_delay_s[k],
                      fc_window_bytes[k], busy[k], link_bps[k], rtt_s[k], loss_prob[k],
                      queue_bytes[k], rcvbuf_bytes[k], cc[k], ack_fixed[k], ack_floor[k],
-                     time_friendly[k])
+                     time_friendly[k], reno_beta[k])
         for j in range(mp):
             _solve_start(w, w, j)
         # Scenarios converge after 3–5 evaluations, a few take many more: once
@@ -949,7 +955,7 @@ def _compile() -> Any:
         import numba
     except ImportError:
         return None
-    # The loop that runs _prepare reads 30 input arrays and writes w: LLVM
+    # The loop that runs _prepare reads 31 input arrays and writes w: LLVM
     # vectorises it only behind run-time checks that they do not overlap, and
     # by default gives up beyond 8 such checks. (A process-wide LLVM option; it
     # matters only when numba compiles, i.e. not when the kernel comes from

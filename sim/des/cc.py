@@ -56,11 +56,11 @@ class CongestionController:
 
 
 class NewReno(CongestionController):
-    """NewReno of RFC 9002 §7.3 (slow start, congestion avoidance, β = 0.5)."""
+    """NewReno of RFC 9002 §7.3 (slow start, congestion avoidance, β = 0.5 unless the
+    sender's model says otherwise: Behaviour.reno_beta, quic-go's 0.7)."""
 
-    beta: ClassVar[float] = RENO_BETA
-
-    def __init__(self, max_datagram_bytes: int):
+    def __init__(self, max_datagram_bytes: int, beta: float = RENO_BETA):
+        self.beta = beta
         self.mss = float(max_datagram_bytes)
         self.cwnd = INITIAL_WINDOW_PACKETS * self.mss
         self.ssthresh = math.inf
@@ -182,17 +182,19 @@ class Cubic(CongestionController):
 
 
 def congestion_controller(cc: str, max_datagram_bytes: int,
-                          time_rtt: RttEstimator | None = None) -> CongestionController:
+                          time_rtt: RttEstimator | None = None,
+                          reno_beta: float = RENO_BETA) -> CongestionController:
     """The controller for a Scenario's ``cc``; BBR is approximated by CUBIC.
 
     ``time_rtt``: CUBIC's Reno-friendly estimate follows time over this
-    estimator's minimum RTT (Behaviour.cubic_reno_friendly = "time").
+    estimator's minimum RTT (Behaviour.cubic_reno_friendly = "time");
+    ``reno_beta``: NewReno's multiplicative decrease (Behaviour.reno_beta).
     Raises ValueError for an unknown name.
     """
     if cc in ("cubic", "bbr"):
         return Cubic(max_datagram_bytes, time_rtt)
     if cc == "reno":
-        return NewReno(max_datagram_bytes)
+        return NewReno(max_datagram_bytes, reno_beta)
     raise ValueError(f'cc={cc!r}: allowed "cubic" | "reno" | "bbr"')
 
 

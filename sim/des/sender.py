@@ -107,7 +107,8 @@ class Sender(Recovery):
         # RFC 9002 §5.2: the handshake gives the first RTT sample.
         self.rtt = RttEstimator(resolved.path.rtt_s)
         self.cc = congestion_controller(resolved.cc, ep.udp_payload_bytes,
-                                        self.rtt if ep.cubic_time_friendly else None)
+                                        self.rtt if ep.cubic_time_friendly else None,
+                                        ep.reno_beta)
         # --- transport state (see recovery.py) -------------------------------
         self.next_pn = 0
         self.sent: dict[int, Record] = {}

@@ -195,14 +195,15 @@ namespace
 {
 constexpr double kCubicC = 0.4;     // RFC 9438 §5.1
 constexpr double kCubicBeta = 0.7;  // RFC 9438 §4.6
-constexpr double kRenoBeta = 0.5;   // RFC 9002 §7.3.2 (kLossReductionFactor)
 constexpr double kInitialPackets = 10; // TRANSPORT.md: initial window 10 packets
 constexpr double kMinimumPackets = 2;  // RFC 9002 §7.2 kMinimumWindow
 } // namespace
 
-CongestionControl::CongestionControl(bool cubic, uint32_t maxDatagram, bool timeFriendly)
+CongestionControl::CongestionControl(bool cubic, uint32_t maxDatagram, bool timeFriendly,
+                                     double renoBeta)
     : m_cubic(cubic),
       m_timeFriendly(timeFriendly),
+      m_renoBeta(renoBeta), // RFC 9002 §7.3.2 kLossReductionFactor 0.5, or the model's
       m_mss(maxDatagram),
       m_cwnd(kInitialPackets * maxDatagram),
       m_ssthresh(std::numeric_limits<double>::infinity())
@@ -299,7 +300,7 @@ CongestionControl::OnCongestionEvent(double now)
     double segs = m_cwnd / m_mss;
     if (!m_cubic)
     {
-        m_ssthresh = std::max(m_cwnd * kRenoBeta, kMinimumPackets * m_mss);
+        m_ssthresh = std::max(m_cwnd * m_renoBeta, kMinimumPackets * m_mss);
         m_cwnd = m_ssthresh;
         return;
     }

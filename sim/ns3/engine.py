@@ -195,6 +195,7 @@ class Ns3Engine:
                                       else self.ack_window_fraction),
             "cwndValidation": VALIDATION_CODES[self.cwnd_validation],
             "cubicTimeFriendly": _flag(snd.cubic_time_friendly),
+            "renoBeta": repr(snd.reno_beta),
             "seed": s.seed,
             "run": s.run,
             "prefixBytes": prefix_bytes if use_prefix else 0,

@@ -93,6 +93,7 @@ AddOptions(CommandLine& cmd, Params& p)
                  "RFC 9002 7.8: 0 grow unless app-limited, 1 only while in flight fills cwnd, "
                  "2 every ACK",
                  p.cwndValidation);
+    cmd.AddValue("renoBeta", "NewReno's multiplicative decrease (RFC 9002: 0.5)", p.renoBeta);
     cmd.AddValue("cubicTimeFriendly",
                  "CUBIC's Reno-friendly estimate grows with time over min RTT (RFC 8312 4.2)",
                  p.cubicTimeFriendly);
@@ -203,7 +204,7 @@ main(int argc, char* argv[])
     if (p.chunks < 1 || p.streams < 1 || p.streamBytes < 1 || p.streamBytes > p.udpPayload ||
         p.sSegments < 1 || p.rSegments < 1 || p.ackEvery <= 0 || p.linkBps <= 0 ||
         p.rttS <= 0 || p.transferBytes < p.chunks || p.interopBusy <= 0 || p.ackFloor < 1 ||
-        p.ackTimerS < 0)
+        p.ackTimerS < 0 || p.renoBeta <= 0 || p.renoBeta >= 1)
     {
         std::fprintf(stderr, "quiclab-ns3: inconsistent parameters (see --PrintHelp)\n");
         return 2;

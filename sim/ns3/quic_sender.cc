@@ -36,7 +36,8 @@ QuicSender::QuicSender(Connection* conn, Ptr<ns3::Socket> socket)
     : m_conn(conn),
       m_p(conn->params),
       m_socket(socket),
-      m_cc(conn->params.cc != "reno", conn->params.udpPayload, conn->params.cubicTimeFriendly)
+      m_cc(conn->params.cc != "reno", conn->params.udpPayload, conn->params.cubicTimeFriendly,
+           conn->params.renoBeta)
 {
     m_streams.resize(m_p.chunks);
     for (uint32_t i = 0; i < m_p.chunks; ++i)

@@ -88,6 +88,7 @@ struct Params
     uint32_t cwndValidation = 0;
     // CUBIC's Reno-friendly estimate grows with time over min RTT (RFC 8312 §4.2).
     bool cubicTimeFriendly = false;
+    double renoBeta = 0.5; // NewReno's multiplicative decrease (RFC 9002; quic-go 0.7)
     // run control
     uint64_t seed = 0;
     uint64_t run = 0;
@@ -200,7 +201,8 @@ struct RttEstimator
 class CongestionControl
 {
   public:
-    CongestionControl(bool cubic, uint32_t maxDatagram, bool timeFriendly = false);
+    CongestionControl(bool cubic, uint32_t maxDatagram, bool timeFriendly = false,
+                      double renoBeta = 0.5);
     void OnAck(uint64_t ackedBytes, double now, double srtt, bool cwndLimited, double minRtt);
     void OnCongestionEvent(double now);
     void OnPersistentCongestion();
@@ -211,6 +213,7 @@ class CongestionControl
     double WCubic(double t) const;
     bool m_cubic;
     bool m_timeFriendly; // W_est(t) of RFC 8312 §4.2 over min RTT, growth ≤ acked / 2
+    double m_renoBeta;   // NewReno's multiplicative decrease
     double m_mss;
     double m_cwnd;
     double m_ssthresh;

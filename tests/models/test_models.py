@@ -82,11 +82,11 @@ def test_behaviour_keys_added_later_are_checked_and_left_out_at_default():
     from quiclab.errors import DataError
     from quiclab.models.costmodel import Behaviour
 
-    assert not {"ack_threshold_floor_packets", "ack_timer_ms",
-                "cubic_reno_friendly"} & set(Behaviour().to_json())
+    assert not {"ack_threshold_floor_packets", "ack_timer_ms", "cubic_reno_friendly",
+                "reno_beta"} & set(Behaviour().to_json())
     timed = Behaviour(ack_threshold_floor_packets=10.0, cubic_reno_friendly="time")
     assert Behaviour.from_json(timed.to_json(), "x.json") == timed
     for key, bad in (("cubic_reno_friendly", "sometimes"), ("ack_threshold_floor_packets", 0.5),
-                     ("ack_timer_ms", -1.0)):
+                     ("ack_timer_ms", -1.0), ("reno_beta", 1.5)):
         with pytest.raises(DataError, match=f"{key}=.*{bad}"):
             Behaviour.from_json({**timed.to_json(), key: bad}, "x.json")

@@ -66,6 +66,18 @@ def test_loss_bound_follows_the_reno_response_at_long_rtt():
     assert p.goodput_mbps == pytest.approx(mathis, rel=0.05)
 
 
+def test_reno_with_a_gentler_decrease_keeps_a_larger_window():
+    """Behaviour.reno_beta (quic-go's Reno keeps 0.7): the AIMD window loss leaves is
+    sqrt((1 + β) / (2 (1 − β)) / p), 2.83/p against Mathis' 1.5/p at β = 0.5."""
+    common = dict(sender_ns=100, receiver_ns=100, ack_every_packets=1.0, **NO_STALLS)
+    e = engine(synthetic_model("half", **common),
+               synthetic_model("gentle", reno_beta=0.7, **common))
+    lossy = dict(cc="reno", loss_pct=1.0, rtt_ms=50.0)
+    half = e.predict(Scenario(server="half", client="half", **lossy)).goodput_mbps
+    gentle = e.predict(Scenario(server="gentle", client="gentle", **lossy)).goodput_mbps
+    assert gentle / half == pytest.approx(math.sqrt(1.7 / 0.6 / 1.5), rel=0.02)
+
+
 def test_a_fixed_ack_threshold_waits_for_the_timer_below_it():
     """Behaviour.ack_threshold_fixed: rounds of the Reno sawtooth whose window is
     below the threshold also wait for max_ack_delay (TRANSPORT.md "ACKs"); the

@@ -73,6 +73,7 @@ def random_inputs(n: int, seed: int, extreme: bool = True) -> Inputs:
         "ack_fixed": some(0.2).astype(float),
         "ack_floor": rng.choice([2.0, 2.0, 10.0], n),
         "time_friendly": some(0.2).astype(float),
+        "reno_beta": rng.choice([0.5, 0.5, 0.7], n),
     }
     return Inputs(**a)
 

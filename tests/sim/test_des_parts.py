@@ -109,6 +109,14 @@ def test_cubic_time_driven_reno_friendly_estimate() -> None:
     assert congestion_controller("reno", MSS, rtt).cwnd == 10 * MSS  # Reno ignores it
 
 
+def test_reno_decrease_follows_the_model() -> None:
+    """Behaviour.reno_beta: quic-go's Reno keeps 0.7 of the window on a loss."""
+    cc = congestion_controller("reno", MSS, reno_beta=0.7)
+    cc.cwnd = 100 * MSS
+    cc.on_congestion(1.0)
+    assert cc.cwnd == pytest.approx(70 * MSS) and cc.ssthresh == pytest.approx(70 * MSS)
+
+
 def test_persistent_congestion_and_names() -> None:
     for cc in (Cubic(MSS), NewReno(MSS)):
         cc.cwnd = 50 * MSS
