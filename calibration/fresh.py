@@ -237,6 +237,7 @@ def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float],
         immediate_ack_on_gap=stack.immediate_ack_on_gap,
         ack_threshold_floor_packets=float(stack.ack_floor_packets),
         ack_timer_ms=float(stack.ack_timer_ms), cubic_reno_friendly=stack.cubic_reno_friendly,
+        reno_beta=float(stack.reno_beta),
         supports_gso=gso, supports_gro=gro,
         gso_max_segments=_gso_batch(stack, send_batch),
         apps=("h3",) if stack.app == "h3" else ("perf", "hq", "h3"),
@@ -474,6 +475,8 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                                       "(testbed/stacks.py): " + stack.ack_policy_source,
                                       "cubic_reno_friendly": "testbed stack registry "
                                       "(testbed/stacks.py): " + stack.cubic_source,
+                                      "reno_beta": "testbed stack registry "
+                                      "(testbed/stacks.py): " + stack.reno_source,
                                       "gso_max_segments": (
                                           f"fit: median {seg_s:.1f} packets per send call "
                                           f"at the default offloads ({len(g)} runs), the "

@@ -84,6 +84,21 @@ def _is_bulk(runs: pd.DataFrame) -> pd.Series:
     return runs["workload"].isna() | (runs["workload"] == "bulk")
 
 
+def _sender_cc(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with the controller each sender actually ran: a stack with only one
+    (testbed/stacks.py; quic-go runs Reno, though its runs recorded before 2026-11-26
+    say cubic) gets that one whatever the run recorded."""
+    from quiclab.testbed.stacks import STACKS
+
+    if "cc" not in runs.columns or "server_impl" not in runs.columns:
+        return runs
+    only = {name: stack.ccs[0] for name, stack in STACKS.items() if len(stack.ccs) == 1}
+    actual = runs["server_impl"].map(only)
+    if not actual.notna().any():
+        return runs
+    return runs.assign(cc=actual.where(actual.notna(), runs["cc"]))
+
+
 def _fresh_bulk_cells(runs: pd.DataFrame, known: Any,
                       defaults: dict[str, Any] | None) -> list[Any]:
     """Goodput cells of fresh bulk runs, each with the congestion controller its runs used
@@ -91,6 +106,7 @@ def _fresh_bulk_cells(runs: pd.DataFrame, known: Any,
     would contradict)."""
     from quiclab.calibration.evidence import dataset_cells
 
+    runs = _sender_cc(runs)
     if "cc" not in runs.columns or runs["cc"].isna().all():
         out = dataset_cells(runs, source="fresh", known=known, defaults=defaults)
     else:

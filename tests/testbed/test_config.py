@@ -38,7 +38,7 @@ def test_fields_the_testbed_cannot_set_are_refused_in_one_line():
 
 @pytest.mark.parametrize(("server", "client", "items", "message"), [
     ("quinn", "quinn", ["mtu_bytes=9000"], "GSO batches exceed 64 KiB"),
-    ("quic-go", "quic-go", ["cc=reno"], "cc=reno cannot be honoured by quic-go"),
+    ("quic-go", "quic-go", ["cc=cubic"], "cc=cubic cannot be honoured by quic-go"),
     ("quic-go", "quinn", ["udp_payload_bytes=8000", "mtu_bytes=9000", "gso=false"],
      "capped at 1452 B"),
     ("aioquic", "aioquic", ["gso=true"], "gso=true cannot be honoured by aioquic"),

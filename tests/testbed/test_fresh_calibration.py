@@ -114,6 +114,11 @@ def test_fresh_models_carry_the_receivers_ack_rules_and_s2n_cubic(fit):
     assert "not read" in quiche.provenance["knowledge"]["ack_policy"]
     assert "not read" in quiche.provenance["knowledge"]["cubic_reno_friendly"]
     assert "acks.go" in fit.models["xnet-quic"].provenance["knowledge"]["ack_policy"]
+    # quic-go runs Reno with β = 0.7 (its sent-packet handler hard-codes it).
+    quic_go = fit.models["quic-go"]
+    assert quic_go.behaviour.ccs == ("reno",) and quic_go.behaviour.reno_beta == 0.7
+    assert "use Reno" in quic_go.provenance["knowledge"]["reno_beta"]
+    assert quiche.behaviour.reno_beta == 0.5
 
 
 def test_a_smaller_transfer_separates_each_process_fixed_cpu():

@@ -21,6 +21,17 @@ def _item(engine: str, group: str, server: str, setting: str, observed: float,
             "noise_cv_pct": cv}
 
 
+def test_a_sender_with_one_controller_is_simulated_with_it():
+    """quic-go runs Reno only (testbed/stacks.py); its runs recorded before that was read
+    say cubic, and validation takes the controller the sender actually ran."""
+    from quiclab.experiments.validate import _sender_cc
+
+    runs = pd.DataFrame({"server_impl": ["quic-go", "quiche", "xnet-quic"],
+                         "cc": ["cubic", "cubic", "reno"]})
+    assert list(_sender_cc(runs)["cc"]) == ["reno", "cubic", "reno"]
+    assert _sender_cc(runs.drop(columns="cc")).equals(runs.drop(columns="cc"))
+
+
 def test_setting_labels_drop_the_pair_and_the_transfer_size():
     assert _setting_label("fresh-validation|quinn→quinn [mtu_bytes=9000, gso=False, "
                           "transfer_bytes=200000000]") == "mtu_bytes=9000, gso=False"
