@@ -241,7 +241,9 @@ class Behaviour:
     #: CUBIC's Reno-friendly estimate W_est: "acks" grows it per acknowledged
     #: segment (RFC 9438 §4.3); "time" with the time since the epoch over the
     #: minimum RTT (RFC 8312 §4.2, eq. 4), and cwnd by at most half the bytes an
-    #: ACK acknowledges (Linux's cap; s2n-quic). sim/TRANSPORT.md "Congestion control".
+    #: ACK acknowledges (Linux's cap; s2n-quic); "time-srtt" the same over the
+    #: smoothed RTT, cwnd by at most one datagram per packet acknowledged (quinn).
+    #: sim/TRANSPORT.md "Loss detection and congestion control".
     cubic_reno_friendly: str = "acks"
     #: NewReno's multiplicative decrease: RFC 9002's kLossReductionFactor 0.5; quic-go's
     #: Reno (its only controller) keeps 0.7 of the window.
@@ -317,7 +319,7 @@ class Behaviour:
 OMITTED_AT_DEFAULT = frozenset({"ack_threshold_fixed", "ack_threshold_floor_packets",
                                 "ack_timer_ms", "cubic_reno_friendly", "reno_beta"})
 #: Values Behaviour.cubic_reno_friendly may take.
-RENO_FRIENDLY_MODES = ("acks", "time")
+RENO_FRIENDLY_MODES = ("acks", "time", "time-srtt")
 
 
 @dataclass(frozen=True)

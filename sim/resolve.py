@@ -65,8 +65,9 @@ class Endpoint:
     ack_floor_packets: float  # Behaviour.ack_threshold_floor_packets
     #: The receiver's delayed-ACK timer (Behaviour.ack_timer_ms, else max_ack_delay).
     ack_timer_s: float
-    #: CUBIC's W_est grows with time over the minimum RTT (Behaviour.cubic_reno_friendly).
-    cubic_time_friendly: bool
+    #: CUBIC's Reno-friendly estimate (Behaviour.cubic_reno_friendly): "acks",
+    #: "time" (over the minimum RTT) or "time-srtt" (over the smoothed RTT).
+    cubic_reno_friendly: str
     reno_beta: float  # Behaviour.reno_beta: NewReno's multiplicative decrease
     fc_window_bytes: int
     pacing: bool
@@ -247,7 +248,7 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
         ack_threshold_fixed=beh.ack_threshold_fixed,
         ack_floor_packets=beh.ack_threshold_floor_packets,
         ack_timer_s=(beh.ack_timer_ms or beh.max_ack_delay_ms) / 1000.0,
-        cubic_time_friendly=beh.cubic_reno_friendly == "time",
+        cubic_reno_friendly=beh.cubic_reno_friendly,
         reno_beta=beh.reno_beta,
         fc_window_bytes=beh.fc_window_bytes,
         pacing=beh.pacing,

@@ -208,6 +208,11 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         pacing_source="quinn-proto: poll_transmit waits on Pacer::delay, a token bucket at 1.25 × "
                       "cwnd / RTT (connection/pacing.rs); no switch",
         pacing_burst=(1.6, 10, 256, 1.0),
+        cubic_reno_friendly="time-srtt",
+        cubic_source="quinn-proto 0.11.19 congestion/cubic.rs: w_est(t, rtt) = β·W_max + "
+                     "3(1−β)/(1+β)·t/rtt (RFC 8312 eq. 4) with rtt = the smoothed RTT "
+                     "(RttEstimator::get), t since the recovery start; per acknowledged "
+                     "packet cwnd grows by at most one MTU (cwnd_inc)",
         pacing_burst_source="quinn-proto connection/pacing.rs: the bucket holds the window × "
                             "BURST_INTERVAL (2 ms) / RTT, i.e. 1.6 ms of the 1.25 × cwnd / RTT "
                             "rate, clamped to MIN_BURST_SIZE 10 … MAX_BURST_SIZE 256 datagrams; "

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from quiclab.models.costmodel import RENO_FRIENDLY_MODES
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic.core import (
     CC_CODES,
@@ -87,7 +88,8 @@ def inputs_from_resolved(items: Sequence[Resolved]) -> Inputs:
         pacing=col(lambda r: float(r.sender.pacing)),
         ack_fixed=col(lambda r: float(r.receiver.ack_threshold_fixed)),
         ack_floor=col(lambda r: r.receiver.ack_floor_packets),
-        time_friendly=col(lambda r: float(r.sender.cubic_time_friendly)),
+        time_friendly=col(lambda r: float(
+            RENO_FRIENDLY_MODES.index(r.sender.cubic_reno_friendly))),
         reno_beta=col(lambda r: r.sender.reno_beta),
     )
 

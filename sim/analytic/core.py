@@ -102,8 +102,10 @@ CPU_BOUND_BUSY = 0.95
 #: The receiver's ACK threshold is capped at this fraction of the sender's
 #: window, in packets (TRANSPORT.md "ACKs"; the DES and ns-3 use the same).
 ACK_WINDOW_FRACTION = 0.25
-#: log 1.5: a slow round of a time-driven CUBIC grows its window by half (see _rates).
+#: A slow round of a time-driven CUBIC grows its window by half (over the minimum
+#: RTT, s2n-quic) or doubles it (over the smoothed RTT, quinn): see _rates.
 LOG_1_5 = math.log(1.5)
+LOG_2 = math.log(2.0)
 #: Average CUBIC window factor (C·(3+β)/(4·(1−β)))^(1/4), see cc_window_packets.
 CUBIC_K = (CUBIC_C * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25
 
@@ -158,8 +160,8 @@ class Inputs:
     ack_fixed: np.ndarray = field(default_factory=lambda: np.zeros(1))
     #: The fewest packets the capped threshold asks for (Behaviour.ack_threshold_floor_packets).
     ack_floor: np.ndarray = field(default_factory=lambda: np.full(1, 2.0))
-    #: 0/1: CUBIC's Reno-friendly estimate grows with time over the minimum RTT
-    #: (Behaviour.cubic_reno_friendly = "time").
+    #: CUBIC's Reno-friendly estimate (Behaviour.cubic_reno_friendly): 0 per ACK, 1
+    #: with time over the minimum RTT ("time"), 2 over the smoothed RTT ("time-srtt").
     time_friendly: np.ndarray = field(default_factory=lambda: np.zeros(1))
     #: NewReno's multiplicative decrease (Behaviour.reno_beta; RFC 9002: 0.5).
     reno_beta: np.ndarray = field(default_factory=lambda: np.full(1, RENO_BETA))
@@ -449,8 +451,10 @@ def _rates(c, i, y):
     # (Behaviour.cubic_reno_friendly = "time", RFC 8312 §4.2): a round of rtt
     # grows it by α·rtt/RTT_min, not α, so the loss-limited window is
     # sqrt(rtt/RTT_min) times larger (AIMD: W ∝ sqrt(increase per round)).
+    # Over the smoothed RTT (quinn) a round grows it by about α, as per ACK.
     timed = (c[C_TIME_FRIENDLY, i] > 0.0) & (c[C_CC, i] != 1.0)
-    reno = mathis * _where(timed, _sqrt(rtt_eff / c[C_RTT_BASE, i]), 1.0)
+    min_based = timed & (c[C_TIME_FRIENDLY, i] == 1.0)
+    reno = mathis * _where(min_based, _sqrt(rtt_eff / c[C_RTT_BASE, i]), 1.0)
     # ACKs per packet: one per ack_eff packets (the capped threshold above), or
     # one per max_ack_delay when fewer packets than that arrive in it. A
     # receiver that follows RFC 9000 §13.2.1 also ACKs at once the packet that
@@ -476,7 +480,7 @@ def _rates(c, i, y):
     wait_at = _where(fixed, threshold, _min(floor, threshold))
     rtt_fast = c[C_RTT_BASE, i] + _min((wait_at - 1.0) * c[C_P8, i] / _max(burst, 1.0),
                                        c[C_MAX_ACK_DELAY, i])
-    stretch = _where(timed, rtt_fast / c[C_RTT_BASE, i], 1.0)  # α·rtt/RTT_min a round
+    stretch = _where(min_based, rtt_fast / c[C_RTT_BASE, i], 1.0)  # α·rtt/RTT_min a round
     w_fast = _cwnd(c, i, events, inv_events, mathis * _sqrt(stretch), rtt_fast)
     beta = c[C_BETA, i]
     w_fin = _where(lossy, _min(w_fast, 1e12), 1.0)
@@ -484,10 +488,12 @@ def _rates(c, i, y):
     grow = _where(c[C_CC, i] == 1.0, 1.0, 3.0 * (1.0 - beta) / (1.0 + beta)) * stretch
     rounds = _max(w_max * (1.0 - beta) / grow, 1.0)
     # Slow rounds: the window climbs `grow` a round to the threshold; with the
-    # time-driven estimate the wait itself lifts it, by half of what the late ACK
-    # acknowledges (the cap), so each slow round multiplies the window by 1.5.
+    # time-driven estimate the wait itself lifts it, by as much of what the late ACK
+    # acknowledges as the cap allows: × 1.5 a slow round (half, s2n-quic), × 2 (all,
+    # quinn).
     below = _max(wait_at / _max(beta * w_max, 1e-9), 1.0)
-    slow = _min(_where(timed, _log(below) * (1.0 / LOG_1_5),
+    per_slow = _where(c[C_TIME_FRIENDLY, i] == 2.0, LOG_2, LOG_1_5)
+    slow = _min(_where(timed, _log(below) / per_slow,
                        _max((wait_at - beta * w_max) / grow, 0.0)), rounds)
     cycle_s = rounds * rtt_fast + slow * c[C_MAX_ACK_DELAY, i]
     rate_cc = _where((fixed | (floor > 2.0)) & lossy, w_fin * rounds * c[C_P8, i] / cycle_s,

@@ -95,12 +95,17 @@ class Cubic(CongestionController):
     and Linux take it), and an ACK raises cwnd by at most half the bytes it
     acknowledges (Linux's cap, s2n-quic's too). Time spent waiting — a delayed
     ACK, a stall — then counts towards the window as if round trips had passed.
+    ``smoothed`` ("time-srtt", quinn): RTT is the smoothed one, and an ACK raises
+    cwnd by at most one datagram per datagram it acknowledges.
     """
 
     beta: ClassVar[float] = CUBIC_BETA
 
-    def __init__(self, max_datagram_bytes: int, time_rtt: RttEstimator | None = None):
+    def __init__(self, max_datagram_bytes: int, time_rtt: RttEstimator | None = None,
+                 smoothed: bool = False):
         self.time_rtt = time_rtt
+        self.time_smoothed = smoothed
+        self.time_cap = 1.0 if smoothed else 0.5
         self.mss = float(max_datagram_bytes)
         self.cwnd = INITIAL_WINDOW_PACKETS * self.mss
         self.ssthresh = math.inf
@@ -135,11 +140,12 @@ class Cubic(CongestionController):
             ahead = srtt_s
             cap = math.inf
         else:
-            # RFC 8312 §4.2 eq. 4 over the minimum RTT; growth ≤ half the acked bytes.
-            ahead = time_rtt.min
+            # RFC 8312 §4.2 eq. 4 over the minimum (or smoothed) RTT; growth ≤ half
+            # (or all) of the acked bytes.
+            ahead = time_rtt.smoothed if self.time_smoothed else time_rtt.min
             self.w_est = (self.w_max * CUBIC_BETA
                           + CUBIC_ALPHA * (now_s - self.epoch_s) / ahead * mss)
-            cap = cwnd + 0.5 * acked_bytes
+            cap = cwnd + self.time_cap * acked_bytes
         # RFC 9438 §4.2 eq. 1, evaluated one RTT ahead (§4.4: target = W_cubic(t + RTT)).
         d = now_s - self.epoch_s + ahead - self.k_s
         w_cubic = CUBIC_C * d * d * d * mss + self.w_max
@@ -183,16 +189,18 @@ class Cubic(CongestionController):
 
 def congestion_controller(cc: str, max_datagram_bytes: int,
                           time_rtt: RttEstimator | None = None,
-                          reno_beta: float = RENO_BETA) -> CongestionController:
+                          reno_beta: float = RENO_BETA,
+                          smoothed: bool = False) -> CongestionController:
     """The controller for a Scenario's ``cc``; BBR is approximated by CUBIC.
 
     ``time_rtt``: CUBIC's Reno-friendly estimate follows time over this
-    estimator's minimum RTT (Behaviour.cubic_reno_friendly = "time");
-    ``reno_beta``: NewReno's multiplicative decrease (Behaviour.reno_beta).
+    estimator's minimum RTT (Behaviour.cubic_reno_friendly = "time"), or its
+    smoothed RTT with ``smoothed`` ("time-srtt"); ``reno_beta``: NewReno's
+    multiplicative decrease (Behaviour.reno_beta).
     Raises ValueError for an unknown name.
     """
     if cc in ("cubic", "bbr"):
-        return Cubic(max_datagram_bytes, time_rtt)
+        return Cubic(max_datagram_bytes, time_rtt, smoothed)
     if cc == "reno":
         return NewReno(max_datagram_bytes, reno_beta)
     raise ValueError(f'cc={cc!r}: allowed "cubic" | "reno" | "bbr"')

@@ -106,9 +106,10 @@ class Sender(Recovery):
         self.unit_div = unit_cwnd_divisor
         # RFC 9002 §5.2: the handshake gives the first RTT sample.
         self.rtt = RttEstimator(resolved.path.rtt_s)
+        timed = ep.cubic_reno_friendly != "acks"
         self.cc = congestion_controller(resolved.cc, ep.udp_payload_bytes,
-                                        self.rtt if ep.cubic_time_friendly else None,
-                                        ep.reno_beta)
+                                        self.rtt if timed else None, ep.reno_beta,
+                                        ep.cubic_reno_friendly == "time-srtt")
         # --- transport state (see recovery.py) -------------------------------
         self.next_pn = 0
         self.sent: dict[int, Record] = {}

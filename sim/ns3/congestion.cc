@@ -200,10 +200,11 @@ constexpr double kMinimumPackets = 2;  // RFC 9002 §7.2 kMinimumWindow
 } // namespace
 
 CongestionControl::CongestionControl(bool cubic, uint32_t maxDatagram, bool timeFriendly,
-                                     double renoBeta)
+                                     double renoBeta, bool timeSmoothed)
     : m_cubic(cubic),
       m_timeFriendly(timeFriendly),
       m_renoBeta(renoBeta), // RFC 9002 §7.3.2 kLossReductionFactor 0.5, or the model's
+      m_timeSmoothed(timeSmoothed),
       m_mss(maxDatagram),
       m_cwnd(kInitialPackets * maxDatagram),
       m_ssthresh(std::numeric_limits<double>::infinity())
@@ -254,9 +255,11 @@ CongestionControl::OnAck(uint64_t ackedBytes, double now, double srtt, bool cwnd
     {
         // RFC 8312 §4.2, eq. 4: W_est(t) = β·W_max + α_cubic·t/RTT with the minimum
         // RTT (s2n-quic, Linux); one ACK raises cwnd by at most half what it acks.
+        // Over the smoothed RTT, at most all of it (quinn).
+        double rtt = m_timeSmoothed ? srtt : minRtt;
         double wEst = m_wMax * kCubicBeta +
-                      3.0 * (1.0 - kCubicBeta) / (1.0 + kCubicBeta) * t / minRtt;
-        double cap = segs + acked / 2.0;
+                      3.0 * (1.0 - kCubicBeta) / (1.0 + kCubicBeta) * t / rtt;
+        double cap = segs + (m_timeSmoothed ? acked : acked / 2.0);
         double next = segs;
         if (WCubic(t) < wEst)
         {
@@ -264,7 +267,7 @@ CongestionControl::OnAck(uint64_t ackedBytes, double now, double srtt, bool cwnd
         }
         else
         {
-            double target = std::clamp(WCubic(t + minRtt), segs, 1.5 * segs);
+            double target = std::clamp(WCubic(t + rtt), segs, 1.5 * segs);
             next = segs + (target - segs) / segs * acked;
         }
         m_cwnd = std::min(next, cap) * m_mss;

@@ -194,7 +194,8 @@ class Ns3Engine:
             "ackWindowFraction": repr(0.0 if rcv.ack_threshold_fixed
                                       else self.ack_window_fraction),
             "cwndValidation": VALIDATION_CODES[self.cwnd_validation],
-            "cubicTimeFriendly": _flag(snd.cubic_time_friendly),
+            "cubicTimeFriendly": _flag(snd.cubic_reno_friendly != "acks"),
+            "cubicTimeSmoothed": _flag(snd.cubic_reno_friendly == "time-srtt"),
             "renoBeta": repr(snd.reno_beta),
             "seed": s.seed,
             "run": s.run,

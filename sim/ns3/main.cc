@@ -97,6 +97,9 @@ AddOptions(CommandLine& cmd, Params& p)
     cmd.AddValue("cubicTimeFriendly",
                  "CUBIC's Reno-friendly estimate grows with time over min RTT (RFC 8312 4.2)",
                  p.cubicTimeFriendly);
+    cmd.AddValue("cubicTimeSmoothed",
+                 "... over the smoothed RTT, growth at most one datagram per datagram acked",
+                 p.cubicTimeSmoothed);
     cmd.AddValue("seed", "random seed", p.seed);
     cmd.AddValue("run", "run number", p.run);
     cmd.AddValue("prefixBytes", "stop after this many goodput bytes (0 = whole transfer)",

@@ -37,7 +37,7 @@ QuicSender::QuicSender(Connection* conn, Ptr<ns3::Socket> socket)
       m_p(conn->params),
       m_socket(socket),
       m_cc(conn->params.cc != "reno", conn->params.udpPayload, conn->params.cubicTimeFriendly,
-           conn->params.renoBeta)
+           conn->params.renoBeta, conn->params.cubicTimeSmoothed)
 {
     m_streams.resize(m_p.chunks);
     for (uint32_t i = 0; i < m_p.chunks; ++i)

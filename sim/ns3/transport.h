@@ -88,6 +88,8 @@ struct Params
     uint32_t cwndValidation = 0;
     // CUBIC's Reno-friendly estimate grows with time over min RTT (RFC 8312 §4.2).
     bool cubicTimeFriendly = false;
+    // ... over the smoothed RTT, growth ≤ one datagram per datagram acked (quinn).
+    bool cubicTimeSmoothed = false;
     double renoBeta = 0.5; // NewReno's multiplicative decrease (RFC 9002; quic-go 0.7)
     // run control
     uint64_t seed = 0;
@@ -202,7 +204,7 @@ class CongestionControl
 {
   public:
     CongestionControl(bool cubic, uint32_t maxDatagram, bool timeFriendly = false,
-                      double renoBeta = 0.5);
+                      double renoBeta = 0.5, bool timeSmoothed = false);
     void OnAck(uint64_t ackedBytes, double now, double srtt, bool cwndLimited, double minRtt);
     void OnCongestionEvent(double now);
     void OnPersistentCongestion();
@@ -214,6 +216,7 @@ class CongestionControl
     bool m_cubic;
     bool m_timeFriendly; // W_est(t) of RFC 8312 §4.2 over min RTT, growth ≤ acked / 2
     double m_renoBeta;   // NewReno's multiplicative decrease
+    bool m_timeSmoothed; // the time-driven W_est over the smoothed RTT, growth ≤ acked
     double m_mss;
     double m_cwnd;
     double m_ssthresh;

@@ -72,7 +72,7 @@ def random_inputs(n: int, seed: int, extreme: bool = True) -> Inputs:
         "pacing": rng.integers(0, 2, n).astype(float),
         "ack_fixed": some(0.2).astype(float),
         "ack_floor": rng.choice([2.0, 2.0, 10.0], n),
-        "time_friendly": some(0.2).astype(float),
+        "time_friendly": rng.choice([0.0, 0.0, 0.0, 1.0, 2.0], n),
         "reno_beta": rng.choice([0.5, 0.5, 0.7], n),
     }
     return Inputs(**a)

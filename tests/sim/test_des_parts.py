@@ -106,6 +106,14 @@ def test_cubic_time_driven_reno_friendly_estimate() -> None:
         cc.on_ack(cc.cwnd, t, 40e-6)
     assert (cc.cwnd - start) / MSS == pytest.approx(10 * CUBIC_ALPHA, rel=0.1)
     assert isinstance(congestion_controller("cubic", MSS, rtt), Cubic)
+    # "time-srtt" (quinn): over the smoothed RTT, growth ≤ all of the acked bytes.
+    smoothed = RttEstimator(40e-6)
+    smoothed.smoothed = 200e-6
+    quinn = Cubic(MSS, smoothed, smoothed=True)
+    quinn.cwnd = 10 * MSS
+    quinn.on_congestion(0.0)
+    quinn.on_ack(7 * MSS, 0.025, 200e-6)
+    assert quinn.cwnd == pytest.approx(14 * MSS)  # 7 + 7: W_est(25 ms) is far above
     assert congestion_controller("reno", MSS, rtt).cwnd == 10 * MSS  # Reno ignores it
 
 

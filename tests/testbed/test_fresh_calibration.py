@@ -119,6 +119,8 @@ def test_fresh_models_carry_the_receivers_ack_rules_and_s2n_cubic(fit):
     assert quic_go.behaviour.ccs == ("reno",) and quic_go.behaviour.reno_beta == 0.7
     assert "use Reno" in quic_go.provenance["knowledge"]["reno_beta"]
     assert quiche.behaviour.reno_beta == 0.5
+    quinn = _stack_behaviour(STACKS["quinn"], 20.0, (1.0, 1.83))
+    assert quinn.cubic_reno_friendly == "time-srtt" and "cubic.rs" in STACKS["quinn"].cubic_source
 
 
 def test_a_smaller_transfer_separates_each_process_fixed_cpu():
