@@ -223,6 +223,16 @@ def _gso_batch(stack: Any, send_batch: float = math.nan) -> int:
     return cap
 
 
+#: Where a fresh model's read-in behaviour comes from, and which of the stack registry's
+#: source notes (testbed/stacks.py) stands for each key of ``provenance.knowledge``.
+REGISTRY = "testbed stack registry (testbed/stacks.py): "
+REGISTRY_FACTS = {"pacing": "pacing_source", "pacing_burst": "pacing_burst_source",
+                  "fc_window_bytes": "fc_window_source",
+                  "ack_threshold_fixed": "ack_threshold_source",
+                  "ack_policy": "ack_policy_source", "cubic_reno_friendly": "cubic_source",
+                  "reno_beta": "reno_source"}
+
+
 def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float],
                      send_batch: float = math.nan) -> Behaviour:
     gso = stack.gso in ("switch", "on")
@@ -463,26 +473,14 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             behaviour=beh, notes=[f"fresh calibration on {host.name}; {stack.version}"],
             provenance={"stack": stack.version, "runs": len(g), "experiment":
                         CALIBRATION_EXPERIMENT,
-                        "knowledge": {"pacing": "testbed stack registry (testbed/stacks.py): "
-                                      + stack.pacing_source,
-                                      "pacing_burst": "testbed stack registry "
-                                      "(testbed/stacks.py): " + stack.pacing_burst_source,
-                                      "fc_window_bytes": "testbed stack registry "
-                                      "(testbed/stacks.py): " + stack.fc_window_source,
-                                      "ack_threshold_fixed": "testbed stack registry "
-                                      "(testbed/stacks.py): " + stack.ack_threshold_source,
-                                      "ack_policy": "testbed stack registry "
-                                      "(testbed/stacks.py): " + stack.ack_policy_source,
-                                      "cubic_reno_friendly": "testbed stack registry "
-                                      "(testbed/stacks.py): " + stack.cubic_source,
-                                      "reno_beta": "testbed stack registry "
-                                      "(testbed/stacks.py): " + stack.reno_source,
+                        "knowledge": {**{key: REGISTRY + getattr(stack, attr)
+                                         for key, attr in REGISTRY_FACTS.items()},
                                       "gso_max_segments": (
                                           f"fit: median {seg_s:.1f} packets per send call "
                                           f"at the default offloads ({len(g)} runs), the "
                                           "engines' GSO/GRO batch" if beh.gso_max_segments
-                                          < _gso_batch(stack) else "testbed stack registry "
-                                          "(testbed/stacks.py): the stack's batch cap"),
+                                          < _gso_batch(stack) else REGISTRY
+                                          + "the stack's batch cap"),
                                       "rx_stall": (f"fit: median receive-buffer drop "
                                                    f"fraction {drops:.2e} of the {len(g)} "
                                                    "runs" if math.isfinite(drops) else

@@ -238,7 +238,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         ack_floor_packets=10.0,
         ack_policy_source="s2n-quic-transport 0.91 ack/ack_manager.rs on_processed_packet: an "
                           "ACK once 10 ack-eliciting packets arrived since the last one "
-                          "(packet_tolerance = 10, 'TODO support delayed ack proposal'), at "
+                          "(packet_tolerance = 10; the delayed-ACK draft is not supported), at "
                           "once for a packet below the largest or after a gap, else after "
                           "max_ack_delay (25 ms); it sends out ACKs after a receive batch",
         cubic_reno_friendly="time",
