@@ -23,7 +23,7 @@ from quiclab.sim.analytic.core import (
     Inputs,
     Outputs,
     evaluate,
-    skb_truesize,
+    rcvbuf_charge_bytes,
 )
 from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.prediction import Prediction
@@ -57,7 +57,9 @@ def inputs_from_resolved(items: Sequence[Resolved]) -> Inputs:
 
     return Inputs(
         payload_bytes=col(lambda r: r.sender.stream_bytes),
-        skb_truesize_bytes=col(lambda r: skb_truesize(r.sender.udp_payload_bytes)),
+        skb_truesize_bytes=col(lambda r: rcvbuf_charge_bytes(r.sender.udp_payload_bytes,
+                                                              r.sender.segments_per_call,
+                                                              r.receiver.segments_per_call)),
         wire_bytes=col(lambda r: r.path.wire_bytes(r.sender.udp_payload_bytes)),
         s_ns_packet=col(lambda r: r.sender.ns_per_data_packet),
         s_ns_call=col(lambda r: r.sender.ns_per_call),

@@ -75,6 +75,13 @@ RESOURCES = ("sender_cpu", "receiver_cpu", "interop", "link", "cwnd", "flow_cont
 SKB_HEAD_BYTES = 64 + 42 + 320
 SKB_STRUCT_BYTES = 256
 SKB_MIN_ALLOC_BYTES = 512
+#: A GSO batch that reaches a GRO receiver whole is one skb, charged its UDP
+#: payloads plus this (measured on this host's kernel 6.18 with SO_MEMINFO over
+#: loopback: 41 × 1350 B → 56 182 B, 10 × 1452 B → 15 352 B, 44 × 1452 B →
+#: 64 720 B). The kernel admits an skb while occupancy + its truesize fits the
+#: buffer, or when the buffer is empty (a 64 KiB buffer holds one 44-segment
+#: skb, four 10-segment ones, or 28 single datagrams). TRANSPORT.md "Receive buffer".
+GRO_SKB_OVERHEAD_BYTES = 832
 
 
 def skb_truesize(udp_payload_bytes: float) -> float:
@@ -84,6 +91,15 @@ def skb_truesize(udp_payload_bytes: float) -> float:
     while alloc < need:
         alloc *= 2
     return float(alloc + SKB_STRUCT_BYTES)
+
+
+def rcvbuf_charge_bytes(udp_payload_bytes: float, gso_segments: int, gro_segments: int) -> float:
+    """Receive-buffer bytes per datagram on average: its skb truesize, or, when a
+    GSO batch of ``gso_segments`` reaches a GRO receiver as one skb, its payload
+    and a share of the skb's overhead (GRO_SKB_OVERHEAD_BYTES)."""
+    if gso_segments > 1 and gro_segments > 1:
+        return float(udp_payload_bytes) + GRO_SKB_OVERHEAD_BYTES / gso_segments
+    return skb_truesize(udp_payload_bytes)
 
 
 def skb_truesize_array(udp_payload_bytes: np.ndarray) -> np.ndarray:

@@ -111,6 +111,15 @@ class Receiver:
         self.reordered: list[Arrival] = []
         self.buffer: deque[Arrival] = deque()
         self.occupancy = 0.0
+        #: GRO (TRANSPORT.md "Receive buffer"): each GSO batch of the sender arrives
+        #: as one skb, which the kernel admits whole while occupancy + its
+        #: truesize fits the buffer (or the buffer is empty) and drops whole
+        #: otherwise. Packet granularity only: a batch unit is already many datagrams.
+        self.coalesce = self.segments > 1 and sender.segments > 1 and sender.unit_max <= 1
+        sender.coalesce = self.coalesce
+        #: The skb the last arrival belonged to (-1: none), and whether it was admitted.
+        self.skb = -1
+        self.skb_in = False
         # --- ACK state
         self.ranges: list[list[int]] = []  # [lo, hi] descending, ACK-of-ACK pruned
         self.prune_floor = -1
@@ -128,6 +137,8 @@ class Receiver:
         self.acks_sent = 0.0
         self.ack_frames = 0
         self.drops = 0
+        #: Receive-buffer errors as the kernel counts them: one per dropped skb.
+        self.errors = 0
         self._wake_at = math.inf
         self._token = 0
         self._waiting = True
@@ -157,7 +168,7 @@ class Receiver:
         # The kernel charges each datagram its skb truesize (analytic.core.skb_truesize).
         each = record[R_SIZE] / record[R_COUNT]
         truesize = self.sender.truesize if each > self.sender.truesize_floor else skb_truesize(each)
-        item = (arrival_s, pn, delivered, record, largest_acked, truesize)
+        item = (arrival_s, pn, delivered, record, largest_acked, truesize, -1, 0.0)
         if self.arrivals and arrival_s < self.arrivals[-1][0]:
             heapq.heappush(self.reordered, item)
         else:
@@ -244,6 +255,21 @@ class Receiver:
                 # _admit() inlined for the common case (in-order arrivals).
                 while arrivals and arrivals[0][0] <= ts:
                     item = arrivals.popleft()
+                    skb = item[6]
+                    if skb >= 0:
+                        # A segment of a GRO skb: the skb's first arrival decides.
+                        if skb != self.skb:
+                            self.skb = skb
+                            self.skb_in = occ + item[7] <= cap or not buf
+                            if not self.skb_in:
+                                self.errors += 1
+                        if self.skb_in:
+                            occ += item[5]
+                            buf.append(item)
+                        else:
+                            self.drops += 1
+                            self.sender.causes[item[1]] = CAUSE_RCVBUF
+                        continue
                     need = item[2] * item[5]
                     if occ + need <= cap:
                         occ += need
@@ -432,6 +458,21 @@ class Receiver:
             else:
                 break
             delivered = item[2]
+            skb = item[6]
+            if skb >= 0:
+                # A segment of a GRO skb (as in _run).
+                if skb != self.skb:
+                    self.skb = skb
+                    self.skb_in = occ + item[7] <= cap or not buf
+                    if not self.skb_in:
+                        self.errors += 1
+                if self.skb_in:
+                    occ += item[5]
+                    buf.append(item)
+                else:
+                    self.drops += delivered
+                    self.sender.causes[item[1]] = CAUSE_RCVBUF
+                continue
             each = item[5]  # skb truesize per datagram
             need = delivered * each
             if occ + need <= cap:
@@ -440,10 +481,11 @@ class Receiver:
                 continue
             fit = max(0, int((cap - occ) // each))
             self.drops += delivered - fit
+            self.errors += delivered - fit
             self.sender.causes[item[1]] = CAUSE_RCVBUF
             if fit:
                 occ += fit * each
-                buf.append((item[0], item[1], fit, item[3], item[4], each))
+                buf.append((item[0], item[1], fit, item[3], item[4], each, -1, 0.0))
         self.occupancy = occ
 
     def _insert_pn(self, pn: int) -> None:

@@ -48,8 +48,10 @@ A_STREAMS: Final = 5
 A_PARTIAL: Final = 6
 A_REQUESTS: Final = 7
 #: A datagram (or unit) on its way into the receiver: (arrival_s, pn, delivered
-#: packets, record, largest acknowledged pn the sender knew, skb truesize per datagram).
-Arrival = tuple[float, int, int, Record, int, float]
+#: packets, record, largest acknowledged pn the sender knew, receive-buffer bytes
+#: per datagram, and for a GSO batch that reaches a GRO receiver whole the skb it
+#: is part of (its first pn, else -1) and that skb's truesize).
+Arrival = tuple[float, int, int, Record, int, float, int, float]
 #: RFC 9002 §6.2.4: up to two probe datagrams per PTO.
 PTO_PROBES = 2
 

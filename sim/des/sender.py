@@ -31,7 +31,12 @@ from typing import TYPE_CHECKING
 import simpy
 from simpy.events import Timeout
 
-from quiclab.sim.analytic.core import SKB_HEAD_BYTES, SKB_STRUCT_BYTES, skb_truesize
+from quiclab.sim.analytic.core import (
+    GRO_SKB_OVERHEAD_BYTES,
+    SKB_HEAD_BYTES,
+    SKB_STRUCT_BYTES,
+    skb_truesize,
+)
 from quiclab.sim.des.cc import GRANULARITY_S, RttEstimator, congestion_controller
 from quiclab.sim.des.host import CpuServers
 from quiclab.sim.des.link import CAUSE_PATH, CAUSE_QUEUE, ForwardLink
@@ -103,6 +108,9 @@ class Sender(Recovery):
         # TRANSPORT.md "Pair interplay": after a send call costing c, hold off c·(1/busy − 1).
         self.hold_factor = (1.0 / busy - 1.0) if 0 < busy < 1 else 0.0
         self.unit_max = unit_packets_max
+        #: A GSO batch reaches the receiver as one skb (set by a receiver that uses
+        #: GRO, see Receiver.coalesce).
+        self.coalesce = False
         self.unit_div = unit_cwnd_divisor
         # RFC 9002 §5.2: the handshake gives the first RTT sample.
         self.rtt = RttEstimator(resolved.path.rtt_s)
@@ -453,6 +461,13 @@ class Sender(Recovery):
                         la = self.largest_acked
                         if rate and release < pace_last:
                             release = pace_last  # paced packets leave in order
+                        skb = -1
+                        skb_bytes = 0.0
+                        if self.coalesce:
+                            skb = pn
+                            skb_bytes = float(GRO_SKB_OVERHEAD_BYTES)
+                            for b in batch:
+                                skb_bytes += b[4]
                         for sid, off, length, count, size in batch:
                             if rate:
                                 if pacer_next - ahead > release:
@@ -502,8 +517,14 @@ class Sender(Recovery):
                                                                           each + wire_extra)
                             if delivered:
                                 # Hand over to the receiver (its deliver(), inlined).
-                                item = (arrival, pn, delivered, rec, la,
-                                        truesize if each > truesize_floor else skb_truesize(each))
+                                if skb < 0:
+                                    item = (arrival, pn, delivered, rec, la,
+                                            truesize if each > truesize_floor
+                                            else skb_truesize(each), -1, 0.0)
+                                else:
+                                    item = (arrival, pn, delivered, rec, la,
+                                            each + GRO_SKB_OVERHEAD_BYTES if pn == skb else each,
+                                            skb, skb_bytes)
                                 if arrivals and arrival < arrivals[-1][0]:
                                     heapq.heappush(rx.reordered, item)
                                 else:

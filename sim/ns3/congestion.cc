@@ -31,7 +31,7 @@ QuicHeader::GetInstanceTypeId() const
 uint32_t
 QuicHeader::GetSerializedSize() const
 {
-    return 1 + 8 + 4 + 8 + 4;
+    return 1 + 8 + 4 + 8 + 4 + 8 + 4;
 }
 
 void
@@ -42,6 +42,8 @@ QuicHeader::Serialize(ns3::Buffer::Iterator it) const
     it.WriteHtonU32(stream);
     it.WriteHtonU64(offset);
     it.WriteHtonU32(length);
+    it.WriteHtonU64(skb);
+    it.WriteHtonU32(skbBytes);
 }
 
 uint32_t
@@ -52,6 +54,8 @@ QuicHeader::Deserialize(ns3::Buffer::Iterator it)
     stream = it.ReadNtohU32();
     offset = it.ReadNtohU64();
     length = it.ReadNtohU32();
+    skb = it.ReadNtohU64();
+    skbBytes = it.ReadNtohU32();
     return GetSerializedSize();
 }
 

@@ -30,8 +30,10 @@ constexpr uint64_t kSkbHeadBytes = 64 + 42 + 320;
 constexpr uint64_t kSkbStructBytes = 256;
 constexpr uint64_t kSkbMinAllocBytes = 512;
 
+} // namespace
+
 uint64_t
-SkbTruesize(uint64_t udpPayload)
+quiclab::SkbTruesize(uint64_t udpPayload)
 {
     uint64_t need = udpPayload + kSkbHeadBytes;
     uint64_t alloc = kSkbMinAllocBytes;
@@ -41,6 +43,9 @@ SkbTruesize(uint64_t udpPayload)
     }
     return alloc + kSkbStructBytes;
 }
+
+namespace
+{
 constexpr int64_t kStreamStalls = 3;
 
 void
@@ -229,9 +234,14 @@ main(int argc, char* argv[])
     // A datagram is admitted while occupancy + its truesize ≤ rcvbuf, so the
     // buffer holds floor(rcvbuf / truesize) full datagrams (as in the DES);
     // ns-3 counts payload bytes, so its RcvBufSize is that many padded payloads.
-    uint64_t truesize = SkbTruesize(p.udpPayload);
+    // With GRO coalescing the receiver keeps the buffer itself (one decision per
+    // skb, quic_receiver.cc) and the ns-3 socket only hands datagrams over.
+    conn->coalesce = p.sSegments > 1 && p.rSegments > 1;
+    uint64_t truesize = quiclab::SkbTruesize(p.udpPayload);
     uint64_t datagrams = std::max<uint64_t>(1, p.rcvbufBytes / truesize);
-    uint64_t rcvbuf = std::min<uint64_t>(datagrams * (p.udpPayload + conn->padBytes), 0xffffffffULL);
+    uint64_t rcvbuf = conn->coalesce ? 0xffffffffULL
+                                     : std::min<uint64_t>(datagrams * (p.udpPayload + conn->padBytes),
+                                                          0xffffffffULL);
     Ptr<Socket> clientSocket = Socket::CreateSocket(nodes.Get(1), UdpSocketFactory::GetTypeId());
     clientSocket->SetAttribute("RcvBufSize", UintegerValue(static_cast<uint32_t>(rcvbuf)));
     clientSocket->Bind(InetSocketAddress(Ipv4Address::GetAny(), kClientPort));

@@ -77,6 +77,34 @@ QuicReceiver::StopApplication()
 void
 QuicReceiver::OnReadable(Ptr<ns3::Socket>)
 {
+    if (m_conn->coalesce)
+    {
+        // GRO (TRANSPORT.md "Receive buffer"): each GSO batch of the sender is one
+        // skb, admitted whole while occupancy + its truesize fits the buffer (or
+        // the buffer is empty) and dropped whole otherwise; its first datagram is
+        // charged the skb's overhead, every one its UDP payload (as the DES).
+        while (Ptr<ns3::Packet> packet = m_socket->Recv())
+        {
+            QuicHeader header;
+            packet->PeekHeader(header);
+            double payload = static_cast<double>(packet->GetSize() - m_conn->padBytes);
+            if (header.skb != m_skb)
+            {
+                m_skb = header.skb;
+                m_skbIn = m_buffer.empty() ||
+                          m_occupancy + header.skbBytes <= static_cast<double>(m_p.rcvbufBytes);
+            }
+            if (m_skbIn)
+            {
+                double charge = payload + (header.number == header.skb ? kGroSkbOverhead : 0);
+                m_occupancy += charge;
+                m_buffer.emplace_back(packet, charge);
+                continue;
+            }
+            ++m_conn->stats.rcvbufDrops;
+            m_conn->sender->MarkDropped(header.number, DropCause::Rcvbuf);
+        }
+    }
     Kick();
 }
 
@@ -126,7 +154,8 @@ QuicReceiver::Kick()
                                 m_cpu.LastItem(), packet);
             continue;
         }
-        if (m_pending.empty() && m_socket->GetRxAvailable() > 0)
+        bool readable = m_conn->coalesce ? !m_buffer.empty() : m_socket->GetRxAvailable() > 0;
+        if (m_pending.empty() && readable)
         {
             // One receive call (GRO batch): the datagrams leave the socket
             // buffer now and are processed once the call's work is done.
@@ -135,7 +164,25 @@ QuicReceiver::Kick()
             ++st.receiverCalls;
             for (uint32_t i = 0; i < m_p.rSegments; ++i)
             {
-                Ptr<ns3::Packet> packet = m_socket->Recv();
+                Ptr<ns3::Packet> packet;
+                if (m_conn->coalesce)
+                {
+                    if (m_buffer.empty())
+                    {
+                        break;
+                    }
+                    packet = m_buffer.front().first;
+                    m_occupancy -= m_buffer.front().second;
+                    m_buffer.pop_front();
+                    if (m_buffer.empty())
+                    {
+                        m_occupancy = 0; // (no float drift when empty)
+                    }
+                }
+                else
+                {
+                    packet = m_socket->Recv();
+                }
                 if (!packet)
                 {
                     break;

@@ -266,8 +266,15 @@ QuicSender::OnBatchBuilt(uint64_t firstPn, uint32_t count, double cpuNs)
     Time minDelay = Seconds(m_p.pacingMinDelayS);
     // Paced packets leave in order: a batch starts no earlier than the last one.
     Time release = m_p.pacing ? std::max(now, m_paceLast) : now;
+    uint32_t skbBytes = kGroSkbOverhead;
     for (uint64_t pn = firstPn; pn < firstPn + count; ++pn)
     {
+        skbBytes += At(pn).bytes;
+    }
+    for (uint64_t pn = firstPn; pn < firstPn + count; ++pn)
+    {
+        At(pn).skb = m_conn->coalesce ? firstPn : kNoSkb;
+        At(pn).skbBytes = skbBytes;
         if (!m_p.pacing)
         {
             SendNow(pn);
@@ -312,6 +319,8 @@ QuicSender::SendNow(uint64_t pn)
     header.stream = sp.chunk.stream;
     header.offset = sp.chunk.offset;
     header.length = sp.chunk.length;
+    header.skb = sp.skb;
+    header.skbBytes = sp.skbBytes;
     uint32_t size = sp.bytes + m_conn->padBytes;
     Ptr<ns3::Packet> packet =
         ns3::Create<ns3::Packet>(size - std::min(size, header.GetSerializedSize()));

@@ -125,7 +125,19 @@ class QuicHeader : public ns3::Header
     uint32_t stream = 0;
     uint64_t offset = 0;
     uint32_t length = 0;
+    // The receive skb the datagram is coalesced into (GRO; TRANSPORT.md "Receive
+    // buffer"): the first packet number of its GSO batch, or kNoSkb.
+    uint64_t skb = UINT64_MAX;
+    uint32_t skbBytes = 0; // that skb's truesize (its UDP payloads + kGroSkbOverhead)
 };
+
+constexpr uint64_t kNoSkb = UINT64_MAX;
+// Truesize of a GRO skb beyond its UDP payloads (sim/analytic/core.py
+// GRO_SKB_OVERHEAD_BYTES, measured with SO_MEMINFO).
+constexpr uint32_t kGroSkbOverhead = 832;
+
+// The skb truesize Linux charges the receive buffer per datagram (main.cc).
+uint64_t SkbTruesize(uint64_t udpPayload);
 
 // Frames carried by a receiver→sender packet (RFC 9000 §19.3 ACK, §19.9
 // MAX_DATA, §19.10 MAX_STREAM_DATA) plus the client's requests. Their wire
@@ -285,6 +297,9 @@ struct Connection
     // Padding added to every UDP payload so that the ns-3 frame on the wire has
     // TRANSPORT.md's size (UDP payload + 28 IP/UDP + 38 Ethernet); set in path.cc.
     uint32_t padBytes = 0;
+    // A GSO batch reaches the receiver as one skb (both ends batch, as the DES's
+    // Receiver.coalesce): it is admitted to the socket buffer or dropped whole.
+    bool coalesce = false;
     uint32_t Overhead() const { return params.udpPayload - params.streamBytes; }
 };
 
@@ -318,6 +333,8 @@ class QuicSender : public ns3::Application
         bool acked = false;
         bool lost = false;
         DropCause cause = DropCause::None;
+        uint64_t skb = kNoSkb; // the GSO batch's first pn when GRO coalesces it
+        uint32_t skbBytes = 0; // and the batch's skb truesize
     };
     struct TxStream
     {
@@ -410,6 +427,12 @@ class QuicReceiver : public ns3::Application
     CpuServer m_cpu;
     // Datagrams taken by a receive call, with the time the call's work ends.
     std::deque<std::pair<ns3::Ptr<ns3::Packet>, ns3::Time>> m_pending;
+    // GRO coalescing (Connection::coalesce): the socket buffer is kept here, one
+    // admission decision per skb, each datagram with the bytes it is charged.
+    std::deque<std::pair<ns3::Ptr<ns3::Packet>, double>> m_buffer;
+    double m_occupancy = 0;
+    uint64_t m_skb = kNoSkb;
+    bool m_skbIn = false;
     std::vector<RxStream> m_streams;
     uint32_t m_nextRequest = 0;
     uint64_t m_nextSnapshotBytes = 0;

@@ -63,6 +63,10 @@ def registry() -> Registry:
         synthetic_model("stall", sender_ns=3000, receiver_ns=800, rx_stall_rate_hz=500.0,
                         rx_stall_min_us=300.0, rx_stall_alpha=2.0),
         synthetic_model("twocore", sender_ns=8000, receiver_ns=800, cores=2.0),
+        # GSO batches of 16 into a GRO receiver that stalls (TRANSPORT.md "Receive buffer").
+        synthetic_model("gro", sender_ns=1000, receiver_ns=800, supports_gso=True,
+                        supports_gro=True, gso_max_segments=16, rx_stall_rate_hz=500.0,
+                        rx_stall_min_us=300.0, rx_stall_alpha=2.0),
         synthetic_model("pair", sender_ns=4000, receiver_ns=800),
         synthetic_model("acks", sender_ns=2000, receiver_ns=800, ack_ns=2000),
         interop=Interop(server_effect={"pair": math.log(0.7)}),
@@ -234,6 +238,28 @@ def test_rcvbuf_shape(registry: Registry) -> None:
     assert goodputs[0] < goodputs[1] < goodputs[2]
     assert [p.limit for p in preds] == ["rcvbuf", "rcvbuf", "sender_cpu"]
     assert preds[1].rcvbuf_drops > 0 and preds[2].rcvbuf_drops == 0
+
+
+def test_gro_admits_or_drops_each_gso_batch_whole(registry: Registry) -> None:
+    """A GSO batch that reaches a GRO receiver is one skb: the kernel checks the
+    buffer once for it, so an overflow drops the whole batch and counts one error
+    (TRANSPORT.md "Receive buffer"). Without GRO the same batches arrive as single
+    datagrams, each its own decision and error."""
+    s = Scenario(server="gro", client="gro", rcvbuf_bytes=65536, link_gbps=40,
+                 transfer_bytes=20 * MB)
+    conn, _ = run(registry, s)
+    rx = conn.receiver
+    assert rx.coalesce and conn.sender.coalesce
+    assert rx.errors > 0
+    # A 16 × 1400 B batch is one skb of 23 232 B: the buffer holds two, and a stall
+    # drops whole batches (full ones, unless the window cut a batch short).
+    assert 12 < rx.drops / rx.errors <= 16
+    single, _ = run(registry, replace(s, gro=False))
+    assert not single.receiver.coalesce
+    assert single.receiver.errors == single.receiver.drops > 0
+    # Batch units are many datagrams already: they are admitted as before.
+    batched, _ = run(registry, s, unit_packets=64)
+    assert not batched.receiver.coalesce
 
 
 @pytest.mark.parametrize(("model", "every"), [("ack2", 2.0), ("ack10", 10.0), ("ack2.5", 2.5)])

@@ -8,12 +8,18 @@ datagrams before the kernel drops the rest.
 from __future__ import annotations
 
 import socket
+import struct
 import sys
 
 import numpy as np
 import pytest
 
-from quiclab.sim.analytic.core import skb_truesize, skb_truesize_array
+from quiclab.sim.analytic.core import (
+    GRO_SKB_OVERHEAD_BYTES,
+    rcvbuf_charge_bytes,
+    skb_truesize,
+    skb_truesize_array,
+)
 
 
 def test_power_of_two_allocation_plus_the_sk_buff():
@@ -58,3 +64,53 @@ def test_this_kernel_charges_the_modelled_truesize(payload):
     assert held == rcvbuf // skb_truesize(payload), (
         f"a {rcvbuf}-byte socket held {held} datagrams of {payload} B; the model says "
         f"{rcvbuf // skb_truesize(payload)} (skb truesize {skb_truesize(payload):.0f} B)")
+
+
+def test_a_gro_skb_is_charged_its_payloads_and_one_overhead():
+    # The analytic engine's average charge per datagram (TRANSPORT.md "Receive buffer").
+    assert rcvbuf_charge_bytes(1350, 41, 41) == pytest.approx(1350 + GRO_SKB_OVERHEAD_BYTES / 41)
+    # Without batching on either end, each datagram is its own skb.
+    assert rcvbuf_charge_bytes(1452, 1, 44) == rcvbuf_charge_bytes(1452, 10, 1) == 2304.0
+
+
+SOL_UDP, UDP_SEGMENT, UDP_GRO, SO_MEMINFO = 17, 103, 104, 55
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="Linux socket accounting")
+@pytest.mark.parametrize(("payload", "segments"), [(1350, 41), (1452, 10), (1452, 44)])
+def test_this_kernel_charges_a_gro_skb_as_modelled(payload, segments):
+    """A GSO batch sent to a GRO socket is queued as one skb of the batch's
+    payloads plus GRO_SKB_OVERHEAD_BYTES, admitted while it fits (or the queue is
+    empty): a 64 KiB socket holds max(1, rcvbuf // truesize) of them."""
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32768)  # the kernel doubles it
+        rx.bind(("127.0.0.1", 0))
+        try:
+            rx.setsockopt(SOL_UDP, UDP_GRO, 1)
+            tx.setsockopt(SOL_UDP, UDP_SEGMENT, payload)
+        except OSError as err:
+            pytest.skip(f"no UDP GSO/GRO here: {err}")
+        tx.connect(rx.getsockname())
+        rcvbuf = rx.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        charged = []
+        for _ in range(6):
+            tx.send(b"x" * (payload * segments))
+            charged.append(struct.unpack("9I", rx.getsockopt(socket.SOL_SOCKET, SO_MEMINFO,
+                                                             36))[0])
+        rx.setblocking(False)
+        held = 0
+        while True:
+            try:
+                rx.recv(65536)
+            except BlockingIOError:
+                break
+            held += 1
+    finally:
+        rx.close()
+        tx.close()
+    truesize = payload * segments + GRO_SKB_OVERHEAD_BYTES
+    assert charged[0] == truesize, f"one {segments} × {payload} B skb charged {charged[0]} B"
+    assert held == max(1, rcvbuf // truesize), (
+        f"a {rcvbuf}-byte socket held {held} skbs of {truesize} B")
