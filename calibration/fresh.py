@@ -19,7 +19,8 @@ ACKs per side. From those runs alone this module fits, per stack and role:
   the published calibration's per-byte default) and scaled down together where
   the measured CPU per packet leaves them less room;
 - ACK frequency (data packets per ACK packet) and receive-buffer drops
-  (the receiver-stall model, LSQUIC's Pareto shape);
+  (the receiver-stall model, LSQUIC's Pareto shape, fitted to lost datagrams:
+  with GSO and GRO each error is a whole batch);
 - behaviour from the testbed's stack table (packet sizes, offload support,
   application protocol, congestion controllers);
 - the delay relay's capacity (``testbed/peers/udp-relay``: one system call per
@@ -66,6 +67,7 @@ from quiclab.calibration.fit import DEFAULT_BYTES_NS, DEFAULT_CALL_SHARE, DEFAUL
 from quiclab.calibration.receiver import STALL_MIN_S
 from quiclab.models.costmodel import Behaviour, CostModel
 from quiclab.models.cpus import Cpu, CpuCatalog
+from quiclab.sim.analytic.core import rcvbuf_charge_bytes
 
 #: The calibration experiment the testbed writes (testbed/specs/fresh-calibration.yaml).
 CALIBRATION_EXPERIMENT = "fresh-calibration"
@@ -395,14 +397,16 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         (meas_s, seg_s), (meas_r, seg_r) = on["sender"], on["receiver"]
         seg_s = seg_s if math.isfinite(seg_s) else 1.0
         seg_r = seg_r if math.isfinite(seg_r) else 1.0
-        # A receive-buffer error is one datagram as the kernel queued it: with GRO a
-        # whole super-packet (the stacks' own loss counts agree: quiche reports 7836
-        # packets lost against 182 errors × 44 packets per receive). The engines drop
-        # single datagrams, each a congestion event, so the drop fraction they are
-        # fitted to is errors per data packet: the rate of loss events, not of lost
-        # packets (counting those, 3 % for quiche, the DES dropped 6× as many at the
-        # default buffer and gave the calibration setting 5.6 against 8.0 Gbit/s).
-        drops = _median(pd.to_numeric(g["client_udp_rcvbuf_errors"], errors="coerce") / pkts)
+        # A receive-buffer error is one skb as the kernel queued it: with GSO and GRO
+        # a whole batch (the stacks' own loss counts agree: quiche reports 7836
+        # packets lost against 182 errors × 44 packets per receive), and the engines
+        # drop such a batch whole too (TRANSPORT.md "Receive buffer"). So the drop
+        # fraction they are fitted to is lost datagrams: errors × datagrams per
+        # receive when both ends batch, errors otherwise.
+        coalesced = seg_s > 1.5 and seg_r > 1.5
+        per_error = seg_r if coalesced else 1.0
+        drops = _median(pd.to_numeric(g["client_udp_rcvbuf_errors"], errors="coerce")
+                        * per_error / pkts)
         goodput = _median(g["goodput_mbps"])
         ack_share = 0.6 / max(ack_every, 1.0)  # ACKs cost ~0.6 data packets each (assumed)
         shares = {role: _call_share(on[role], gso_off, role, ack_share, fixed_cpu[role])
@@ -435,8 +439,10 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         rel = min(max(spread, 0.05), 0.5)
         # Receiver stalls: K from the measured drop fraction at this buffer (α of LSQUIC, 1.83).
         alpha = 1.83
+        # ... at the buffer time the engines see: what the buffer is charged per
+        # datagram (sim/analytic/core.py rcvbuf_charge_bytes) at the arrival rate.
         arrival = goodput * 1e6 / 8 / max(stack.default_udp_payload_bytes - 40, 1) * (
-            stack.default_udp_payload_bytes + 256)
+            rcvbuf_charge_bytes(stack.default_udp_payload_bytes, round(seg_s), round(seg_r)))
         x = float(_median(g["rcvbuf_bytes"])) / max(arrival, 1.0)
         k = max(drops if math.isfinite(drops) else 0.0, 1e-7) / x ** (1 - alpha)
         stall_rate = k * (alpha - 1) / STALL_MIN_S**alpha
@@ -483,7 +489,10 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                                           + "the stack's batch cap"),
                                       "rx_stall": (f"fit: median receive-buffer drop "
                                                    f"fraction {drops:.2e} of the {len(g)} "
-                                                   "runs" if math.isfinite(drops) else
+                                                   "runs" + (f" (errors × {per_error:.1f} "
+                                                             "datagrams per GRO receive)"
+                                                             if coalesced else "")
+                                                   if math.isfinite(drops) else
                                                    "assumed: no drop counts recorded, "
                                                    "fraction 1e-7")
                                       + f" at {x * 1e3:.2f} ms of buffer; Pareto shape α "
