@@ -119,6 +119,19 @@ def _relay_queue_bytes(cell: pd.DataFrame) -> int:
     return int(np.median(bounds)) if bounds else 0
 
 
+def _single_datagrams(cell: pd.DataFrame, fields: dict[str, Any]) -> bool:
+    """Whether a fresh cell's path hands the receiver one datagram at a time: the
+    delay relay re-emits every datagram on its own (any added delay or reordering),
+    and with loss the testbed turns veth segmentation off (testbed/README.md
+    "Loss"), so the kernel segments each GSO batch before the client's veth."""
+    if float(fields.get("rtt_ms", 0.0)) > 0:
+        return True
+    if "reorder_pct" in cell and (pd.to_numeric(cell["reorder_pct"], errors="coerce")
+                                  .fillna(0.0) > 0).any():
+        return True
+    return "veth_segmentation" in cell and bool(cell["veth_segmentation"].eq(False).any())
+
+
 def _relay_path(fields: dict[str, Any], cell: pd.DataFrame, relay_gbps: float) -> None:
     """A relayed fresh cell's bottleneck is the delay relay when it is slower than
     the link: its capacity (``calibrate --source fresh``'s ``relay_gbps``) becomes
@@ -195,6 +208,10 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
             fields["gso"] = bool(cell["gso"].mode().iloc[0])
             fields["gro"] = bool(cell["gro"].mode().iloc[0]) if cell["gro"].notna().any() \
                 else fields["gso"]
+        if source == "fresh" and fields.get("gro", True) and _single_datagrams(cell, fields):
+            # The receiver got single datagrams, whatever its socket asked for: GRO
+            # has nothing to coalesce (TRANSPORT.md "Receive buffer").
+            fields["gro"] = False
         g = cell["g"].astype(float)
         ident = f"{exp}|{server}|{client}|{fields['cipher']}|{fields['rcvbuf_bytes']}"
         if source == "fresh":
