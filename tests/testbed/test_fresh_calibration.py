@@ -355,3 +355,54 @@ def test_fresh_models_send_the_batches_their_runs_measured(fit):
     assert _gso_batch(STACKS["s2n-quic"], 300.0) == 64  # never above the cap
     assert _gso_batch(STACKS["xnet-quic"], 10.0) == 64  # no GSO: the batch is unused
     assert "registry" in fit.models["xnet-quic"].provenance["knowledge"]["gso_max_segments"]
+
+
+def test_the_stall_law_counts_lost_datagrams_when_both_ends_batch():
+    """A receive-buffer error is one skb: with GSO and GRO a whole batch, which the
+    engines drop whole too, so the fit takes errors × datagrams per receive (quiche:
+    10 per receive here); a receiver that gets single datagrams loses one each."""
+    points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
+    host = host_cpu_from_cpuinfo(CPUINFO, CpuCatalog.packaged())
+
+    def runs(per_receive: int) -> pd.DataFrame:
+        rows = []
+        for i in range(3):
+            row = _run(i, "quiche", 3000.0)
+            row.update(client_udp_rcvbuf_errors=140,
+                       client_udp_received=row["data_packets"] // per_receive)
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    batched = fit_fresh(runs(10), points, host).models["quiche"]
+    single = fit_fresh(runs(1), points, host).models["quiche"]
+    assert batched.provenance["knowledge"]["rx_stall"].startswith(
+        "fit: median receive-buffer drop fraction 1.00e-02 of the 3 runs (errors × 10.0 "
+        "datagrams per GRO receive)")
+    assert single.provenance["knowledge"]["rx_stall"].startswith(
+        "fit: median receive-buffer drop fraction 1.00e-03 of the 3 runs at ")
+    assert batched.behaviour.rx_stall_rate_hz > single.behaviour.rx_stall_rate_hz
+
+
+def test_relayed_and_lossy_cells_reach_the_receiver_as_single_datagrams():
+    """The delay relay re-emits every datagram on its own, and with loss the testbed
+    turns veth segmentation off: GRO has nothing to coalesce there, so those cells
+    are predicted with gro=False (TRANSPORT.md "Receive buffer")."""
+    from quiclab.calibration.evidence import dataset_cells
+
+    def cell(setting: str, rtt: float = 0.0, loss: float = 0.0, seg: bool = True) -> dict:
+        row = _run(0, "quiche", 3000.0)
+        row.update(run_id=f"r-{setting}", experiment="fresh-validation", setting=setting,
+                   rtt_ms=rtt, loss_pct=loss, veth_segmentation=seg, gso=True, gro=True,
+                   link_gbps=None, cipher="aes-ni", cpu="AMD EPYC 7543", app="perf",
+                   goodput_reported_mbps=None, server_build=None, client_build=None,
+                   filesize_bytes=200_000_000, mtu_bytes=1500)
+        return row
+
+    runs = pd.DataFrame([cell("direct"), cell("relayed", rtt=10.0),
+                         cell("lossy", loss=1.0, seg=False)])
+    got = {e.ident.split("|")[1]: e.scenario
+           for e in dataset_cells(runs, source="fresh", known={"quiche"},
+                                  defaults={"base_rtt_us": 70.0, "link_gbps": 40.0})}
+    assert got["direct"].gso and got["direct"].gro
+    assert got["relayed"].gso and not got["relayed"].gro
+    assert got["lossy"].gso and not got["lossy"].gro
