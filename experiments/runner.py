@@ -11,7 +11,6 @@ the rows, with provenance, into the catalog's ``predictions`` table.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -31,6 +30,7 @@ from quiclab.experiments.progress import ProgressReporter
 from quiclab.experiments.spec import OUTPUT_FIELDS, digest
 from quiclab.experiments.store import PartStore, write_json_atomic
 from quiclab.models.registry import Registry
+from quiclab.sim.engine import code_digest
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario, field_names
 
@@ -113,19 +113,10 @@ def content_hash(spec: dict[str, Any], model_versions: dict[str, str]) -> str:
     return digest({"spec": core, "models": model_versions, "engines": engine_code_digest()})
 
 
-@functools.cache
 def engine_code_digest() -> str:
-    """SHA-256 (16 hex digits) of every source file of the engines (``quiclab.sim``:
-    Python, ns-3 C++), read once per process."""
-    from importlib import resources
-
-    root = Path(str(resources.files("quiclab.sim")))
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        if path.suffix in (".py", ".cc", ".h") and path.is_file():
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    """SHA-256 (16 hex digits) of every source file of the engines
+    (:func:`quiclab.sim.engine.code_digest`)."""
+    return code_digest()
 
 
 def default_out(data_dir: Path, kind: str, name: str, chash: str) -> Path:

@@ -7,8 +7,11 @@ can be compared on the same work (DESIGN.md, "Rules of the house").
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from quiclab.errors import ScenarioError
@@ -20,6 +23,25 @@ ENGINES = ("analytic", "des", "ns3")
 #: Engines whose Prediction depends on ``Scenario.run`` (random loss, reordering,
 #: receiver stalls): one run is one sample. The analytic engine is deterministic.
 STOCHASTIC_ENGINES = ("des", "ns3")
+
+
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 (16 hex digits) of every source file of the engines (``quiclab.sim``:
+    Python, ns-3 C++), read once per process."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".py", ".cc", ".h") and path.is_file():
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def versioned(base: str) -> str:
+    """An engine's version: its base version and the digest of the engines' code,
+    so that a Prediction's ``engine_version`` names the code that made it."""
+    return f"{base}+{code_digest()[:8]}"
 
 
 def goodput_spread(goodput: Sequence[float]) -> dict[str, float]:

@@ -26,11 +26,12 @@ from quiclab.sim.analytic.core import (
     rcvbuf_charge_bytes,
 )
 from quiclab.sim.analytic.pipeline import annotate
+from quiclab.sim.engine import versioned
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, path_for, resolve
 from quiclab.sim.scenario import Scenario
 
-ENGINE_VERSION = "analytic-1.0"
+ENGINE_VERSION = versioned("analytic-1.0")
 
 __all__ = ["ENGINE_VERSION", "AnalyticEngine", "bounds", "inputs_from_resolved"]
 

@@ -25,11 +25,12 @@ from quiclab.sim.analytic import bounds
 from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.des.connection import Connection, RunConfig, RunResult
 from quiclab.sim.des.recovery import VALIDATIONS
+from quiclab.sim.engine import versioned
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
 
-ENGINE_VERSION = "des-1.0"
+ENGINE_VERSION = versioned("des-1.0")
 GRANULARITIES = ("packet", "batch")
 #: Default prefix: packet granularity simulates at most this many goodput
 #: packets (a few CPU-seconds) and extrapolates; batch granularity at most

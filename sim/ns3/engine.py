@@ -26,13 +26,14 @@ from typing import Any
 from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic.pipeline import annotate
+from quiclab.sim.engine import versioned
 from quiclab.sim.ns3.build import ensure_binary
 from quiclab.sim.ns3.results import RunResult, limit_fractions, limit_of
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
 
-ENGINE_VERSION = "ns3-1.0"
+ENGINE_VERSION = versioned("ns3-1.0")
 #: Default build cache when the caller passes none (the CLI passes ``paths.cache / "ns3"``).
 DEFAULT_CACHE_DIR = Path("~/.local/share/quiclab/cache/ns3")
 #: Data packets simulated before a long transfer is extrapolated.

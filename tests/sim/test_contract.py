@@ -99,3 +99,19 @@ def test_contract_des_other_seeds(case_name: str, seed: int, registry: Registry,
     case = CONTRACT_CASES[case_name]
     prediction = _engine("des", registry, max_packets=200_000).predict(case.build(seed=seed))
     assert check(case, prediction, references[case_name]) == []
+
+
+def test_engine_versions_name_the_code() -> None:
+    """Each engine's version is its base version and the digest of the engines'
+    sources, the digest sweeps key their results on: a Prediction names its code."""
+    from quiclab.experiments.runner import engine_code_digest
+    from quiclab.sim.analytic import ENGINE_VERSION as analytic
+    from quiclab.sim.des import ENGINE_VERSION as des
+    from quiclab.sim.engine import code_digest, versioned
+    from quiclab.sim.ns3 import ENGINE_VERSION as ns3
+
+    digest = engine_code_digest()
+    assert digest == code_digest() and len(digest) == 16
+    assert (analytic, des, ns3) == (f"analytic-1.0+{digest[:8]}", f"des-1.0+{digest[:8]}",
+                                    f"ns3-1.0+{digest[:8]}")
+    assert versioned("x-2") == f"x-2+{digest[:8]}"
