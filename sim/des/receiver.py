@@ -255,20 +255,8 @@ class Receiver:
                 # _admit() inlined for the common case (in-order arrivals).
                 while arrivals and arrivals[0][0] <= ts:
                     item = arrivals.popleft()
-                    skb = item[6]
-                    if skb >= 0:
-                        # A segment of a GRO skb: the skb's first arrival decides.
-                        if skb != self.skb:
-                            self.skb = skb
-                            self.skb_in = occ + item[7] <= cap or not buf
-                            if not self.skb_in:
-                                self.errors += 1
-                        if self.skb_in:
-                            occ += item[5]
-                            buf.append(item)
-                        else:
-                            self.drops += 1
-                            self.sender.causes[item[1]] = CAUSE_RCVBUF
+                    if item[6] >= 0:
+                        occ = self._gro_segment(item, occ)
                         continue
                     need = item[2] * item[5]
                     if occ + need <= cap:
@@ -458,20 +446,8 @@ class Receiver:
             else:
                 break
             delivered = item[2]
-            skb = item[6]
-            if skb >= 0:
-                # A segment of a GRO skb (as in _run).
-                if skb != self.skb:
-                    self.skb = skb
-                    self.skb_in = occ + item[7] <= cap or not buf
-                    if not self.skb_in:
-                        self.errors += 1
-                if self.skb_in:
-                    occ += item[5]
-                    buf.append(item)
-                else:
-                    self.drops += delivered
-                    self.sender.causes[item[1]] = CAUSE_RCVBUF
+            if item[6] >= 0:
+                occ = self._gro_segment(item, occ)
                 continue
             each = item[5]  # skb truesize per datagram
             need = delivered * each
@@ -487,6 +463,24 @@ class Receiver:
                 occ += fit * each
                 buf.append((item[0], item[1], fit, item[3], item[4], each, -1, 0.0))
         self.occupancy = occ
+
+    def _gro_segment(self, item: Arrival, occ: float) -> float:
+        """Admit or drop one segment of a GRO skb (``item[6]`` ≥ 0) at occupancy
+        ``occ``; returns the new occupancy. The skb's first arriving segment decides
+        for all of it: in while occupancy + the skb's truesize fits, or the buffer
+        is empty (TRANSPORT.md "Receive buffer")."""
+        skb = item[6]
+        if skb != self.skb:
+            self.skb = skb
+            self.skb_in = occ + item[7] <= self.rcvbuf or not self.buffer
+            if not self.skb_in:
+                self.errors += 1
+        if self.skb_in:
+            self.buffer.append(item)
+            return occ + item[5]
+        self.drops += item[2]
+        self.sender.causes[item[1]] = CAUSE_RCVBUF
+        return occ
 
     def _insert_pn(self, pn: int) -> None:
         """Add ``pn`` to the ACK ranges (new gap, reordered or duplicate arrival)."""

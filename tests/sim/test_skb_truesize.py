@@ -39,6 +39,18 @@ def test_the_default_buffers_hold_what_the_kernel_holds():
     assert 212992 // skb_truesize(8952) == 12
 
 
+def _drain(rx: socket.socket) -> int:
+    """Read a socket until it would block; how many receives returned data."""
+    rx.setblocking(False)
+    held = 0
+    while True:
+        try:
+            rx.recv(65536)
+        except BlockingIOError:
+            return held
+        held += 1
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="Linux socket accounting")
 @pytest.mark.parametrize("payload", [1200, 1452])
 def test_this_kernel_charges_the_modelled_truesize(payload):
@@ -50,14 +62,7 @@ def test_this_kernel_charges_the_modelled_truesize(payload):
         rcvbuf = rx.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
         for _ in range(400):
             tx.sendto(b"x" * payload, rx.getsockname())
-        rx.setblocking(False)
-        held = 0
-        while True:
-            try:
-                rx.recv(65536)
-            except BlockingIOError:
-                break
-            held += 1
+        held = _drain(rx)
     finally:
         rx.close()
         tx.close()
@@ -99,14 +104,7 @@ def test_this_kernel_charges_a_gro_skb_as_modelled(payload, segments):
             tx.send(b"x" * (payload * segments))
             charged.append(struct.unpack("9I", rx.getsockopt(socket.SOL_SOCKET, SO_MEMINFO,
                                                              36))[0])
-        rx.setblocking(False)
-        held = 0
-        while True:
-            try:
-                rx.recv(65536)
-            except BlockingIOError:
-                break
-            held += 1
+        held = _drain(rx)
     finally:
         rx.close()
         tx.close()
