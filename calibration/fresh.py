@@ -13,8 +13,12 @@ ACKs per side. From those runs alone this module fits, per stack and role:
 - the system-call share of each role, from the same session's runs with GSO
   off (``testbed/specs/fresh-calibration.yaml``'s second row): the ratio of CPU
   per packet at one packet per call to that at the GSO batch fixes it
-  (:func:`_call_share`). Without such runs, or for a role whose batch GSO does
-  not change, the share the published-data calibration assumes (0.25);
+  (:func:`_call_share`). The receiver's comes from the fifth row where there is
+  one (veth segmentation off: the sender keeps its batches, only the receiver
+  reads single datagrams), so it is fixed for a stack that refuses GSO off
+  (MsQuic) and not mixed with a slower sender's. Without such runs, or for a
+  role whose batch does not change, the share the published-data calibration
+  assumes (0.25);
 - crypto and per-byte work are assumed (seed 001 Table 3 moved by the CPU rule,
   the published calibration's per-byte default) and scaled down together where
   the measured CPU per packet leaves them less room;
@@ -128,8 +132,10 @@ def _fixed_cpu(main: pd.DataFrame, small: pd.DataFrame, role: str) -> float:
 
 
 def _call_share(on: tuple[float, float], off: pd.DataFrame, role: str,
-                ack_share: float, fixed_s: float = 0.0) -> Value:
-    """The system-call share of one role from runs with GSO on and off in one session.
+                ack_share: float, fixed_s: float = 0.0, unbatched: str = "GSO off") -> Value:
+    """The system-call share of one role from runs with and without batching in one
+    session (``unbatched`` names how the ``off`` runs lost it: GSO off, or veth
+    segmentation off for the receiver alone).
 
     The ratio ``R`` of CPU per packet with GSO off to on gives ``c``
     (:func:`~quiclab.calibration.assemble.call_share_for_ratio`; the ACK share
@@ -154,8 +160,8 @@ def _call_share(on: tuple[float, float], off: pd.DataFrame, role: str,
         return assumed
     c = min(max(share, MIN_SHARE), 0.9)
     return Value(c, 0.85 * c, min(0.95, 1.15 * c),
-                 f"fit: {len(off)} fresh-calibration runs with GSO off against its default "
-                 f"offloads, same session: CPU per packet × {ratio:.2f} from {b_on:.1f} to "
+                 f"fit: {len(off)} fresh-calibration runs with {unbatched} against its "
+                 f"default offloads, same session: CPU per packet × {ratio:.2f} from {b_on:.1f} to "
                  f"{b_off:.1f} packets per call (the ACKs after each receive batch included)")
 
 
@@ -374,6 +380,14 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         # The calibration setting is each stack's default offloads; a GSO stack's
         # GSO-off rows (same session) only fix its system-call share below.
         gso_off = g.iloc[0:0]
+        # The fifth row (veth segmentation off) only fixes the receiver's share.
+        rx_single = g.iloc[0:0]
+        if "veth_segmentation" in g.columns:
+            unseg = g["veth_segmentation"].eq(False)
+            rx_single, g, pkts = g[unseg], g[~unseg], pkts[~unseg]
+            if g.empty:
+                skipped.append(f"{name}: no runs with the veth's segmentation on")
+                continue
         if stack.gso in ("switch", "on") and "gso" in g.columns:
             gso_off = g[g["gso"].eq(False)]
             g, pkts = g[~g["gso"].eq(False)], pkts[~g["gso"].eq(False)]
@@ -388,6 +402,9 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         if not gso_off.empty:
             off_size = _sizes(gso_off)
             gso_off = gso_off[off_size == off_size.max()]
+        if not rx_single.empty:
+            rx_size = _sizes(rx_single)
+            rx_single = rx_single[rx_size == rx_size.max()]
         fixed_cpu = {role: _fixed_cpu(g, small, role) for role in ROLE_COLUMNS}
         acks = pd.to_numeric(g["ack_packets"], errors="coerce")
         ack_every = _median(pkts / acks.clip(lower=1))
@@ -411,6 +428,11 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         ack_share = 0.6 / max(ack_every, 1.0)  # ACKs cost ~0.6 data packets each (assumed)
         shares = {role: _call_share(on[role], gso_off, role, ack_share, fixed_cpu[role])
                   for role in on}
+        if not rx_single.empty:
+            single = _call_share(on["receiver"], rx_single, "receiver", ack_share,
+                                 fixed_cpu["receiver"], unbatched="veth segmentation off")
+            if single.source.startswith("fit:"):
+                shares["receiver"] = single
 
         def T_from(meas: float, segments: float, c: float,
                    ack_share: float = ack_share) -> float:
@@ -531,7 +553,7 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                      "contention_factor": scale, "T_sender_ns": Ts, "T_receiver_ns": Tr,
                      "call_share_sender": shares["sender"].value,
                      "call_share_receiver": shares["receiver"].value,
-                     "gso_off_runs": len(gso_off),
+                     "gso_off_runs": len(gso_off), "rx_single_runs": len(rx_single),
                      "fixed_ms_sender": fixed_cpu["sender"] * 1e3,
                      "fixed_ms_receiver": fixed_cpu["receiver"] * 1e3})
     if models:

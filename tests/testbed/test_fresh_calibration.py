@@ -242,6 +242,43 @@ def test_a_role_whose_batch_gso_leaves_alone_keeps_the_assumed_share():
     assert row["call_share_receiver"] == pytest.approx(0.25)
 
 
+def test_unsegmented_runs_fix_the_receivers_share_alone():
+    """The calibration's fifth row (veth segmentation off) hands the receiver single
+    datagrams while the sender keeps its GSO batches: it fixes the receiver's share,
+    also for a stack that refuses GSO off (MsQuic, which had only the assumed one),
+    leaves the sender's and T's level alone, and is not a calibration setting."""
+    def msquic(i: int, segmented: bool) -> dict:
+        packets = 140_000
+        rx_cpu, rx_batch = (1.0e-6, 42.0) if segmented else (3.4e-6, 1.0)
+        r = _run(i, "msquic", 8000.0 if segmented else 3000.0)
+        r.update(run_id=f"m{segmented}{i}", gso=True, gro=True, veth_segmentation=segmented,
+                 server_udp_sent=packets / 42.0, client_udp_received=packets / rx_batch,
+                 ack_packets=packets // 90, server_cpu_s=1.0e-6 * packets,
+                 client_cpu_s=rx_cpu * packets)
+        return r
+
+    points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
+    host = host_cpu_from_cpuinfo(CPUINFO, CpuCatalog.packaged())
+    with_row = fit_fresh(pd.DataFrame([msquic(i, s) for i in range(3) for s in (True, False)]),
+                         points, host)
+    without = fit_fresh(pd.DataFrame([msquic(i, True) for i in range(3)]), points, host)
+    row = with_row.table.set_index("stack").loc["msquic"]
+    assert row["runs"] == 3 and row["rx_single_runs"] == 3 and row["gso_off_runs"] == 0
+    a = 0.6 / (140_000 / (140_000 // 90))
+    ratio = 3.4 / 1.0
+    assert row["call_share_receiver"] == pytest.approx(
+        (ratio - 1) * (1 + a) / (ratio * (1 - 1 / 42) - 0), rel=1e-6)
+    assert row["call_share_sender"] == pytest.approx(0.25)  # nothing unbatched the sender
+    assert math.isclose(row["goodput_mbps"], 8000.0)  # the unsegmented rows are not the level
+    model, assumed = with_row.models["msquic"], without.models["msquic"]
+    assert "veth segmentation off" in model.receiver.ns_per_syscall.source
+    assert "assumed" in assumed.receiver.ns_per_syscall.source
+    got = _cost(model, "receiver", 1.0) / _cost(model, "receiver", 42.0)
+    assert got == pytest.approx(ratio, rel=0.12)
+    assert _cost(assumed, "receiver", 1.0) / _cost(assumed, "receiver", 42.0) < 1.5
+    assert _cost(model, "sender", 42.0) == pytest.approx(_cost(assumed, "sender", 42.0))
+
+
 def test_host_cpu_counts_every_core_but_idle_and_iowait(tmp_path):
     from quiclab.testbed.collect import host_cpu_s
 
