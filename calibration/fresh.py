@@ -110,6 +110,14 @@ def _sizes(g: pd.DataFrame) -> pd.Series:
     return size.fillna(size.max() if size.notna().any() else 0.0)
 
 
+def _largest(g: pd.DataFrame) -> pd.DataFrame:
+    """The runs of ``g`` at its largest transfer size (all of them if it is empty)."""
+    if g.empty:
+        return g
+    size = _sizes(g)
+    return g[size == size.max()]
+
+
 def _fixed_cpu(main: pd.DataFrame, small: pd.DataFrame, role: str) -> float:
     """CPU seconds a peer process spends whatever it transfers (start-up, TLS and
     thread set-up, teardown), from the same setting at two transfer sizes:
@@ -137,7 +145,7 @@ def _call_share(on: tuple[float, float], off: pd.DataFrame, role: str,
     session (``unbatched`` names how the ``off`` runs lost it: GSO off, or veth
     segmentation off for the receiver alone).
 
-    The ratio ``R`` of CPU per packet with GSO off to on gives ``c``
+    The ratio ``R`` of CPU per packet unbatched to batched gives ``c``
     (:func:`~quiclab.calibration.assemble.call_share_for_ratio`; the ACK share
     ``a`` is held at the GSO-on value). The ACKs a receiver sends after each
     receive batch (many more without GSO) are in ``c``: the model keeps one ACK
@@ -399,12 +407,7 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         size = _sizes(g)
         small = g[size < size.max()]
         g, pkts = g[size == size.max()], pkts[size == size.max()]
-        if not gso_off.empty:
-            off_size = _sizes(gso_off)
-            gso_off = gso_off[off_size == off_size.max()]
-        if not rx_single.empty:
-            rx_size = _sizes(rx_single)
-            rx_single = rx_single[rx_size == rx_size.max()]
+        gso_off, rx_single = _largest(gso_off), _largest(rx_single)
         fixed_cpu = {role: _fixed_cpu(g, small, role) for role in ROLE_COLUMNS}
         acks = pd.to_numeric(g["ack_packets"], errors="coerce")
         ack_every = _median(pkts / acks.clip(lower=1))
