@@ -108,7 +108,7 @@ def test_ingest_broken_file_is_one_line_and_strict_makes_it_an_error(cli, tree: 
 def test_ingest_bad_published_csv(cli, tmp_path: Path):
     points = tmp_path / "published"
     fx.write_published(points, [*fx.PUBLISHED_ROWS, "t-004,002,4.6,text,goodput,fast,%,,,h3,"
-                                                    "text"])
+                                                    "text,"])
     result = cli("data", "ingest", "--source", str(points))
     assert result.code == 0
     assert "rows from" in result.out and "skipped 1" in result.out

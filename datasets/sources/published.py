@@ -27,10 +27,17 @@ COLUMNS = ("point_id", "document", "section", "locator", "quantity", "value", "u
            "reorder_pct", "cipher", "rcvbuf_bytes", "streams", "chunks", "transfer_bytes",
            "workload", "request_bytes", "requests", "connections", "conditions", "stated", "note")
 REQUIRED = ("point_id", "document", "quantity", "value", "unit")
+#: Columns a file's header must have: the required cells, and ``conditions``,
+#: whose bound and duplicate markers decide what a row may be used for (without
+#: the column, a bound would read as an exact value).
+HEADER_REQUIRED = (*REQUIRED, "conditions")
 FLOATS = ("value", "link_gbps", "rtt_ms", "loss_pct", "reorder_pct")
 INTS = ("mtu_bytes", "rcvbuf_bytes", "streams", "chunks", "transfer_bytes", "request_bytes",
         "requests", "connections")
 BOOLS = ("gso", "gro")
+#: Quantities that may be negative: changes and differences (README "Quantity
+#: vocabulary"); every other quantity is a magnitude.
+SIGNED_SUFFIXES = ("change_pct", "_delta")
 #: The units ``datasets/published/README.md`` defines; any other is a typo.
 UNITS = ("Mbit/s", "Gbit/s", "%", "ns", "s", "packets", "x", "count", "KiB", "MiB")
 
@@ -58,7 +65,7 @@ def read_csv(path: Path,
         raise DataError(path, "empty file")
     reader = csv.DictReader(text.splitlines())
     header = tuple(reader.fieldnames or ())
-    missing = [c for c in REQUIRED if c not in header]
+    missing = [c for c in HEADER_REQUIRED if c not in header]
     if missing:
         raise DataError(path, f"missing column(s) {', '.join(missing)}", field="header")
     unknown = [c for c in header if c not in COLUMNS]
@@ -74,6 +81,10 @@ def read_csv(path: Path,
                 extra = raw[None]
                 raise DataError(where, f"{len(header) + len(extra)} fields, "
                                        f"header has {len(header)}")
+            short = [c for c, v in raw.items() if v is None]
+            if short:  # DictReader's value for the cells a short row lacks
+                raise DataError(where, f"{len(header) - len(short)} fields, header has "
+                                       f"{len(header)} (a cut row?)", field=short[0])
             rows.append(_read_row(raw, where, Path(path).name, ranges))
         except DataError as err:
             if on_error is None:
@@ -126,6 +137,10 @@ def _read_row(raw: dict[str, str], where: str, file_name: str,
             if not lo <= row[col] <= hi:
                 raise DataError(where, f"{cell} is impossible: allowed {lo:g} … {hi:g}",
                                 field=col)
+    if row["value"] < 0 and not str(row["quantity"]).endswith(SIGNED_SUFFIXES):
+        raise DataError(where, f"{row['value']:g} is negative, which a "
+                        f"{row['quantity']!r} cannot be (only changes carry a sign)",
+                        field="value")
     row["source_file"] = file_name
     return row
 
@@ -134,8 +149,8 @@ def load(catalog: Catalog, directory: Path | None = None, strict: bool = True) -
     """Replace ``published_points`` with every row of ``directory/*.csv``. Returns rows.
 
     With ``strict=False`` a bad file (empty, bad header) or a bad row (bad
-    number, impossible value, unknown unit, more cells than the header, empty
-    required cell, repeated ``point_id``) is skipped and recorded
+    number, impossible value, negative magnitude, unknown unit, more or fewer
+    cells than the header, empty required cell, repeated ``point_id``) is skipped and recorded
     in ``ingest_issues`` (one line naming file, row and reason) and counted in
     ``sources.skipped``; with ``strict=True`` it raises DataError. Re-running
     replaces this source's rows and issues.

@@ -288,11 +288,27 @@ def _parse_run_file(run: RunParts, rest: str, data: bytes, rel: str) -> None:
         run.perf[side] = data
 
 
-def _delta(parts: dict[str, dict[str, int]], side: str, key: str) -> int | None:
+def _delta(parts: dict[str, dict[str, int]], side: str, key: str,
+           issue: Callable[..., None] | None = None, where: str = "",
+           kind: str = "") -> int | None:
+    """A counter's stop minus start, or None; a counter that went backwards is an issue."""
     start, stop = parts.get(f"{side}:start"), parts.get(f"{side}:stop")
     if start is None or stop is None or key not in start or key not in stop:
         return None
-    return stop[key] - start[key]
+    delta = stop[key] - start[key]
+    if delta < 0:
+        if issue is not None:
+            issue(f"{where}/{side}/{kind}-stop.txt",
+                  f"{stop[key]} is below its start value {start[key]}: the delta is NULL", key)
+        return None
+    return delta
+
+
+#: The fastest NIC in the dataset (seed 002 §4.7: 100G on node 1), the bound
+#: when a run's conditions name no link rate, and the slack over a link's rate
+#: that a goodput may show (timer granularity, not physics).
+MAX_LINK_GBPS = 100.0
+LINK_SLACK = 1.05
 
 
 def _reported_goodput(details: list[float], log: qp.RunnerLog | None,
@@ -378,6 +394,15 @@ def _assemble(run: RunParts, result: qp.ExperimentResult | None,
         # A failed transfer ended early (an error after ~1 s, or the runner's
         # timeout): size / runtime is not a goodput (it reached 6.8 Tbit/s).
         goodput = None
+    elif goodput is not None and runtime is not None:
+        link_mbps = float(cond.get("link_gbps") or MAX_LINK_GBPS) * 1e3
+        if goodput > LINK_SLACK * link_mbps:
+            # A run the runner calls successful cannot beat its link: the
+            # timestamps are wrong, so is size / runtime.
+            issue(f"{where}/client/time.json",
+                  f"runtime {runtime:.6g} s gives {goodput:.0f} Mbit/s for {filesize} B, "
+                  f"above the {link_mbps:.0f} Mbit/s link: goodput is NULL", "end")
+            goodput = None
     row: dict[str, Any] = {
         "run_id": run_id, "source": SOURCE, "experiment": exp.experiment,
         "setting": exp.setting, "logdir": run.logdir,
@@ -415,10 +440,10 @@ def _assemble(run: RunParts, result: qp.ExperimentResult | None,
         for key, col in (("sent", "udp_sent"), ("received", "udp_received"),
                          ("rcvbuf_errors", "udp_rcvbuf_errors"),
                          ("sndbuf_errors", "udp_sndbuf_errors"), ("rx_errors", "udp_rx_errors")):
-            row[f"{side}_{col}"] = _delta(run.netstat, side, key)
+            row[f"{side}_{col}"] = _delta(run.netstat, side, key, issue, where, "netstat")
         for key in ("tx_frames", "rx_frames", "tx_bytes", "rx_bytes", "rx_discards",
                     "tx_discards"):
-            row[f"{side}_nic_{key}"] = _delta(run.ethtool, side, key)
+            row[f"{side}_nic_{key}"] = _delta(run.ethtool, side, key, issue, where, "ethtool")
     row["data_packets"] = row.get("server_nic_tx_frames") or row.get("server_udp_sent")
     # TCP's ACKs are not UDP datagrams (client_udp_sent is 0 for NGINX/wget): count
     # the client NIC's frames instead; QUIC's ACKs are the client's UDP datagrams.

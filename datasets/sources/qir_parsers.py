@@ -17,6 +17,7 @@ The file formats (tumi8/quic-10g-paper, Kempf et al. 2024 §3.3):
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,6 +146,9 @@ _ETHTOOL_TOTALS = {
 }
 
 
+_KNOWN_TOTALS = frozenset(c for names in _ETHTOOL_TOTALS.values() for c in names)
+
+
 def parse_ethtool(text: str, path: str = "ethtool.txt") -> dict[str, int]:
     """NIC totals of ``ethtool -S`` under driver-independent names.
 
@@ -161,6 +165,10 @@ def parse_ethtool(text: str, path: str = "ethtool.txt") -> dict[str, int]:
         value = value.strip()
         if value.lstrip("-").isdigit():
             raw[key] = int(value)
+        elif key in _KNOWN_TOTALS:
+            # A total the columns are read from: a garbled value would make
+            # them NULL (and data_packets fall back to another counter) silently.
+            raise DataError(path, f"{value!r} is not a counter", field=key)
     if not raw:
         raise DataError(path, "no NIC statistics", field="ethtool")
     out: dict[str, int] = {}
@@ -228,6 +236,32 @@ class ExperimentResult:
     raw_args: dict[str, Any]
 
 
+def _clip(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(value: Any, path: str, field: str, pair: str) -> float:
+    """A finite number ≥ 0 from a JSON value, or DataError naming pair, field and value."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise DataError(path, f"{pair}: {_clip(value)} is not a number", field=field)
+    try:
+        number = float(value)
+    except ValueError:
+        raise DataError(path, f"{pair}: {_clip(value)} is not a number", field=field) from None
+    if not math.isfinite(number) or number < 0:
+        raise DataError(path, f"{pair}: {_clip(value)} is not a finite non-negative number",
+                        field=field)
+    return number
+
+
+def _whole(value: Any, path: str, field: str, pair: str) -> int:
+    number = _number(value, path, field, pair)
+    if not number.is_integer():
+        raise DataError(path, f"{pair}: {_clip(value)} is not a whole number", field=field)
+    return int(number)
+
+
 def parse_result_json(text: str, path: str = "result.json") -> ExperimentResult:
     try:
         data = json.loads(text)
@@ -237,12 +271,23 @@ def parse_result_json(text: str, path: str = "result.json") -> ExperimentResult:
         raise DataError(path, "no measurements", field="measurements")
     filesize: dict[tuple[str, str], int] = {}
     details: dict[tuple[str, str], list[float]] = {}
-    for group in data["measurements"]:
+    groups = data["measurements"]
+    if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
+        raise DataError(path, f"not a list of lists: {_clip(groups)}", field="measurements")
+    for group in groups:
         for m in group:
+            if not isinstance(m, dict):
+                raise DataError(path, f"a measurement is not an object: {_clip(m)}",
+                                field="measurements")
             key = (str(m.get("server")), str(m.get("client")))
+            pair = f"{key[0]}_{key[1]}"
             if m.get("filesize") is not None:
-                filesize[key] = int(m["filesize"])
-            details[key] = [float(x) for x in m.get("details", [])]
+                filesize[key] = _whole(m["filesize"], path, "filesize", pair)
+            raw = m.get("details", [])
+            if not isinstance(raw, list):
+                raise DataError(path, f"{pair}: not a list of goodputs: {_clip(raw)}",
+                                field="details")
+            details[key] = [_number(x, path, "details", pair) for x in raw]
     commits = {f"server:{k}": v for k, v in data.get("server_implementations", {}).items()}
     commits.update({f"client:{k}": v for k, v in data.get("client_implementations", {}).items()})
 

@@ -38,24 +38,29 @@ def test_packaged_points_load_with_provenance(catalog: Catalog):
 
 def test_read_csv_types_and_empty_cells(tmp_path: Path):
     path = fx.write_published(tmp_path, [
-        "t-001,002,4.6,Fig. 6,goodput,3250,Mbit/s,lsquic,,h3,text"])
+        "t-001,002,4.6,Fig. 6,goodput,3250,Mbit/s,lsquic,,h3,text,"])
     (row,) = published.read_csv(path)
     assert row["value"] == 3250.0 and row["client"] is None and row["gso"] is None
     assert row["source_file"] == "tiny.csv"
 
 
 BAD_ROWS = {
-    "bad number": ("t-002,002,4.6,text,goodput,fast,Mbit/s,,,h3,text", "value",
+    "bad number": ("t-002,002,4.6,text,goodput,fast,Mbit/s,,,h3,text,", "value",
                    "'fast' is not a number"),
-    "not finite": ("t-002,002,4.6,text,goodput,nan,Mbit/s,,,h3,text", "value",
+    "not finite": ("t-002,002,4.6,text,goodput,nan,Mbit/s,,,h3,text,", "value",
                    "not a finite number"),
-    "empty required cell": ("t-002,002,4.6,text,,1,Mbit/s,,,h3,text", "quantity",
+    "empty required cell": ("t-002,002,4.6,text,,1,Mbit/s,,,h3,text,", "quantity",
                             "required cell is empty"),
-    "unknown unit": ("t-002,002,4.6,text,goodput,1,Mbit/fortnight,,,h3,text", "unit",
+    "unknown unit": ("t-002,002,4.6,text,goodput,1,Mbit/fortnight,,,h3,text,", "unit",
                      "'Mbit/fortnight' is not a known unit: allowed Mbit/s, Gbit/s, %"),
     # csv.DictReader would silently drop the cells beyond the header.
-    "more cells than the header": ("t-002,002,4.6,text,goodput,1,Mbit/s,,,h3,text,x,y", None,
-                                   "13 fields, header has 11"),
+    "more cells than the header": ("t-002,002,4.6,text,goodput,1,Mbit/s,,,h3,text,,x,y", None,
+                                   "14 fields, header has 12"),
+    # ... and would read the cells a cut row lacks as empty: a bound as exact.
+    "fewer cells than the header": ("t-002,002,4.6,text,goodput,1,Mbit/s,,,h3", "stated",
+                                    "10 fields, header has 12 (a cut row?)"),
+    "negative magnitude": ("t-002,002,4.6,text,goodput,-4819,Mbit/s,,,h3,text,", "value",
+                           "-4819 is negative, which a 'goodput' cannot be"),
 }
 
 
@@ -79,7 +84,7 @@ def test_a_bad_row_is_skipped_alone_or_refused_when_strict(case: str, tmp_path: 
 
 def test_unknown_column_skips_the_file(tmp_path: Path, catalog: Catalog):
     fx.write_published(tmp_path, name="a.csv")
-    bad = fx.write_published(tmp_path, ["x-001,002,4.6,text,goodput,1,%,,,h3,text,oops"],
+    bad = fx.write_published(tmp_path, ["x-001,002,4.6,text,goodput,1,%,,,h3,text,,oops"],
                              name="b.csv", header=fx.PUBLISHED_HEADER + ",colour")
     with pytest.raises(DataError, match="unknown column"):
         published.load(catalog, tmp_path, strict=True)
@@ -94,8 +99,8 @@ def test_unknown_column_skips_the_file(tmp_path: Path, catalog: Catalog):
 def test_duplicate_point_id_skips_the_repeat(tmp_path: Path, catalog: Catalog):
     fx.write_published(tmp_path, name="a.csv")
     repeat = fx.write_published(
-        tmp_path, ["t-002,001,2.3,text,goodput,9,Gbit/s,,,perf,text",
-                   "u-001,001,2.3,text,goodput,8,Gbit/s,,,perf,text"], name="b.csv")
+        tmp_path, ["t-002,001,2.3,text,goodput,9,Gbit/s,,,perf,text,",
+                   "u-001,001,2.3,text,goodput,8,Gbit/s,,,perf,text,"], name="b.csv")
     with pytest.raises(DataError) as err:
         published.load(catalog, tmp_path, strict=True)
     assert err.value.path == str(repeat) and err.value.field == "point_id"
@@ -142,8 +147,8 @@ RANGED_HEADER = fx.PUBLISHED_HEADER + ",mtu_bytes,link_gbps"
 ])
 def test_an_impossible_condition_is_refused_with_the_scenario_bounds(
         cells: str, field: str, reason: str, tmp_path: Path, catalog: Catalog):
-    good = "t-001,002,4.6,Fig. 6,goodput,3250,Mbit/s,lsquic,lsquic,h3,text,9000,10"
-    path = fx.write_published(tmp_path, [good, f"t-002,002,4.6,text,goodput,1,Mbit/s,,,h3,text,"
+    good = "t-001,002,4.6,Fig. 6,goodput,3250,Mbit/s,lsquic,lsquic,h3,text,,9000,10"
+    path = fx.write_published(tmp_path, [good, f"t-002,002,4.6,text,goodput,1,Mbit/s,,,h3,text,,"
                                                f"{cells}"], header=RANGED_HEADER)
     with pytest.raises(DataError) as err:
         published.load(catalog, tmp_path, strict=True)
@@ -157,3 +162,17 @@ def test_every_packaged_unit_and_condition_is_allowed():
     for path in sorted(published.packaged_dir().glob("*.csv")):
         rows = published.read_csv(path)  # strict: raises on the first bad cell
         assert {r["unit"] for r in rows} <= set(published.UNITS)
+
+
+def test_a_change_may_be_negative_and_a_file_without_conditions_is_refused(
+        tmp_path: Path, catalog: Catalog):
+    fx.write_published(tmp_path, [*fx.PUBLISHED_ROWS,
+                                  "t-004,002,4.1,text,change_pct,-40,%,quiche,quiche,h3,text,"])
+    assert published.load(catalog, tmp_path, strict=True) == len(fx.PUBLISHED_ROWS) + 1
+    header = fx.PUBLISHED_HEADER.removesuffix(",conditions")
+    bad = fx.write_published(tmp_path, [r.removesuffix(",") for r in fx.PUBLISHED_ROWS],
+                             name="b.csv", header=header)
+    with pytest.raises(DataError) as err:
+        published.read_csv(bad)
+    assert str(err.value) == f"{bad} [header]: missing column(s) conditions"
+

@@ -298,6 +298,28 @@ BROKEN = {
     "result.json missing": (
         _rewrite(lambda t: t.root / fx.BUFFER_LOGDIR / "result.json", None),
         "missing", {"goodput_reported_mbps": None, "server_host": None}),
+    # Counters and result.json fields that parse but cannot be true: one line too.
+    "netstat counter going backwards": (
+        _rewrite(lambda t: t.buffer_rep(1) / "client" / "netstat-stop.txt",
+                 fx.netstat_text(3_000_000 + fx.CLIENT_UDP_RECEIVED,
+                                 4_000_000 + fx.CLIENT_UDP_SENT, 2)),
+        "2 is below its start value 5", {"client_udp_rcvbuf_errors": None,
+                                         "client_udp_sent": fx.CLIENT_UDP_SENT}),
+    "ethtool total that is not a number": (
+        _rewrite(lambda t: t.buffer_rep(1) / "server" / "ethtool-stop.txt",
+                 fx.ethtool_text(110, 20 + fx.SERVER_NIC_TX_FRAMES, 1030, 40)
+                 .replace(f"tx_total_frames: {20 + fx.SERVER_NIC_TX_FRAMES}",
+                          "tx_total_frames: 2387x2902")),
+        "'2387x2902' is not a counter", {"server_nic_tx_frames": None}),
+    "result.json filesize in words": (
+        _rewrite(lambda t: t.root / fx.BUFFER_LOGDIR / "result.json",
+                 fx.result_json({("lsquic", "lsquic"): [2.5]}).replace(
+                     f'"filesize": {fx.FILESIZE}', '"filesize": "8GB"')),
+        "'8GB' is not a number", {"goodput_reported_mbps": None}),
+    "time.json faster than the link": (
+        _rewrite(lambda t: t.buffer_rep(1) / "client" / "time.json",
+                 json.dumps({"start": fx.START_NS, "end": fx.START_NS + 1000})),
+        "above the 10000 Mbit/s link", {"goodput_mbps": None, "runtime_s": "kept"}),
     "corrupt perf trace": (
         _rewrite(lambda t: t.perf_rep / "server" / "out.perf.zst", b"not zstd at all"),
         "not a valid zstd stream", {}),
@@ -400,7 +422,7 @@ def test_ingest_is_idempotent(qir_tree: QirTree, catalog: Catalog, tmp_path: Pat
     (qir_tree.buffer_rep(1) / "client" / "time.json").unlink()  # one issue, too
     points = tmp_path / "published"
     fx.write_published(points)
-    fx.write_published(points, ["t-009,002,4.6,text,goodput,fast,Mbit/s,,,h3,text"], "bad.csv")
+    fx.write_published(points, ["t-009,002,4.6,text,goodput,fast,Mbit/s,,,h3,text,"], "bad.csv")
     qir10g.load(catalog, qir_tree.root)
     published.load(catalog, points, strict=False)
     first = _counts(catalog)

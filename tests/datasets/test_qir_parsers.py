@@ -194,6 +194,16 @@ def test_result_json():
 @pytest.mark.parametrize(("text", "reason"), [
     ("{not json", "not valid JSON"),
     (json.dumps({"args": {}}), "no measurements"),
+    (json.dumps({"measurements": "none"}), "not a list of lists"),
+    (json.dumps({"measurements": [["goodput"]]}), "a measurement is not an object"),
+    (json.dumps({"measurements": [[{"server": "a", "client": "b", "filesize": "8GB"}]]}),
+     "'8GB' is not a number"),
+    (json.dumps({"measurements": [[{"server": "a", "client": "b", "filesize": 1.5}]]}),
+     "1.5 is not a whole number"),
+    (json.dumps({"measurements": [[{"server": "a", "client": "b", "details": ["n/a"]}]]}),
+     "'n/a' is not a number"),
+    (json.dumps({"measurements": [[{"server": "a", "client": "b", "details": "2.5"}]]}),
+     "not a list of goodputs"),
 ])
 def test_result_json_malformed_is_refused(text: str, reason: str):
     with pytest.raises(DataError) as err:
