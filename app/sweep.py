@@ -33,9 +33,10 @@ from quiclab.app.urlstate import Selection
 from quiclab.errors import QuiclabError, ScenarioError
 from quiclab.sim.engine import ENGINES
 from quiclab.sim.prediction import Prediction
-from quiclab.sim.scenario import Scenario, coerce
+from quiclab.sim.scenario import CCS, Scenario, coerce
 
-#: Sweepable numeric fields: (default low, default high, logarithmic by default).
+#: Sweepable numeric fields: (default low, default high, logarithmic by default);
+#: :func:`axis_defaults` fits them to the sidebar's scenario.
 AXES: dict[str, tuple[float, float, bool]] = {
     "rtt_ms": (0.0, 100.0, False),
     "mtu_bytes": (1280, 9000, False),
@@ -50,6 +51,8 @@ AXES: dict[str, tuple[float, float, bool]] = {
     "queue_bdp": (0.1, 10.0, True),
     "transfer_bytes": (10**6, 2**33, True),
 }
+#: IPv4 and UDP headers: the largest UDP payload is the MTU minus this.
+UDP_IP_HEADERS = 28
 #: Fields a second axis may take (values typed as a comma-separated list).
 SECOND_AXES = ("none", "gso", "gro", "cipher", "app", "cc", "cpu", "mtu_bytes", "rtt_ms",
                "loss_pct", "rcvbuf_bytes", "link_gbps", "streams", "pin", "pipeline",
@@ -137,15 +140,40 @@ def url_params(params: SweepParams) -> dict[str, str]:
     return out
 
 
-def sweep_ui() -> tuple[SweepParams | None, str | None]:
-    """The sweep's own widgets (main area); returns (params, None) or (None, problem)."""
+def axis_defaults(axis: str, base: Scenario) -> tuple[float, float, bool]:
+    """An axis's default range for the sidebar's ``base`` scenario: the UDP payload ends
+    at the largest one its MTU carries (``mtu_bytes`` − 28)."""
+    lo, hi, log = AXES[axis]
+    if axis == "udp_payload_bytes":
+        hi = min(hi, base.mtu_bytes - UDP_IP_HEADERS)
+    return lo, hi, log
+
+
+def allowed_ccs(config: AppConfig, selection: Selection) -> tuple[str, ...]:
+    """The congestion controllers every chosen server runs (the engines check the
+    server's model); every one when the models cannot be read (the page says why)."""
+    try:
+        registry = load_registry(config.models_dir, models_stamp(config.models_dir))
+        models = [registry.model(s.server) for s in selection.scenarios()]
+    except QuiclabError:
+        return CCS
+    return tuple(cc for cc in CCS if all(cc in m.behaviour.ccs for m in models)) or CCS
+
+
+def sweep_ui(base: Scenario | None = None, ccs: tuple[str, ...] = CCS
+             ) -> tuple[SweepParams | None, str | None]:
+    """The sweep's own widgets (main area); returns (params, None) or (None, problem).
+
+    ``base`` (the sidebar's scenario) and ``ccs`` (what its servers run) set the
+    defaults of a newly chosen axis.
+    """
     state = st.session_state
     cols = st.columns([2, 1, 1, 1, 1])
     state.setdefault("w.sweep.axis", "rtt_ms")
     axis = cols[0].selectbox("Axis", list(AXES), key="w.sweep.axis")
     state.setdefault("w.sweep.axis2", "none")
     keys = _keys(axis, state["w.sweep.axis2"])
-    lo_default, hi_default, log_default = AXES[axis]
+    lo_default, hi_default, log_default = axis_defaults(axis, base or Scenario())
     for key, default in ((keys["lo"], float(lo_default)), (keys["hi"], float(hi_default)),
                          (keys["points"], 25), (keys["log"], log_default),
                          (keys["engine"], "analytic")):
@@ -158,7 +186,7 @@ def sweep_ui() -> tuple[SweepParams | None, str | None]:
     cols = st.columns([2, 3, 2])
     axis2 = cols[0].selectbox("Second axis", SECOND_AXES, key=keys["axis2"])
     values_key = _keys(axis, axis2)["values"]
-    state.setdefault(values_key, _default_values(axis2))
+    state.setdefault(values_key, _default_values(axis2, ccs))
     raw2 = cols[1].text_input("its values (comma-separated)", key=values_key,
                               disabled=axis2 == "none")
     engine = cols[2].selectbox("Engine", ENGINES, key=keys["engine"],
@@ -182,10 +210,10 @@ def sweep_ui() -> tuple[SweepParams | None, str | None]:
                        None if axis2 == "none" else axis2, values2, engine), None
 
 
-def _default_values(axis2: str) -> str:
+def _default_values(axis2: str, ccs: tuple[str, ...] = CCS) -> str:
     return {"gso": "true, false", "gro": "true, false", "pin": "false, true",
             "cipher": "aes-ni, aes-sw, chacha20", "app": "perf, hq, h3",
-            "cc": "cubic, reno, bbr", "cpu": "AMD EPYC 7543, Intel Xeon W-2145",
+            "cc": ", ".join(ccs), "cpu": "AMD EPYC 7543, Intel Xeon W-2145",
             "mtu_bytes": "1500, 9000", "rtt_ms": "0, 10, 50", "loss_pct": "0, 0.1, 1",
             "rcvbuf_bytes": "212992, 6815744", "link_gbps": "10, 40",
             "streams": "1, 8", "pipeline": "none, mukherjee-simple, mukherjee-best",
@@ -234,7 +262,7 @@ def show(config: AppConfig, selection: Selection) -> dict[str, str]:
     if "w.sweep.axis" not in st.session_state and LAST_KEY in st.session_state:
         # Back from another page: Streamlit forgot the widgets, the session did not.
         seed_from_url(st.session_state[LAST_KEY])
-    params, problem = sweep_ui()
+    params, problem = sweep_ui(selection.base, allowed_ccs(config, selection))
     if params is None:
         st.error(problem)
         return {}
@@ -302,8 +330,9 @@ def _measured(config: AppConfig, selection: Selection, params: SweepParams) -> p
             found = catalog_measured(config.catalog, stamp, scenario, cpu, free)
         except QuiclabError:
             break
-        column = found[params.axis].astype(float)
-        parts.append(found[(column >= params.lo) & (column <= params.hi)])
+        # A condition the row does not state is NULL (pd.NA): not on this axis.
+        column = pd.to_numeric(found[params.axis], errors="coerce").astype(float)
+        parts.append(found[column.notna() & (column >= params.lo) & (column <= params.hi)])
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame(columns=COLUMNS)

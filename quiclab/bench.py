@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from quiclab.errors import QuiclabError
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="print speed figures of the engines",
@@ -37,7 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0,
                    repeat: int = 3) -> dict[str, Any]:
-    """Scenarios per second: the core on ``n`` scenarios, and predict_batch end to end."""
+    """Scenarios per second: the core on ``n`` scenarios, and predict_batch end to end
+    (on the first 2000 of them, or all if fewer). QuiclabError if ``n`` < 1."""
     import os
     from dataclasses import fields
 
@@ -45,6 +48,8 @@ def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0,
     from quiclab.sim.analytic.core import Inputs, evaluate
     from quiclab.sim.scenario import Scenario
 
+    if n < 1:
+        raise QuiclabError(f"--n {n}: the analytic batch needs at least 1 scenario")
     engine = AnalyticEngine(registry)
     names = [m for m in registry.names()
              if m != "tcp+tls" and "h3" in registry.models[m].behaviour.apps][:5]
@@ -76,7 +81,7 @@ def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0,
         if len(runs) < repeat:
             del out
     core_s, core_cpu_s = sorted(runs)[len(runs) // 2]
-    m = 2000
+    m = min(2000, n)
     scenarios = [Scenario(server=pairs[i % len(pairs)][0], client=pairs[i % len(pairs)][1],
                           rtt_ms=float(rtt[i] * 1e3), loss_pct=float(arrays["loss_prob"][i] * 100))
                  for i in range(m)]
@@ -93,7 +98,7 @@ def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0,
         "core_seconds": core_s,
         "core_scenarios_per_s": n / core_s,
         "core_cpu_seconds": core_cpu_s,
-        "core_scenarios_per_cpu_s": n / core_cpu_s,
+        "core_scenarios_per_cpu_s": n / core_cpu_s if core_cpu_s > 0 else float("nan"),
         "load_average_1min": os.getloadavg()[0],
         "compiled_core_load_s": None if loaded else warm_s,
         "end_to_end_batch": m,

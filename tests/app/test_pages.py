@@ -75,6 +75,39 @@ def test_sweep_overlays_the_measured_points_of_the_axis(app: AppTest) -> None:
     assert "4 measured points" in caption
 
 
+def test_sweep_on_the_send_buffer_skips_points_that_state_none(app: AppTest) -> None:
+    """Published points state no send buffer (NULL, read as pd.NA): they have no place on
+    the sndbuf_bytes axis, and the page draws the runs that do state one."""
+    open_page(app, "sweep")
+    app.selectbox(key="w.sweep.axis").set_value("sndbuf_bytes").run()
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    assert len(frame_with(app, "sndbuf_bytes")) == 25
+    caption = " ".join(c.value for c in app.caption)
+    assert "0 measured points" in caption  # no run of the test catalog states one
+
+
+def test_sweep_second_axis_cc_defaults_to_what_the_stack_runs(app: AppTest) -> None:
+    """cc as second axis offers the congestion controllers the chosen server's model
+    allows (cubic, reno), not bbr, which every cost model refuses."""
+    open_page(app, "sweep", server="lsquic,quiche")
+    app.selectbox(key="w.sweep.axis2").set_value("cc").run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    assert app.text_input(key="w.sweep.values.cc").value == "cubic, reno"
+    assert set(frame_with(app, "cc")["cc"]) == {"cubic", "reno"}
+
+
+@pytest.mark.parametrize("mtu", [1500, 9000])
+def test_sweep_udp_payload_axis_ends_at_the_sidebar_mtu(app: AppTest, mtu: int) -> None:
+    """The UDP payload axis runs from 1200 to the largest payload the sidebar's MTU
+    carries (MTU − 28), not to 8972 whatever the MTU."""
+    open_page(app, "sweep", mtu_bytes=str(mtu))
+    app.selectbox(key="w.sweep.axis").set_value("udp_payload_bytes").run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    payload = frame_with(app, "udp_payload_bytes")["udp_payload_bytes"]
+    assert (payload.min(), payload.max()) == (1200, mtu - 28)
+
+
 def test_sweep_refuses_an_empty_range(app: AppTest) -> None:
     open_page(app, "sweep")
     app.number_input(key="w.sweep.hi.rtt_ms").set_value(0.0).run()
