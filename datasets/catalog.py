@@ -281,6 +281,13 @@ class Catalog:
         self._insert_arrow(table, used, rows, verb)
         return len(rows)
 
+    def delete_other_versions(self, sweep: str, content_hash: str) -> int:
+        """Delete the ``predictions`` of ``sweep`` made from another content hash (an
+        earlier spec or model set; a rerun writes the current ones). Returns how many."""
+        row = self.con.execute("DELETE FROM predictions WHERE sweep = ? AND content_hash "
+                               "IS DISTINCT FROM ?", [sweep, content_hash]).fetchone()
+        return int(row[0]) if row else 0
+
     def _insert_arrow(self, table: str, columns: Sequence[str], rows: Sequence[dict[str, Any]],
                       verb: str = "INSERT") -> None:
         """Insert many rows at once through an Arrow table (executemany is ~100× slower)."""

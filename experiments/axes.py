@@ -76,9 +76,11 @@ def _range(spec: Any, name: str, source: str, path: str) -> list[Any]:
         raise fail(source, f"{path}.step", f"{step!r} must be > 0")
     if stop < start:
         raise fail(source, f"{path}.stop", f"{stop!r} is below start {start!r}")
-    count = math.floor((stop - start) / step + 1e-9) + 1
-    if count > MAX_AXIS_VALUES:
-        raise fail(source, path, f"{count} values; at most {MAX_AXIS_VALUES} per axis")
+    steps = (stop - start) / step  # may overflow to inf (stop 1e308, step 1e-308)
+    if steps + 1 > MAX_AXIS_VALUES:
+        many = f"{math.floor(steps) + 1}" if math.isfinite(steps) else "too many"
+        raise fail(source, path, f"{many} values; at most {MAX_AXIS_VALUES} per axis")
+    count = math.floor(steps + 1e-9) + 1
     return [_cast(name, start + k * step) for k in range(count)]
 
 

@@ -148,10 +148,10 @@ def run_sweep(args: argparse.Namespace) -> int:
         progress=not args.quiet, chash=chash)
     wall = time.perf_counter() - started
     runner.print_failures(report)
-    rows = 0
+    rows = replaced = 0
     if not args.no_catalog and report.table is not None:
-        rows = runner.to_catalog(args.catalog, report.table, name=spec.name, kind="sweep",
-                                 provenance=report.provenance)
+        rows, replaced = runner.to_catalog(args.catalog, report.table, name=spec.name,
+                                           kind="sweep", provenance=report.provenance)
     rates = ", ".join(f"{e} {report.rate(e):,.1f} pts/s" for e in report.seconds
                       if report.computed_by.get(e))  # no rate for an engine that computed none
     print(f"{spec.name}: {report.points} point×engine(s): {report.computed} computed, "
@@ -160,9 +160,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     print(f"  results: {out}/parts  ({report.table.num_rows if report.table else 0} rows)")
     if rows:
         again = f"--catalog {args.catalog} " if getattr(args, "catalog", None) else ""
-        print(f"  catalog: {rows} rows in predictions — quiclab {again}data sql \"SELECT server, "
-              f"engine, goodput_mbps, limit_resource FROM predictions WHERE sweep = "
-              f"'{spec.name}' LIMIT 10\"")
+        older = (f", replacing {replaced} rows of an earlier spec or model set"
+                 if replaced else "")
+        print(f"  catalog: {rows} rows in predictions{older} — quiclab {again}data sql "
+              f"\"SELECT server, engine, goodput_mbps, limit_resource FROM predictions "
+              f"WHERE sweep = '{spec.name}' LIMIT 10\"")
     return 1 if report.failed else 0
 
 

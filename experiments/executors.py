@@ -18,7 +18,10 @@ other machines run a sweep.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -48,8 +51,45 @@ _ENGINES: dict[tuple[str, str, int], Engine] = {}
 
 
 def _init_worker(registry: Registry) -> None:
+    """A pool worker's start: the registry, and Ctrl-C left to the parent.
+
+    A terminal sends SIGINT to the whole process group; the parent reports the
+    interruption in one line and stops the workers, which would otherwise each
+    print a KeyboardInterrupt traceback (see also :func:`_sigint_deferred`).
+    """
     global _REGISTRY
+    signal.signal(signal.SIGINT, _ignore_sigint)
     _REGISTRY = registry
+
+
+def _ignore_sigint(signum: int, frame: Any) -> None:
+    """A pool worker's SIGINT handler: nothing. A handler rather than SIG_IGN, which
+    programs the worker starts (the ns-3 binary) would inherit: they still stop."""
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Ctrl-C while pool workers are being started takes effect once they are.
+
+    Raised inside a fork, KeyboardInterrupt is lost ("Exception ignored in …"),
+    or it leaves a started worker that the pool does not know of yet and so
+    never stops. Python runs signal handlers in the main thread only; elsewhere
+    this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+    if caught:
+        if callable(previous):
+            previous(signal.SIGINT, None)
+        elif previous in (signal.SIG_DFL, None):
+            signal.raise_signal(signal.SIGINT)
 
 
 def _engine(name: str, options: dict[str, Any], registry: Registry) -> Engine:
@@ -66,22 +106,30 @@ def predict_task(engine_name: str, options: dict[str, Any], registry: Registry |
 
     Runs in a worker (process pool or Dask) or in the caller's process.
     ``registry`` None means the one the process pool initialised the worker with.
+
+    Any exception while building the engine or predicting a point is that task's or
+    point's failure (an Outcome with its one-line reason), never the run's: the
+    points other tasks and engines computed are kept.
     """
     reg = registry if registry is not None else _REGISTRY
     if reg is None:
         raise RuntimeError("predict_task: no registry in this worker")
-    engine = _engine(engine_name, options, reg)
+    try:
+        engine = _engine(engine_name, options, reg)
+    except Exception as err:
+        reason = _one_line(err)
+        return [Outcome(s, None, reason) for s in scenarios]
     try:
         predictions = engine.predict_batch(list(scenarios))
         return [Outcome(s, p) for s, p in zip(scenarios, predictions, strict=True)]
-    except (QuiclabError, ValueError, ArithmeticError) as err:
+    except Exception as err:
         if len(scenarios) == 1:
             return [Outcome(scenarios[0], None, _one_line(err))]
     outcomes = []
     for s in scenarios:
         try:
             outcomes.append(Outcome(s, engine.predict(s)))
-        except (QuiclabError, ValueError, ArithmeticError) as err:
+        except Exception as err:
             outcomes.append(Outcome(s, None, _one_line(err)))
     return outcomes
 
@@ -116,13 +164,30 @@ class LocalExecutor:
             queue = list(tasks)[::-1]
             # Keep a bounded number of tasks in flight so that a kill loses few of them.
             while queue or pending:
-                while queue and len(pending) < 2 * workers:
-                    pending.add(pool.submit(predict_task, engine, options, None, queue.pop()))
+                with _sigint_deferred():  # a submit may start workers
+                    while queue and len(pending) < 2 * workers:
+                        pending.add(pool.submit(predict_task, engine, options, None,
+                                                queue.pop()))
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
                     yield fut.result()
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+        except BaseException:
+            # Ctrl-C (the workers ignore SIGINT), an error, or the caller gave up:
+            # stop the workers now rather than after the tasks they are running, and
+            # join the pool's thread (left running, it races the interpreter's exit:
+            # "OSError: Bad file descriptor").
+            _stop_workers(pool)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate a pool's worker processes (SIGTERM: no traceback, nothing written)."""
+    processes = getattr(pool, "_processes", None) or {}
+    for process in list(processes.values()):
+        if process.is_alive():
+            process.terminate()
 
 
 class DaskExecutor:

@@ -7,6 +7,11 @@ asks it once per distinct value and turns its one-line
 :class:`~quiclab.errors.ScenarioError` into a :class:`~quiclab.errors.SpecError`
 naming the spec file and the key path the bad value came from, e.g.
 ``sw.yaml: axes[0].values[1]: server='msquik' is impossible: allowed one of: …``.
+The cores a point pins its endpoints to (``server_core``, ``client_core``) are
+checked against that point's CPU in the same way, e.g. ``sw.yaml: base.server_core:
+server_core=20 is impossible: allowed -1 … 3 (Intel Xeon D-1518 has 4 cores); cpu
+from axes[0].values[1]``. (``pin`` alone asks for no particular core: any CPU has
+the NIC's node, so there is nothing to check.)
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from quiclab.sim.scenario import Scenario
 
 #: Scenario fields whose values only the registry can check.
 REGISTRY_FIELDS = ("server", "client", "cpu")
+#: Placement fields checked against the core count of each point's CPU.
+CORE_FIELDS = ("server_core", "client_core")
 
 #: Where a point's values were written: (key path prefix, the mapping as written).
 Layer = tuple[str, Mapping[str, Any]]
@@ -79,19 +86,29 @@ class ModelCheck:
 
     def point(self, scenario: Scenario, fallback: str, layers: Sequence[Layer] = (),
               axes: Sequence[Axis] = ()) -> None:
-        """Raise SpecError (file, key path, the registry's message) for an unknown name."""
+        """Raise SpecError (file, key path, the registry's message) for an unknown name,
+        or for a core that the point's CPU does not have."""
         for field in REGISTRY_FIELDS:
             value = getattr(scenario, field)
             err = self.error(field, value)
             if err is not None:
                 raise fail(self.source, locate(field, value, axes, layers, fallback), str(err))
+        cpu = self.registry.cpus.find(scenario.cpu, field="cpu")
+        for field in CORE_FIELDS:
+            core = getattr(scenario, field)
+            if core >= cpu.cores:  # the same rule as quiclab.sim.cores.placement
+                err = ScenarioError(field, core, f"-1 … {cpu.cores - 1} ({cpu.name} has "
+                                                 f"{cpu.cores} cores)")
+                cpu_at = locate("cpu", scenario.cpu, axes, layers, fallback)
+                raise fail(self.source, locate(field, core, axes, layers, fallback),
+                           f"{err}; cpu from {cpu_at}")
 
     def points(self, scenarios: Iterable[Scenario], fallback: str,
                layers: Sequence[Layer] = (), axes: Sequence[Axis] = ()) -> None:
         """:meth:`point` for many scenarios, each distinct value asked once."""
-        seen: set[tuple[str, str, str]] = set()
+        seen: set[tuple[str, str, str, int, int]] = set()
         for s in scenarios:
-            names = (s.server, s.client, s.cpu)
+            names = (s.server, s.client, s.cpu, s.server_core, s.client_core)
             if names in seen:
                 continue
             seen.add(names)

@@ -37,6 +37,7 @@ from quiclab.experiments.evaluate import (
     finding_verdicts,
 )
 from quiclab.experiments.findings import ReproSpec, load_repro
+from quiclab.experiments.schema import read_text
 from quiclab.experiments.spec import find_spec, packaged_dir
 from quiclab.models.registry import Registry
 from quiclab.sim.engine import STOCHASTIC_ENGINES, goodput_spread
@@ -388,7 +389,7 @@ def write_readme_table(readme: Path, findings: pd.DataFrame, seconds: float) -> 
                            ["reproduction", "finding", "engine", "tolerance", "published",
                             "predicted", "result"]),
             "", README_END]
-    text = readme.read_text() if readme.is_file() else ""
+    text = read_text(readme) if readme.is_file() else ""
     if README_BEGIN in text and README_END in text:
         head, rest = text.split(README_BEGIN, 1)
         tail = rest.split(README_END, 1)[1]

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -170,22 +170,35 @@ def run_points(*, name: str, kind: str, spec: dict[str, Any], scenarios: Sequenc
                  "executor": executor.name, "jobs": executor.jobs, "out": str(out)})
     write_json_atomic(out / "provenance.json", meta)
     report = RunReport(out=out, points=len(unique) * len(engines), provenance=meta)
-    for engine in engines:
-        done = store.done_keys(engine)
-        todo = [s for k, s in by_key.items() if k not in done]
-        report.reused += len(unique) - len(todo)
-        if not todo:
-            continue
-        tasks = _tasks(engine, todo, chunk)
-        started = time.perf_counter()
-        with ProgressReporter(f"{name} · {engine}", len(todo), enabled=progress) as bar:
-            for outcomes in executor.run(engine, engine_options.get(engine, {}), registry,
-                                         tasks):
-                _write(store, engine, outcomes, record, report, key_of)
-                bar.advance(len(outcomes))
-        report.seconds[engine] = time.perf_counter() - started
+    # A part found unreadable only when all rows are read at the end is moved aside
+    # then; one more pass computes the points it held (counted as reused before).
+    reused: dict[str, set[str]] = {}
+    for again in (False, True):
+        for engine in engines:
+            done = store.done_keys(engine)
+            _say_set_aside(store)
+            if again:
+                todo = [s for k, s in by_key.items() if k in reused[engine] and k not in done]
+                report.reused -= len(todo)
+            else:
+                todo = [s for k, s in by_key.items() if k not in done]
+                reused[engine] = done & by_key.keys()
+                report.reused += len(unique) - len(todo)
+            if not todo:
+                continue
+            tasks = _tasks(engine, todo, chunk)
+            started = time.perf_counter()
+            with ProgressReporter(f"{name} · {engine}", len(todo), enabled=progress) as bar:
+                for outcomes in executor.run(engine, engine_options.get(engine, {}), registry,
+                                             tasks):
+                    _write(store, engine, outcomes, record, report, key_of)
+                    bar.advance(len(outcomes))
+            report.seconds[engine] = report.seconds.get(engine, 0.0) \
+                + time.perf_counter() - started
+        table = store.read()
+        if not _say_set_aside(store):
+            break
     keys = set(by_key)
-    table = store.read()
     if table.num_rows:
         mask = [k in keys and e in engines for k, e in zip(
             table.column("scenario_key").to_pylist(), table.column("engine").to_pylist(),
@@ -193,6 +206,15 @@ def run_points(*, name: str, kind: str, spec: dict[str, Any], scenarios: Sequenc
         table = table.filter(pa.array(mask))
     report.table = table
     return report
+
+
+def _say_set_aside(store: PartStore, stream: Any = None) -> int:
+    """One line per unreadable part moved aside since the last call; returns how many."""
+    news = store.news()
+    for path, target, reason in news:
+        print(f"{path}: unreadable part ({reason}); moved aside to {target.name}, "
+              f"its points are computed again", file=stream or sys.stderr)
+    return len(news)
 
 
 def _write(store: PartStore, engine: str, outcomes: list[Outcome], record: Sequence[str],
@@ -222,13 +244,25 @@ def print_failures(report: RunReport, stream: Any = None) -> None:
         print(f"  … and {len(report.failed) - SHOW_FAILURES} more failed points", file=stream)
 
 
+class CatalogWrite(NamedTuple):
+    """What :func:`to_catalog` did: rows written, and older rows of the sweep removed."""
+
+    rows: int
+    replaced: int
+
+
 def to_catalog(catalog_path: Path, table: pa.Table, *, name: str, kind: str,
-               provenance: dict[str, Any]) -> int:
-    """Upsert rows into ``predictions`` (one per sweep, scenario and engine). Returns rows."""
+               provenance: dict[str, Any]) -> CatalogWrite:
+    """Upsert rows into ``predictions`` (one per sweep, scenario and engine).
+
+    With a content hash in ``provenance``, the rows of sweep ``name`` made from
+    another one (an edited spec, other models) are deleted in the same
+    transaction, so that the sweep's rows are only the current results.
+    """
     from quiclab.datasets.catalog import Catalog
 
     if table.num_rows == 0:
-        return 0
+        return CatalogWrite(0, 0)
     rows = table.to_pylist()
     git = provenance.get("git", {})
     common = {
@@ -249,5 +283,7 @@ def to_catalog(catalog_path: Path, table: pa.Table, *, name: str, kind: str,
             if extra and "extra" in columns:
                 kept["extra"] = json.dumps(extra, sort_keys=True, default=str)
             out.append(kept)
+        chash = provenance.get("content_hash")
         with catalog.transaction():
-            return catalog.upsert("predictions", out)
+            replaced = catalog.delete_other_versions(name, chash) if chash else 0
+            return CatalogWrite(catalog.upsert("predictions", out), replaced)

@@ -8,6 +8,7 @@ as tuples and call these helpers; nothing here knows about sweeps.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,20 @@ def fail(source: str, path: str, message: str) -> SpecError:
     return SpecError(f"{where(source, path)}: {message}")
 
 
+def read_text(path: Any) -> str:
+    """A hand-written file's text (UTF-8); SpecError naming the file if it cannot be read
+    or is not UTF-8 text, e.g. ``s.yaml: not UTF-8 text (byte 17)``."""
+    from pathlib import Path
+
+    file = Path(path)
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{file}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise SpecError(f"{file}: cannot be read ({err.strerror or err})") from None
+
+
 def load_yaml(path: Any) -> dict[str, Any]:
     """Read one YAML mapping; raises SpecError naming the file on any problem."""
     from pathlib import Path
@@ -34,7 +49,7 @@ def load_yaml(path: Any) -> dict[str, Any]:
     if not file.is_file():
         raise SpecError(f"{file}: no such spec file")
     try:
-        data = yamlio.load(file.read_text(encoding="utf-8"))
+        data = yamlio.load(read_text(file))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" (line {mark.line + 1})" if mark is not None else ""
@@ -79,6 +94,8 @@ def need_list(value: Any, source: str, path: str, min_len: int = 1) -> list[Any]
 def need_number(value: Any, source: str, path: str, lo: float | None = None,
                 hi: float | None = None, integer: bool = False) -> float:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok and not math.isfinite(value):
+        raise fail(source, path, f"{value!r} is not a finite number")
     if ok and integer and not float(value).is_integer():
         ok = False
     if not ok:

@@ -53,6 +53,24 @@ ENGINE_OPTION_KEYS: dict[str, tuple[str, ...]] = {
             "max_sim_s"),
     "ns3": ("prefix_packets", "warm_fraction"),
 }
+#: What each engine option may be: ("choice", allowed) or ("int" | "number", lo, hi,
+#: lo excluded?, hi excluded?); None bounds are open. The engines check the same
+#: ranges when they are built (quiclab.sim.des.engine, quiclab.sim.ns3.engine).
+OptionRule = tuple[Any, ...]
+ENGINE_OPTION_RULES: dict[str, dict[str, OptionRule]] = {
+    "des": {
+        "granularity": ("choice", ("packet", "batch")),
+        "max_packets": ("int", 0, None, False, False),   # 0: the whole transfer
+        "unit_packets": ("int", 1, None, False, False),
+        "max_units": ("int", 0, None, False, False),     # 0: no limit
+        "unit_cwnd_divisor": ("int", 1, None, False, False),
+        "max_sim_s": ("number", 0, None, True, False),
+    },
+    "ns3": {
+        "prefix_packets": ("int", 1000, None, False, False),
+        "warm_fraction": ("number", 0, 0.9, True, True),
+    },
+}
 #: Prediction outputs a sweep can record (scenario fields and keys are always recorded).
 OUTPUT_FIELDS = tuple(f.name for f in fields(Prediction)
                       if f.name not in ("scenario", "timeseries"))
@@ -71,8 +89,28 @@ def parse_engine_options(data: Any, source: str, path: str = "engine_options"
     for engine, options in data.items():
         check_keys(options, ENGINE_OPTION_KEYS[engine] or ("(none)",), source,
                    f"{path}.{engine}")
-        out[engine] = dict(options)
+        rules = ENGINE_OPTION_RULES.get(engine, {})
+        out[engine] = {key: _option(value, rules.get(key), source, f"{path}.{engine}.{key}")
+                       for key, value in options.items()}
     return out
+
+
+def _option(value: Any, rule: OptionRule | None, source: str, path: str) -> Any:
+    """One engine option checked against its rule (type and range), as the engine takes it."""
+    if rule is None:
+        return value
+    if rule[0] == "choice":
+        return need_choice(value, rule[1], source, path)
+    kind, lo, hi, lo_open, hi_open = rule
+    number = need_number(value, source, path, integer=kind == "int")
+    below = lo is not None and (number <= lo if lo_open else number < lo)
+    above = hi is not None and (number >= hi if hi_open else number > hi)
+    if below or above:
+        low = "" if lo is None else f"{'>' if lo_open else '≥'} {lo:g}"
+        high = "" if hi is None else f"{'<' if hi_open else '≤'} {hi:g}"
+        bounds = f"{low} and {high}" if low and high else low or high
+        raise fail(source, path, f"{value!r} is out of range; allowed {bounds}")
+    return int(number) if kind == "int" else number
 
 
 def parse_engines(data: Any, source: str, path: str = "engines") -> tuple[str, ...]:

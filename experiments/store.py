@@ -13,6 +13,11 @@ the whole part or none of it. A ``kill -9`` therefore loses at most the
 points in flight, and a rerun computes exactly the points whose keys no
 part holds yet. Every row carries ``scenario_key`` (``Scenario.key()``) and
 ``engine``; reading deduplicates on them anyway, first part wins.
+
+A part that cannot be read (truncated by a full disk, damaged by a copy) is
+renamed to ``<part>.parquet.corrupt`` and listed in :attr:`PartStore.set_aside`;
+its points then count as not done, so the runner computes them again and
+nothing else already computed is lost.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 TMP_SUFFIX = ".tmp"
+#: Appended to the name of a part that cannot be read (it no longer matches *.parquet).
+CORRUPT_SUFFIX = ".corrupt"
+#: What reading a damaged Parquet file raises (ArrowInvalid, ArrowIOError, …).
+UNREADABLE = (pa.ArrowException, OSError)
 
 
 def write_atomic_bytes(path: Path, data: bytes) -> None:
@@ -50,6 +59,9 @@ class PartStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.parts = self.root / "parts"
+        #: Unreadable parts moved aside by this object: (part, new name, one-line reason).
+        self.set_aside: list[tuple[Path, Path, str]] = []
+        self._told = 0
 
     def engine_dir(self, engine: str) -> Path:
         return self.parts / engine
@@ -68,15 +80,37 @@ class PartStore:
         return sorted(self.parts.glob(pattern)) if self.parts.is_dir() else []
 
     def done_keys(self, engine: str) -> set[str]:
-        """Scenario keys that already have a result for ``engine``."""
+        """Scenario keys that already have a result for ``engine``; an unreadable part
+        is moved aside (:meth:`move_aside`) and its points are not done."""
         keys: set[str] = set()
         for path in self.part_files(engine):
-            if not path.name.startswith("batch-"):
-                keys.add(path.stem)
+            try:
+                if not path.name.startswith("batch-"):
+                    pq.read_metadata(path)  # a truncated file has no footer
+                    keys.add(path.stem)
+                    continue
+                table = pq.read_table(path, columns=["scenario_key"])
+            except UNREADABLE as err:
+                self.move_aside(path, err)
                 continue
-            table = pq.read_table(path, columns=["scenario_key"])
             keys.update(table.column("scenario_key").to_pylist())
         return keys
+
+    def move_aside(self, path: Path, err: BaseException) -> Path:
+        """Rename an unreadable part to ``<name>.corrupt`` (kept for a post-mortem,
+        no longer read) and record it in :attr:`set_aside`. Returns the new path."""
+        target = path.with_name(path.name + CORRUPT_SUFFIX)
+        os.replace(path, target)
+        text = str(err).strip().splitlines()
+        self.set_aside.append((path, target, f"{type(err).__name__}: "
+                                             f"{text[0] if text else 'unreadable'}"))
+        return target
+
+    def news(self) -> list[tuple[Path, Path, str]]:
+        """The parts moved aside since the last call (to report each once)."""
+        new = self.set_aside[self._told:]
+        self._told = len(self.set_aside)
+        return new
 
     def write(self, engine: str, rows: Sequence[dict[str, Any]]) -> Path:
         """Write the rows of finished points as one part, atomically. Returns its path."""
@@ -100,12 +134,17 @@ class PartStore:
         return path
 
     def read(self, engine: str | None = None) -> pa.Table:
-        """All rows (of one engine or all), one per (scenario_key, engine), sorted by both."""
-        files = self.part_files(engine)
-        if not files:
+        """All rows (of one engine or all), one per (scenario_key, engine), sorted by both;
+        an unreadable part is moved aside (:meth:`move_aside`)."""
+        tables = []
+        for path in self.part_files(engine):
+            try:
+                tables.append(pq.read_table(path))
+            except UNREADABLE as err:
+                self.move_aside(path, err)
+        if not tables:
             return pa.table({"scenario_key": pa.array([], pa.string()),
                              "engine": pa.array([], pa.string())})
-        tables = [pq.read_table(f) for f in files]
         table = pa.concat_tables(tables, promote_options="permissive")
         keys = list(zip(table.column("scenario_key").to_pylist(),
                         table.column("engine").to_pylist(), strict=True))

@@ -191,7 +191,15 @@ class Registry:
             raise ScenarioError(field, name, f"a known variant: {known}") from None
 
     def versions(self) -> dict[str, str]:
-        """Model name → version string plus a short content hash, for provenance."""
+        """Model name → version string plus a short content hash, for provenance.
+
+        Also the other inputs every prediction depends on, each as a short hash:
+        the CPU catalog as loaded (``models/cpus.json`` with a ``cpus.json`` of the
+        models directory), the pipeline presets (``models/pipelines.json``), the
+        testbeds and the Python of ``quiclab.models``. Sweep content hashes, the
+        reproduction cache and ``quiclab validate``'s staleness check use these
+        versions, so a change to any of them computes afresh.
+        """
         cached = getattr(self, "_versions", None)
         if cached is not None:
             return cached
@@ -204,5 +212,42 @@ class Registry:
             out["interop"] = hashlib.sha256(blob).hexdigest()[:10]
         if self._host_fitted:
             out["pipeline"] = hashlib.sha256(self.host.dumps().encode()).hexdigest()[:10]
+        out["cpus"] = _digest(_cpus_json(self.cpus))
+        out["pipelines"] = _digest(_packaged_text("pipelines.json"))
+        out["testbeds"] = _digest({k: v.to_json() for k, v in sorted(self.testbeds.items.items())})
+        out["models-code"] = models_code_digest()
         self._versions = out
         return out
+
+
+def _digest(data: Any) -> str:
+    """SHA-256 (10 hex digits) of text or JSON-safe data."""
+    text = data if isinstance(data, str) else json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def _cpus_json(cpus: CpuCatalog) -> dict[str, Any]:
+    """Everything of a CPU catalog that a prediction can depend on, JSON-safe."""
+    return {"rule": cpus.rule,
+            "microarchitectures": {k: vars(v) for k, v in sorted(cpus.microarchitectures.items())},
+            "cpus": sorted((vars(c) for c in cpus.cpus), key=lambda c: str(c["name"]))}
+
+
+def _packaged_text(name: str) -> str:
+    return resources.files("quiclab.models").joinpath(name).read_text()
+
+
+_CODE_DIGEST: str | None = None
+
+
+def models_code_digest() -> str:
+    """SHA-256 (10 hex digits) of the Python of ``quiclab.models``, read once per process."""
+    global _CODE_DIGEST
+    if _CODE_DIGEST is None:
+        root = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+        _CODE_DIGEST = h.hexdigest()[:10]
+    return _CODE_DIGEST

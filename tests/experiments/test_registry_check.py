@@ -59,6 +59,34 @@ def test_sweep_unknown_names_fail_before_running(tmp_path: Path, models_dir: Pat
     assert not out.exists()  # nothing computed, nothing written
 
 
+@pytest.mark.parametrize("text, path, value", [
+    ("kind: sweep\nbase: {server_core: 20}\naxes:\n"
+     "  - {field: cpu, values: [AMD EPYC 7543, Intel Xeon D-1518]}\n",
+     "base.server_core", "server_core=20 is impossible: allowed -1 … 3 (Intel Xeon D-1518 "
+                         "has 4 cores); cpu from axes[0].values[1]"),
+    ("kind: sweep\nbase: {cpu: Intel Xeon W-2145, pin: true}\naxes:\n"
+     "  - {zip: {client_core: [0, 8], rtt_ms: [0, 1]}}\n",
+     "axes[0].zip.client_core[1]", "client_core=8 is impossible: allowed -1 … 7 (Intel Xeon "
+                                   "W-2145 has 8 cores); cpu from base.cpu"),
+])
+def test_sweep_cores_the_cpu_lacks_fail_before_running(
+        tmp_path: Path, models_dir: Path, capsys: pytest.CaptureFixture[str], text: str,
+        path: str, value: str) -> None:
+    spec = write(tmp_path / "sw.yaml", text)
+    out = tmp_path / "out"
+    assert main(["--models", str(models_dir), "sweep", str(spec), "--quiet", "--no-catalog",
+                 "--out", str(out)]) == 2
+    assert _one_line_error(capsys) == f"quiclab: error: {spec}: {path}: {value}"
+    assert not out.exists()  # nothing computed, nothing written
+
+
+def test_cores_every_cpu_has_pass(tmp_path: Path, registry: Registry) -> None:
+    check_sweep(load_sweep(write(tmp_path / "sw.yaml", "kind: sweep\n"
+                                 "base: {server_core: 3, client_core: 0, pin: true}\naxes:\n"
+                                 "  - {field: cpu, values: [AMD EPYC 7543, D-1518]}\n")),
+                registry)
+
+
 def test_known_names_and_cpu_parts_pass(tmp_path: Path, registry: Registry) -> None:
     check_sweep(load_sweep(write(tmp_path / "sw.yaml", SWEEP_OK)), registry)
 

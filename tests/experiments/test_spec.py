@@ -118,3 +118,91 @@ def test_shipped_specs_load() -> None:
     assert find_spec("mtu-offload", "sweep-").name == "sweep-mtu-offload.yaml"
     with pytest.raises(SpecError, match="no such spec; shipped:"):
         find_spec("nonexistent", "sweep-")
+
+
+@pytest.mark.parametrize(("options", "key", "said"), [
+    ("{des: {granularity: banana}}", "engine_options.des.granularity",
+     "'banana' is not allowed; allowed: packet, batch"),
+    ("{des: {max_units: lots}}", "engine_options.des.max_units",
+     "expected a whole number, got 'lots'"),
+    ("{des: {max_units: 2.5}}", "engine_options.des.max_units",
+     "expected a whole number, got 2.5"),
+    ("{des: {max_sim_s: -1}}", "engine_options.des.max_sim_s",
+     "-1 is out of range; allowed > 0"),
+    ("{des: {max_sim_s: 0}}", "engine_options.des.max_sim_s",
+     "0 is out of range; allowed > 0"),
+    ("{des: {unit_packets: 0}}", "engine_options.des.unit_packets",
+     "0 is out of range; allowed ≥ 1"),
+    ("{des: {max_packets: true}}", "engine_options.des.max_packets",
+     "expected a whole number, got True"),
+    ("{ns3: {warm_fraction: 0.95}}", "engine_options.ns3.warm_fraction",
+     "0.95 is out of range; allowed > 0 and < 0.9"),
+    ("{ns3: {prefix_packets: 10}}", "engine_options.ns3.prefix_packets",
+     "10 is out of range; allowed ≥ 1000"),
+])
+def test_engine_option_values_are_checked_on_load(tmp_path: Path, options: str, key: str,
+                                                  said: str) -> None:
+    path = write(tmp_path / "s.yaml", f"kind: sweep\nengines: [analytic, des]\n"
+                                      f"engine_options: {options}\n")
+    with pytest.raises(SpecError) as err:
+        load_sweep(path)
+    assert str(err.value) == f"{path}: {key}: {said}"
+
+
+def test_engine_options_load_as_the_engines_take_them(tmp_path: Path) -> None:
+    spec = load_sweep(write(tmp_path / "s.yaml", "kind: sweep\nengine_options:\n"
+                            "  des: {granularity: batch, max_units: 30000.0, max_sim_s: 60}\n"
+                            "  ns3: {prefix_packets: 5000, warm_fraction: 0.5}\n"))
+    assert spec.engine_options == {
+        "des": {"granularity": "batch", "max_units": 30000, "max_sim_s": 60.0},
+        "ns3": {"prefix_packets": 5000, "warm_fraction": 0.5}}
+    assert isinstance(spec.engine_options["des"]["max_units"], int)
+
+
+@pytest.mark.parametrize(("entry", "key", "value"), [
+    ("{field: rtt_ms, range: {start: 0, stop: .inf, step: 1}}", "axes[0].range.stop", "inf"),
+    ("{field: rtt_ms, range: {start: .nan, stop: 1, step: 1}}", "axes[0].range.start", "nan"),
+    ("{field: rtt_ms, range: {start: 0, stop: 1, step: -.inf}}", "axes[0].range.step", "-inf"),
+    ("{field: link_gbps, logrange: {start: 1, stop: .inf, num: 3}}", "axes[0].logrange.stop",
+     "inf"),
+    ("{zip: {rtt_ms: {range: {start: 0, stop: .NaN, step: 1}}}}",
+     "axes[0].zip.rtt_ms.range.stop", "nan"),
+])
+def test_non_finite_numbers_are_refused(tmp_path: Path, entry: str, key: str,
+                                        value: str) -> None:
+    path = write(tmp_path / "s.yaml", f"kind: sweep\naxes:\n  - {entry}\n")
+    with pytest.raises(SpecError) as err:
+        load_sweep(path)
+    assert str(err.value) == f"{path}: {key}: {value} is not a finite number"
+
+
+def test_a_range_too_fine_to_count_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.yaml", "kind: sweep\naxes:\n"
+                 "  - {field: rtt_ms, range: {start: 0, stop: 1.0e+308, step: 1.0e-308}}\n")
+    with pytest.raises(SpecError, match=r"axes\[0\]\.range: too many values; at most 100000"):
+        load_sweep(path)
+    with pytest.raises(SpecError, match=r"repetitions: inf is not a finite number"):
+        load_sweep(write(tmp_path / "r.yaml", "kind: sweep\nrepetitions: .inf\n"))
+
+
+def test_a_spec_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_bytes("kind: sweep\ndescription: café\n".encode("latin-1"))
+    with pytest.raises(SpecError) as err:
+        load_sweep(path)
+    assert str(err.value) == f"{path}: not UTF-8 text (byte 28)"
+    with pytest.raises(SpecError, match=r"s\.yaml: not UTF-8 text \(byte 28\)$"):
+        load_repro(path)
+
+
+def test_a_spec_that_cannot_be_read_is_one_line(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "s.yaml", "kind: sweep\n")
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_text", refuse)
+    with pytest.raises(SpecError) as err:
+        load_sweep(path)
+    assert str(err.value) == f"{path}: cannot be read (Permission denied)"
