@@ -28,9 +28,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", default="analytic", choices=("analytic", "des", "ns3"),
                    help="engine to use (default analytic)")
     p.add_argument("--runs", type=int, default=1, metavar="N",
-                   help="DES and ns-3: simulate runs 0 … N−1 (random loss, reordering and "
-                        "stalls are drawn per run) and print the goodput's mean and spread "
-                        "beside the first run (default 1; the analytic engine is deterministic)")
+                   help="DES and ns-3: simulate N runs, run … run+N−1 (the scenario's run, "
+                        "0 unless set; random loss, reordering and stalls are drawn per run) "
+                        "and print the goodput's mean and spread beside the first run "
+                        "(default 1; the analytic engine is deterministic)")
     p.add_argument("--json", action="store_true",
                    help="print the Prediction as one JSON object (goodput_mbps, limit, …); "
                         "with --runs, an object with every run and the goodput summary")

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 from quiclab.errors import ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.prediction import Prediction
-from quiclab.sim.scenario import Scenario
+from quiclab.sim.scenario import DEFAULT_SNDBUF_BYTES, Scenario
 
 ENGINES = ("analytic", "des", "ns3")
 #: Engines whose Prediction depends on ``Scenario.run`` (random loss, reordering,
@@ -51,6 +51,22 @@ def goodput_spread(goodput: Sequence[float]) -> dict[str, float]:
     sd = math.sqrt(sum((g - mean) ** 2 for g in goodput) / max(1, len(goodput) - 1))
     return {"runs": len(goodput), "goodput_mean_mbps": mean, "goodput_sd_mbps": sd,
             "goodput_min_mbps": min(goodput), "goodput_max_mbps": max(goodput)}
+
+
+def unmodelled_notes(scenario: Scenario, engine: str, reordering: bool) -> list[str]:
+    """Prediction notes for the Scenario fields ``engine`` ignores, so that setting
+    one is never silent: reordering (``reordering``: whether the engine simulates
+    it) and the send buffer, which no engine models."""
+    notes = []
+    if scenario.reorder_pct > 0 and not reordering:
+        elsewhere = ("the DES and ns-3 simulate it" if scenario.workload == "bulk"
+                     else "no engine does for request workloads")
+        notes.append(f"reorder_pct={scenario.reorder_pct:g}: reordering is not modelled by "
+                     f"the {engine} engine ({elsewhere})")
+    if scenario.sndbuf_bytes != DEFAULT_SNDBUF_BYTES:
+        notes.append(f"sndbuf_bytes={scenario.sndbuf_bytes}: the send buffer is not modelled "
+                     f"by the {engine} engine (nor by the others)")
+    return notes
 
 
 @runtime_checkable

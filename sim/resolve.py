@@ -18,12 +18,14 @@ from quiclab.models.costmodel import Behaviour, CostModel, RoleCosts
 from quiclab.models.cpus import CpuScaling
 from quiclab.models.registry import Registry
 from quiclab.sim.request_costs import endpoint_fields
-from quiclab.sim.scenario import Scenario
+from quiclab.sim.scenario import ETHERNET_WIRE_OVERHEAD_BYTES, Scenario
 
 #: IPv4 (20) + UDP (8) header bytes between the MTU and the UDP payload.
 IP_UDP_HEADER_BYTES = 28
-#: Ethernet framing on the wire per packet: header 14 + FCS 4 + preamble 8 + gap 12.
-ETHERNET_WIRE_OVERHEAD_BYTES = 38
+#: The fewest bytes of the default bottleneck queue (a switch buffer), and of
+#: full packets on the wire it holds at least.
+DEFAULT_QUEUE_MIN_BYTES = 65536
+DEFAULT_QUEUE_MIN_PACKETS = 2
 #: Size of an ACK-only QUIC packet on the wire (UDP payload): short header,
 #: one ACK frame with a few ranges, AEAD tag (RFC 9000 §17.3, §19.3).
 ACK_PACKET_BYTES = 50
@@ -277,19 +279,35 @@ def path_for(scenario: Scenario) -> Path:
     link_bps = scenario.link_gbps * 1e9
     base_rtt = scenario.base_rtt_us * 1e-6
     rtt = base_rtt + scenario.rtt_ms * 1e-3
-    # Default bottleneck queue: queue_bdp × BDP, at least 64 KiB (a switch buffer).
-    queue = scenario.queue_bytes or max(65536, int(scenario.queue_bdp * link_bps / 8 * rtt))
+    # Default bottleneck queue: queue_bdp × BDP, at least 64 KiB (a switch buffer)
+    # and two full packets on the wire (a 64 KiB queue holds no 65535-byte packet).
+    floor = max(DEFAULT_QUEUE_MIN_BYTES,
+                DEFAULT_QUEUE_MIN_PACKETS * (scenario.mtu_bytes + ETHERNET_WIRE_OVERHEAD_BYTES))
+    queue = scenario.queue_bytes or max(floor, int(scenario.queue_bdp * link_bps / 8 * rtt))
     return Path(link_bps=link_bps, mtu_bytes=scenario.mtu_bytes, base_rtt_s=base_rtt,
                 added_rtt_s=scenario.rtt_ms * 1e-3, loss_prob=scenario.loss_pct / 100.0,
                 reorder_prob=scenario.reorder_pct / 100.0, queue_bytes=queue,
                 rcvbuf_bytes=scenario.rcvbuf_bytes, sndbuf_bytes=scenario.sndbuf_bytes)
 
 
+def check_rcvbuf(scenario: Scenario, udp_payload_bytes: int) -> None:
+    """Refuse a receive buffer smaller than one full datagram's skb truesize: the
+    packet engines admit a datagram only while it fits, so nothing would arrive."""
+    from quiclab.sim.analytic.core import skb_truesize
+
+    smallest = int(skb_truesize(udp_payload_bytes))
+    if scenario.rcvbuf_bytes < smallest:
+        raise ScenarioError("rcvbuf_bytes", scenario.rcvbuf_bytes,
+                            f"≥ {smallest} (the skb truesize of one {udp_payload_bytes}-byte "
+                            "datagram)")
+
+
 def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     """Evaluate the registry's models for ``scenario``.
 
     Raises ScenarioError (one line: field, value, what is allowed) for unknown
-    implementations, CPUs, unsupported app protocols or ciphers.
+    implementations, CPUs, unsupported app protocols or ciphers, and a receive
+    buffer that cannot hold one datagram (:func:`check_rcvbuf`).
     """
     server = registry.model(scenario.server, field="server")
     client = registry.model(scenario.client, field="client")
@@ -302,6 +320,7 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     # Both ends must agree on a packet size: the sender's choice, capped by the
     # path; the receiver accepts what the path carries (max_udp_payload_size).
     payload = _payload(server, client, scenario)
+    check_rcvbuf(scenario, payload)
     s_scale = registry.cpus.scaling(server.reference_cpu, cpu.name, scenario.cpu_ghz)
     c_scale = registry.cpus.scaling(client.reference_cpu, cpu.name, scenario.cpu_ghz)
     sender = _endpoint(server, "sender", scenario, s_scale, payload, "server")

@@ -25,8 +25,13 @@ from quiclab.errors import ScenarioError
 
 #: The Linux default UDP receive buffer on the QIR hosts (seed 002 §2.3: 208 KiB).
 DEFAULT_RCVBUF_BYTES = 212992
+#: The send buffer's default, the same 208 KiB (no engine models the send buffer).
+DEFAULT_SNDBUF_BYTES = DEFAULT_RCVBUF_BYTES
 #: 8 GiB, the file size of every QIR-10G goodput run (result.json ``filesize``).
 QIR_TRANSFER_BYTES = 8589934592
+#: Ethernet framing on the wire per packet: header 14 + FCS 4 + preamble 8 + gap 12
+#: (a packet of the MTU is mtu_bytes + this on the wire and in the bottleneck queue).
+ETHERNET_WIRE_OVERHEAD_BYTES = 38
 
 CIPHERS = ("aes-ni", "aes-sw", "chacha20")
 APPS = ("perf", "hq", "h3")
@@ -70,7 +75,7 @@ class Scenario:
     gso: bool = True
     gro: bool = True
     rcvbuf_bytes: int = DEFAULT_RCVBUF_BYTES
-    sndbuf_bytes: int = DEFAULT_RCVBUF_BYTES
+    sndbuf_bytes: int = DEFAULT_SNDBUF_BYTES
     cipher: str = "aes-ni"
     #: A CPU from the catalog; any unambiguous part of its name ("7551P", "Gold 6312U").
     cpu: str = "EPYC 7543"
@@ -144,6 +149,10 @@ class Scenario:
                      "server_core", "client_core"):
             if not isinstance(getattr(self, name), int):
                 raise ScenarioError(name, getattr(self, name), "a whole number")
+        for name in _FLOAT_FIELDS:
+            # rtt_ms=5 and rtt_ms=5.0 compare equal, so they must share a key().
+            if type(getattr(self, name)) is not float:
+                object.__setattr__(self, name, float(getattr(self, name)))
         for name in ("gso", "gro", "pin"):
             _bool(getattr(self, name), name)
         for name, allowed in (("cipher", CIPHERS), ("app", APPS), ("cc", CCS),
@@ -158,10 +167,13 @@ class Scenario:
             # RFC 9000 §14: QUIC requires paths that carry 1200-byte UDP payloads.
             raise ScenarioError("udp_payload_bytes", self.udp_payload_bytes,
                                 "0 (implementation default) or ≥ 1200 (RFC 9000 §14)")
-        if 0 < self.queue_bytes < self.mtu_bytes:
-            # A bottleneck queue must hold one full packet, or nothing ever passes.
-            raise ScenarioError("queue_bytes", self.queue_bytes,
-                                f"0 (queue_bdp × BDP) or ≥ mtu_bytes ({self.mtu_bytes})")
+        if 0 < self.queue_bytes < self.mtu_bytes + ETHERNET_WIRE_OVERHEAD_BYTES:
+            # A bottleneck queue must hold one full packet as the packet engines
+            # queue it (wire bytes: framing included), or nothing ever passes.
+            raise ScenarioError(
+                "queue_bytes", self.queue_bytes,
+                f"0 (queue_bdp × BDP) or ≥ mtu_bytes + {ETHERNET_WIRE_OVERHEAD_BYTES} "
+                f"({self.mtu_bytes + ETHERNET_WIRE_OVERHEAD_BYTES}, one full packet on the wire)")
         if self.chunks > 1 and self.transfer_bytes < self.chunks:
             raise ScenarioError("chunks", self.chunks,
                                 f"1 … transfer_bytes ({self.transfer_bytes})")
@@ -235,6 +247,10 @@ def _pipelines() -> tuple[str, ...]:
 
 def field_names() -> list[str]:
     return [f.name for f in fields(Scenario)]
+
+
+#: Fields held as float whatever number they were given (Scenario.__post_init__).
+_FLOAT_FIELDS = tuple(f.name for f in fields(Scenario) if f.type in ("float", float))
 
 
 _TYPES: dict[str, type] = {f.name: type(getattr(Scenario(), f.name)) for f in fields(Scenario)}

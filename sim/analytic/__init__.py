@@ -26,9 +26,9 @@ from quiclab.sim.analytic.core import (
     rcvbuf_charge_bytes,
 )
 from quiclab.sim.analytic.pipeline import annotate
-from quiclab.sim.engine import versioned
+from quiclab.sim.engine import unmodelled_notes, versioned
 from quiclab.sim.prediction import Prediction
-from quiclab.sim.resolve import Resolved, path_for, resolve
+from quiclab.sim.resolve import Resolved, check_rcvbuf, path_for, resolve
 from quiclab.sim.scenario import Scenario
 
 ENGINE_VERSION = versioned("analytic-1.0")
@@ -124,6 +124,7 @@ class AnalyticEngine:
                 out.append(base)
                 continue
             # Same hosts: only the path and the scenario itself differ.
+            check_rcvbuf(s, base.sender.udp_payload_bytes)
             out.append(replace(base, scenario=s, path=path_for(s)))
         return out
 
@@ -181,6 +182,7 @@ class AnalyticEngine:
         notes = [f"pair interplay: busy {r.interop_busy:.2f} ({r.interop_source})"]
         if s.cc == "bbr":
             notes.append("bbr: modelled as loss-insensitive below 20 % loss")
+        notes += unmodelled_notes(s, self.name, reordering=False)
         return annotate(Prediction(
             scenario=s,
             engine=self.name,

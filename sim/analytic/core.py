@@ -26,7 +26,7 @@ tolerance.
 
 The model is written once, element by element (``_prepare``, ``_rates``,
 ``_solve_start``, ``_solve_step``, ``_finish``), with its elementwise primitives
-(``_where``, ``_min``, ``_max``, ``_exp``, ``_log``, ``_sqrt``, ``_abs``) as module
+(``_where``, ``_min``, ``_max``, ``_exp``, ``_log``, ``_sqrt``, ``_abs``, ``_ceil``) as module
 globals. Two backends run that one source:
 
 - numpy: the functions called on whole arrays (``_evaluate_numpy``): when
@@ -122,7 +122,7 @@ ACK_WINDOW_FRACTION = 0.25
 #: RTT, s2n-quic) or doubles it (over the smoothed RTT, quinn): see _rates.
 LOG_1_5 = math.log(1.5)
 LOG_2 = math.log(2.0)
-#: Average CUBIC window factor (C·(3+β)/(4·(1−β)))^(1/4), see cc_window_packets.
+#: Average CUBIC window factor (C·(3+β)/(4·(1−β)))^(1/4), see _cwnd.
 CUBIC_K = (CUBIC_C * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25
 
 #: The solver stops when its next secant step would move log goodput by less
@@ -250,23 +250,6 @@ def stall_event_rate(arrival_Bps: np.ndarray, rcvbuf_bytes: np.ndarray,
     return stall_rate_hz * tail
 
 
-def cc_window_packets(loss: np.ndarray, rtt_s: np.ndarray, cc: np.ndarray) -> np.ndarray:
-    """Average congestion window (packets) for a loss probability per packet.
-
-    CUBIC (RFC 9438 §5.1 and Appendix of Ha et al. 2008): the average window of
-    the cubic function is (C·(3+β)/(4·(1−β)))^(1/4) · RTT^(3/4) / p^(3/4); CUBIC
-    never does worse than its Reno-friendly estimate sqrt(3(1+β)/(2(1−β)p))…
-    expressed with RFC 9438's α_cubic this equals Reno's 1.22/√p. Reno:
-    Mathis et al. 1997, sqrt(3/(2p)). BBR is not loss-driven below ~20 % loss.
-    """
-    p = np.maximum(loss, 1e-12)
-    reno = np.sqrt(1.5 / p)
-    cubic = CUBIC_K * rtt_s ** 0.75 / p ** 0.75
-    w = np.where(cc == 0, np.maximum(cubic, reno), reno)
-    w = np.where(cc == 2, np.where(loss < 0.2, np.inf, reno), w)
-    return np.where(loss <= 0, np.inf, w)
-
-
 # ---------------------------------------------------------------------------
 # The model, element by element.
 #
@@ -284,6 +267,7 @@ _exp: Callable[..., Any] = np.exp
 _log: Callable[..., Any] = np.log
 _sqrt: Callable[..., Any] = np.sqrt
 _abs: Callable[..., Any] = np.abs
+_ceil: Callable[..., Any] = np.ceil
 
 
 def _prefer_wide_vectors() -> None:
@@ -389,10 +373,14 @@ def _cpu_rates(c, i, loss, acks):
 
 
 def _cwnd(c, i, events, inv_events, reno, rtt_eff):
-    """Congestion window (packets) for the loss-event rate ``events`` per packet
-    (see cc_window_packets): CUBIC's average window k·(RTT/p)^(3/4), never below
-    Reno's ``reno`` = sqrt(1.5/p); BBR is not loss-driven below 20 % loss events;
-    without loss, no limit."""
+    """Congestion window (packets) for the loss-event rate ``events`` = p per packet.
+
+    CUBIC (RFC 9438 §5.1; Ha et al. 2008): the average window of the cubic
+    function, (C·(3+β)/(4·(1−β)))^(1/4) · (RTT/p)^(3/4), never below its
+    Reno-friendly estimate ``reno`` (with RFC 9438's α_cubic, Reno's response).
+    Reno: ``reno``, Mathis et al. 1997's sqrt(1.5/p) at β = 0.5 (``_rates``
+    passes it). BBR is not loss-driven below 20 % loss events; without loss, no
+    limit."""
     t = rtt_eff * inv_events
     cubic = CUBIC_K * _sqrt(t * _sqrt(t))
     cc = c[C_CC, i]
@@ -620,11 +608,17 @@ def _finish(c, i, y, transfer_bytes, payload, s_cores, r_cores):
     # Loss that comes (mostly) from the receive buffer: call the limit rcvbuf.
     limit = _where((limit == 4.0) & (p_buf > c[C_LOSS, i]), 6.0, limit)
     # Startup: handshake (1.5 RTT) plus slow start from 10 packets to the
-    # steady window, during which on average half the rate is achieved.
+    # steady window, during which on average half the rate is achieved. A short
+    # transfer ends in slow start: only the rounds its whole packets need count
+    # (the window doubles a round: 10, 30, 70, … packets sent after 1, 2, 3 …
+    # rounds), the last of them done when its packets arrive, half an RTT on.
     rtt = c[C_RTT, i]
     w_target = _max(goodput * rtt_eff / c[C_P8, i], 10.0)
-    ss_rounds = _log(_max(w_target / 10.0, 1.0)) * (1.0 / math.log(2.0))
-    startup = 1.5 * rtt + ss_rounds * rtt_eff
+    inv_log2 = 1.0 / math.log(2.0)
+    ss_rounds = _log(_max(w_target / 10.0, 1.0)) * inv_log2
+    packets = _ceil(transfer_bytes / payload)
+    need = _ceil(_log(packets / 10.0 + 1.0) * inv_log2 - 1e-9)
+    startup = 1.5 * rtt + _min((need - 1.0) * rtt_eff + 0.5 * rtt, ss_rounds * rtt_eff)
     sent_in_ss = _min(transfer_bytes, 2.0 * w_target * payload)
     duration = _max(startup + _max(transfer_bytes - sent_in_ss, 0.0) * 8.0 / goodput,
                     1.5 * rtt + transfer_bytes * 8.0 / goodput)
@@ -888,6 +882,9 @@ def _scalar_primitives(numba: Any) -> dict[str, Any]:
     def absolute(a):
         return a if a >= 0.0 else -a
 
+    def ceil(x):
+        return np.ceil(x)
+
     def exp(x):
         xc = x if x > -708.0 else -708.0
         xc = xc if xc < 709.78 else 709.78
@@ -940,7 +937,7 @@ def _scalar_primitives(numba: Any) -> dict[str, Any]:
         return math.nan if (x < 0.0) | (x != x) else v
 
     prims = {"where": where, "min": minimum, "max": maximum, "abs": absolute, "exp": exp,
-             "log": log, "sqrt": sqrt}
+             "log": log, "sqrt": sqrt, "ceil": ceil}
     out = {"_" + name: jit(fn) for name, fn in prims.items() if name != "sqrt"}
     out["_sqrt"] = sqrt
     out["_prefer_wide_vectors"] = prefer_wide_vectors

@@ -43,6 +43,7 @@ import numpy as np
 from scipy.special import gammaincinv
 
 from quiclab.sim.analytic.core import RESOURCES
+from quiclab.sim.engine import unmodelled_notes
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.request_costs import RequestCosts, request_costs
 from quiclab.sim.resolve import Resolved
@@ -205,6 +206,7 @@ def predict_requests(resolved: Sequence[Resolved], rates_bps: np.ndarray, engine
                  *c.notes]
         if s.loss_pct > 0:
             notes.append("path loss is not modelled for request workloads (no retransmissions)")
+        notes += unmodelled_notes(s, engine, reordering=False)
         preds.append(Prediction(
             scenario=s, engine=engine, engine_version=version, goodput_mbps=goodput,
             goodput_lo_mbps=min(lo, goodput), goodput_hi_mbps=max(hi, goodput), limit=limit,

@@ -25,7 +25,7 @@ from quiclab.sim.analytic import bounds
 from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.des.connection import Connection, RunConfig, RunResult
 from quiclab.sim.des.recovery import VALIDATIONS
-from quiclab.sim.engine import versioned
+from quiclab.sim.engine import unmodelled_notes, versioned
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
@@ -256,6 +256,7 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
     notes.append("handshake: 1 RTT + request, no handshake CPU (not in the cost models)")
     if s.cc == "bbr":
         notes.append("bbr: approximated by CUBIC")
+    notes += unmodelled_notes(s, engine, reordering=True)
     notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
     losses = tot["rcvbuf_drops"] + tot["queue_drops"] + tot["path_losses"]
     # Busy polling, runtime threads and placement notes (issue 11).

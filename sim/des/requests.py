@@ -29,8 +29,10 @@ times are spread over the first round trip from the run's RNG (``seed``,
 analytic engine bounds each connection by them), ACK timing (ACK work is in
 the per-request CPU), pair interplay.
 
-A long run is simulated as a prefix of ``max_requests`` requests (at least
-``20 × in flight`` to reach steady state): requests/s, CPU and latency
+A run of at most ``max_requests`` requests is simulated whole: requests/s is
+requests / completion time (start-up included), CPU follows from it, latency
+percentiles come from the second half of the requests. A longer run is
+simulated as a prefix of ``max_requests`` requests: requests/s, CPU and latency
 percentiles come from the second half of the prefix, and the completion time
 of the rest is extrapolated at that rate (the Prediction says so).
 """
@@ -45,6 +47,7 @@ import numpy as np
 import simpy
 
 from quiclab.sim.analytic.requests import REQUEST_RESOURCES, evaluate_requests
+from quiclab.sim.engine import unmodelled_notes
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.request_costs import (
     HANDSHAKE_CLIENT_TX,
@@ -57,6 +60,10 @@ from quiclab.sim.resolve import Resolved
 
 #: Responses larger than this are served in chunks of it (pipelined CPU and link).
 CHUNK_BYTES = 262_144
+#: At most this many chunks a response: larger responses get larger chunks (their
+#: pipelining is still resolved to 1/64 of a response), so that one event per
+#: chunk stays affordable (a 1 TiB response would be 4 M chunks of 256 KiB).
+MAX_CHUNKS = 64
 #: Requests simulated at most before extrapolating (see the module docstring).
 DEFAULT_MAX_REQUESTS = 20_000
 #: A resource busy at least this share of the time is the limit (TRANSPORT.md "Outputs").
@@ -113,8 +120,10 @@ class RequestRun:
         s = resolved.scenario
         self.handshakes = s.workload == "handshakes"
         self.total = self.c.requests
-        target = max(min(self.total, max_requests), min(max_requests, 20 * self.c.concurrency))
-        self.target = max(target, 2)
+        #: Requests simulated: all of them, or a prefix of max_requests.
+        self.target = max(1, min(self.total, max_requests))
+        self.chunks = max(1, min(MAX_CHUNKS, math.ceil(self.c.response_stream_bytes
+                                                       / CHUNK_BYTES)))
         seed = np.random.SeedSequence([s.seed, s.run, 10])
         self.rng = np.random.default_rng(seed)
 
@@ -140,7 +149,7 @@ class RequestRun:
         started = env.now if started is None else started
         yield self._wait(self.client.finish(env.now, c.client_send_ns * 1e-9))
         yield self._wait(self.up.arrival(env.now, c.wire_up_bytes))
-        chunks = max(1, math.ceil(c.response_stream_bytes / CHUNK_BYTES))
+        chunks = self.chunks
         server_s = c.server_request_ns * 1e-9 / chunks
         client_s = (c.client_request_ns - c.client_send_ns) * 1e-9 / chunks
         wire = c.wire_down_bytes / chunks
@@ -210,11 +219,12 @@ class RequestRun:
             env.process(self._connection(float(offset)))
         env.run(until=self.finished)
         t0, s0, c0, d0, u0 = self.mark
-        span = max(env.now - t0, 1e-12)
-        rate = (self.completed - self.target // 2) / span
         if self.total <= self.target:
+            # The whole run: its own rate, start-up included.
             completion = self.total_done_at
+            rate = self.total / max(completion, 1e-12)
         else:
+            rate = (self.completed - self.target // 2) / max(env.now - t0, 1e-12)
             completion = env.now + (self.total - self.completed) / rate
         lat = np.array(self.latencies) if self.latencies else np.array([math.nan])
         # Busy shares in steady state: work per request × completion rate (the
@@ -258,12 +268,19 @@ def predict_requests_des(resolved: Resolved, engine: str, version: str,
         limit = "concurrency"
     duration = out["completion_s"]
     total = float(c.requests)
+    whole = c.requests <= sim.target
     notes = [f"{s.workload}: {c.concurrency} in flight ({c.connections} connections); "
-             f"{out['simulated']} requests simulated, rate and latency from the second half",
+             + (f"all {out['simulated']} requests simulated, rate = requests / completion, "
+                "latency from the second half" if whole else
+                f"{out['simulated']} requests simulated, rate and latency from the second half"),
              "request DES: constant service times; no loss, windows or pair interplay",
              *c.notes]
-    if c.requests > sim.target:
+    if not whole:
         notes.append(f"completion extrapolated from {sim.target} of {c.requests} requests")
+    notes += unmodelled_notes(s, engine, reordering=False)
+    if sim.chunks == MAX_CHUNKS and c.response_stream_bytes > MAX_CHUNKS * CHUNK_BYTES:
+        notes.append(f"responses served in {MAX_CHUNKS} chunks of "
+                     f"{c.response_stream_bytes / MAX_CHUNKS:,.0f} B")
     return Prediction(
         scenario=s, engine=engine, engine_version=version, goodput_mbps=x * bits / 1e6,
         limit=limit, duration_s=duration, rates_mbps=rates,

@@ -26,7 +26,7 @@ from typing import Any
 from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic.pipeline import annotate
-from quiclab.sim.engine import versioned
+from quiclab.sim.engine import unmodelled_notes, versioned
 from quiclab.sim.ns3.build import ensure_binary
 from quiclab.sim.ns3.results import RunResult, limit_fractions, limit_of
 from quiclab.sim.prediction import Prediction
@@ -257,6 +257,7 @@ class Ns3Engine:
                  "handshake modelled as one RTT without CPU"]
         if s.cc == "bbr":
             notes.append("bbr: approximated by CUBIC (sim/TRANSPORT.md)")
+        notes += unmodelled_notes(s, self.name, reordering=True)
         if self.ack_window_fraction != 0.25:
             notes.append(f"not TRANSPORT.md: the receiver's ACK threshold is capped at "
                          f"{self.ack_window_fraction:g} × the sender's cwnd "

@@ -212,14 +212,19 @@ main(int argc, char* argv[])
     if (p.chunks < 1 || p.streams < 1 || p.streamBytes < 1 || p.streamBytes > p.udpPayload ||
         p.sSegments < 1 || p.rSegments < 1 || p.ackEvery <= 0 || p.linkBps <= 0 ||
         p.rttS <= 0 || p.transferBytes < p.chunks || p.interopBusy <= 0 || p.ackFloor < 1 ||
-        p.ackTimerS < 0 || p.renoBeta <= 0 || p.renoBeta >= 1)
+        p.ackTimerS < 0 || p.renoBeta <= 0 || p.renoBeta >= 1 || p.seed >> 63 != 0 ||
+        p.run >> 31 != 0)
     {
         std::fprintf(stderr, "quiclab-ns3: inconsistent parameters (see --PrintHelp)\n");
         return 2;
     }
-    // ns-3 seeds must be non-zero; the Scenario's seed 0 is ns-3's seed 1.
-    RngSeedManager::SetSeed(static_cast<uint32_t>(p.seed % 4294967295ULL) + 1);
-    RngSeedManager::SetRun(p.run);
+    // Every (seed, run) its own streams: ns-3's seed is 32 bits and must be
+    // non-zero, its run (the substream) 64 bits. The seed's low 31 bits + 1 are
+    // ns-3's seed (seed 0 is ns-3's seed 1); its high 32 bits (a Scenario seed is
+    // < 2^63, checked above) sit above the run's 31 bits in ns-3's run. For seeds
+    // below 2^31 that is SetSeed(seed + 1), SetRun(run).
+    RngSeedManager::SetSeed(static_cast<uint32_t>(p.seed & 0x7fffffffULL) + 1);
+    RngSeedManager::SetRun(((p.seed >> 31) << 31) | p.run);
     Simulator::SetScheduler(ObjectFactory(scheduler));
 
     NodeContainer nodes;
@@ -232,7 +237,8 @@ main(int argc, char* argv[])
     serverSocket->Bind(InetSocketAddress(Ipv4Address::GetAny(), kServerPort));
     serverSocket->Connect(InetSocketAddress(path.receiverAddress, kClientPort));
     // A datagram is admitted while occupancy + its truesize ≤ rcvbuf, so the
-    // buffer holds floor(rcvbuf / truesize) full datagrams (as in the DES);
+    // buffer holds floor(rcvbuf / truesize) full datagrams, as in the DES (resolve
+    // refuses a buffer below one truesize; the max(1, …) only guards the division);
     // ns-3 counts payload bytes, so its RcvBufSize is that many padded payloads.
     // With GRO coalescing the receiver keeps the buffer itself (one decision per
     // skb, quic_receiver.cc) and the ns-3 socket only hands datagrams over.

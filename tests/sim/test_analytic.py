@@ -9,8 +9,8 @@ import pytest
 
 from quiclab.errors import ScenarioError
 from quiclab.models.testing import synthetic_model, synthetic_registry
-from quiclab.sim.analytic import AnalyticEngine, bounds
-from quiclab.sim.analytic.core import cc_window_packets, rcvbuf_drop_fraction
+from quiclab.sim.analytic import AnalyticEngine, bounds, core
+from quiclab.sim.analytic.core import rcvbuf_drop_fraction
 from quiclab.sim.resolve import resolve
 from quiclab.sim.scenario import Scenario
 
@@ -179,12 +179,91 @@ def test_receive_buffer_drops_fall_with_the_buffer():
     assert p[0] / p[1] == pytest.approx(4.0, rel=1e-6)
 
 
-def test_cubic_is_never_worse_than_its_reno_friendly_estimate():
-    loss = np.array([1e-4, 1e-3, 1e-2])
-    rtt = np.array([1e-3, 50e-3, 300e-3])
-    cubic = cc_window_packets(loss, rtt, np.zeros(3))
-    reno = cc_window_packets(loss, rtt, np.ones(3))
-    assert np.all(cubic >= reno)
+def test_the_solvers_window_is_cubics_average_or_the_reno_friendly_one():
+    """``_cwnd``, the window the solver uses, against RFC 9438's numbers (C = 0.4,
+    β = 0.7): CUBIC's average window (C(3+β)/(4(1−β)))^(1/4)·(RTT/p)^(3/4) where it
+    is the larger, else the Reno-friendly window it is given; NewReno that window;
+    BBR none below 20 % loss events; no window without loss."""
+    p = np.array([1e-4, 1e-2, 1e-2, 0.0, 0.1, 0.3])
+    rtt = np.array([0.3, 1e-3, 1e-3, 0.01, 0.01, 0.01])
+    cc = np.array([0.0, 0.0, 1.0, 0.0, 2.0, 2.0])  # cubic, cubic, reno, cubic, bbr, bbr
+    safe = np.maximum(p, 1e-300)
+    reno = np.sqrt(1.5 / safe)
+    c = np.zeros((core.N_C, len(p)))
+    c[core.C_CC] = cc
+    with np.errstate(over="ignore"):  # p = 0: no window (inf), as in the solver
+        w = core._cwnd(c, slice(None), p, 1.0 / safe, reno, rtt)
+    average = (0.4 * 3.7 / (4 * 0.3)) ** 0.25 * (0.3 / 1e-4) ** 0.75
+    # 0.01 % loss at 300 ms: the cubic function's 427 packets, not Reno's 122.
+    assert w[0] == pytest.approx(average, rel=1e-9)
+    assert w[0] == pytest.approx(427.1, rel=1e-3) and reno[0] < 123
+    # 1 % at 1 ms: the cubic function would leave 0.19 packets; Reno-friendly 12.2.
+    assert w[1] == w[2] == pytest.approx(math.sqrt(150), rel=1e-12)
+    assert math.isinf(w[3]) and math.isinf(w[4])
+    assert w[5] == pytest.approx(math.sqrt(1.5 / 0.3), rel=1e-12)
+
+
+def test_cubic_loss_bound_goodput_is_its_average_window_per_rtt():
+    """End to end: 0.01 % loss at 300 ms, where CUBIC's own window (427 packets)
+    exceeds Reno's (122), gives 427 packets of 1359 B per RTT."""
+    e = engine(synthetic_model("a", sender_ns=100, receiver_ns=100, ack_every_packets=1.0,
+                               **NO_STALLS))
+    p = e.predict(Scenario(server="a", client="a", loss_pct=0.01, rtt_ms=300.0))
+    rtt = 300e-3 + 50e-6
+    window = (0.4 * 3.7 / (4 * 0.3)) ** 0.25 * (rtt / 1e-4) ** 0.75
+    assert p.limit == "cwnd"
+    assert p.rates_mbps["cwnd"] == pytest.approx(window * 1359 * 8 / rtt / 1e6, rel=0.01)
+
+
+def test_a_short_transfer_counts_only_the_slow_start_rounds_it_needs():
+    """1.5 RTT until the request reaches the server, then the window doubles from
+    10 packets a round; the last round is done when its packets arrive (half an
+    RTT): 1 to 10 packets take 2 RTT, 11 to 30 one round more, 31 to 70 two. A
+    long transfer still pays every round to its steady window."""
+    e = engine(synthetic_model("a", sender_ns=1000, receiver_ns=800, **NO_STALLS))
+    base = Scenario(server="a", client="a", rtt_ms=10.0)
+    payload = 1359  # stream bytes of a full packet
+    rtt = 10.05e-3
+
+    def rtts(transfer_bytes: int) -> float:
+        return e.predict(base.with_(transfer_bytes=transfer_bytes)).duration_s / rtt
+
+    assert rtts(1) == pytest.approx(2.0, rel=1e-6)
+    assert rtts(10 * payload) == pytest.approx(2.0, rel=1e-6)
+    # Whole packets: one byte more is an 11th packet, one round more.
+    assert rtts(10 * payload + 1) == pytest.approx(3.0, rel=1e-3)
+    assert rtts(30 * payload) == pytest.approx(3.0, rel=1e-3)
+    assert rtts(31 * payload) == pytest.approx(4.0, rel=1e-3)
+    # 1000 packets: 7 rounds (10 · (2^7 − 1) = 1270 ≥ 1000), the last a half.
+    assert rtts(1000 * payload) == pytest.approx(8.0, rel=1e-3)
+    # 1 GB: link-bound (9.27 Gbit/s), a steady window w of 8569 packets, reached
+    # after log2(w / 10) rounds that carry about 2w packets; the rest at the rate.
+    long = e.predict(base.with_(transfer_bytes=10**9))
+    g = long.rates_mbps["link"] * 1e6
+    w = g * rtt / (payload * 8)
+    expected = 1.5 * rtt + math.log2(w / 10) * rtt + (1e9 - 2 * w * payload) * 8 / g
+    assert long.duration_s == pytest.approx(expected, rel=1e-3)
+
+
+def test_notes_name_what_the_analytic_engine_does_not_model():
+    """Reordering (DES 3136 / 1445 / 660 Mbit/s at 0 / 1 / 5 %, analytic the same
+    at each) and the send buffer are not in the model: the Prediction says so."""
+    e = engine(synthetic_model("a", sender_ns=1000, receiver_ns=800, **NO_STALLS))
+    base = Scenario(server="a", client="a")
+    plain = e.predict(base)
+    assert not any("reorder" in n or "sndbuf" in n for n in plain.notes)
+    shuffled = e.predict(base.with_(reorder_pct=1.0))
+    assert shuffled.goodput_mbps == plain.goodput_mbps
+    assert ("reorder_pct=1: reordering is not modelled by the analytic engine (the DES and "
+            "ns-3 simulate it)") in shuffled.notes
+    big = e.predict(base.with_(sndbuf_bytes=6815744))
+    assert ("sndbuf_bytes=6815744: the send buffer is not modelled by the analytic engine "
+            "(nor by the others)") in big.notes
+    requests = e.predict(base.with_(workload="requests", request_bytes=1000, requests=10,
+                                    reorder_pct=5.0, sndbuf_bytes=8192))
+    assert any(n.startswith("reorder_pct=5: ") and "request workloads" in n
+               for n in requests.notes)
+    assert any(n.startswith("sndbuf_bytes=8192: ") for n in requests.notes)
 
 
 def test_bounds_names_every_resource_and_unknown_names_are_refused():

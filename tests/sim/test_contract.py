@@ -2,13 +2,18 @@
 
 Like scikit-learn's ``parametrize_with_checks``: one test per engine and
 scenario, each asserting the limiting resource and the goodput within the
-case's tolerance of its reference (the analytic answer where it is exact,
-the Mathis response where loss dominates, window / RTT for flow control).
+case's tolerance of its reference, a hand formula that no engine computes
+(link rate, CPU capacity from the cost model, the Mathis response where loss
+dominates, window / RTT for flow control), so the analytic engine is held to
+the contract like the others.
 To add an engine, add its name to ``ENGINES`` and its test-speed options to
 ``ENGINE_OPTIONS``.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import replace
 
 import pytest
 
@@ -65,18 +70,57 @@ def test_scenarios_are_builders() -> None:
         assert scenario.seed == 3
 
 
-def test_reference_values_by_hand(registry: Registry,
-                                  references: dict[str, float]) -> None:
-    """The references are what the module docstring says they are."""
-    # 1 Gbit/s × 1360 stream bytes / 1466 wire bytes (startup < 0.5 %).
-    assert references["link-bound"] == pytest.approx(1000 * 1360 / 1466, rel=0.005)
-    # 1360 B·8 per (4000 + 2000/46 + 500/2) ns.
+def test_each_case_says_what_its_scenario_has() -> None:
+    rcvbuf = CONTRACT_CASES["rcvbuf-bound"]
+    assert f"the {rcvbuf.build().rcvbuf_bytes // 1024} KiB socket buffer" in rcvbuf.why
+    window = CONTRACT_CASES["window-bound"]
+    assert f"per {window.build().rtt_ms:g} ms RTT" in window.why
+
+
+def test_reference_values_by_hand(references: dict[str, float]) -> None:
+    """The references are what the module docstring says they are: 1400-byte
+    packets of 1359 stream bytes (40 B overhead, 1 B of HTTP/3 framing), 1466
+    bytes on the wire."""
+    # 1 Gbit/s × 1359 stream bytes / 1466 wire bytes.
+    assert references["link-bound"] == pytest.approx(1000 * 1359 / 1466, rel=1e-9)
+    # 1359 B·8 per (4000 + 2000/46 + 500/2) ns, and (4000 + 1000/46 + 500/2) ns.
     assert references["sender-cpu-bound"] == pytest.approx(
-        1360 * 8 / (4000 + 2000 / 46 + 250) * 1e3, rel=0.005)
-    # Mathis: √1.5/p packets of 1360 B per effective RTT (2.05 ms + ACK wait).
-    assert 40 < references["loss-bound"] < 60
-    # About 256 KiB per RTT of 10.05 ms.
-    assert references["window-bound"] == pytest.approx(262144 * 8 / 10.05e-3 / 1e6, rel=0.02)
+        1359 * 8 / (4000 + 2000 / 46 + 250) * 1e3, rel=1e-9)
+    assert references["receiver-cpu-bound"] == pytest.approx(
+        1359 * 8 / (4000 + 1000 / 46 + 250) * 1e3, rel=1e-9)
+    # Mathis: √(1.5/p) packets per RTT of 2.05 ms + one packet at 1 Gbit/s,
+    # stretched by the wait for each ACK's second packet: 59.3 Mbit/s.
+    window = math.sqrt(1.5 / 0.01)
+    rtt = (2.05e-3 + 1466 * 8 / 1e9) / (1 - 1 / window)
+    assert references["loss-bound"] == pytest.approx(window * 1359 * 8 / rtt / 1e6, rel=1e-9)
+    # 256 KiB per RTT of 10.05 ms.
+    assert references["window-bound"] == pytest.approx(262144 * 8 / 10.05e-3 / 1e6, rel=1e-9)
+    # 65536 / 2304 = 28.4 datagrams; 1 kHz of Pareto(200 µs, 2) stalls leave a
+    # window of 32 packets per 1.085 ms, 4.2 % of the datagrams dropped: 308 Mbit/s.
+    assert references["rcvbuf-bound"] == pytest.approx(32.05 * 1359 * 8 / 1.085e-3 * 0.9585
+                                                       / 1e6, rel=2e-3)
+
+
+@pytest.mark.parametrize("factor", [1.5, 0.6])
+def test_a_wrong_analytic_engine_breaks_the_contract(factor: float, registry: Registry,
+                                                     references: dict[str, float],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The references do not come from the analytic engine: scaling its goodput
+    breaks every case (a reference taken from the engine would move with it)."""
+    from quiclab.sim.analytic import AnalyticEngine
+
+    honest = AnalyticEngine._prediction
+
+    def scaled(self: AnalyticEngine, *args: object) -> object:
+        pred = honest(self, *args)  # type: ignore[arg-type]
+        return replace(pred, goodput_mbps=pred.goodput_mbps * factor)
+
+    monkeypatch.setattr(AnalyticEngine, "_prediction", scaled)
+    for name, case in CONTRACT_CASES.items():
+        prediction = _engine("analytic", registry).predict(case.build())
+        assert reference_goodput_mbps(case, registry) == references[name]
+        assert any("from the reference" in p for p in check(case, prediction, references[name])), \
+            name
 
 
 @pytest.mark.slow

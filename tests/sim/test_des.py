@@ -445,6 +445,27 @@ def test_batch_agrees_with_packet(registry: Registry, scenario: Scenario) -> Non
     assert any("units of" in n for n in batch.notes)
 
 
+def test_the_largest_mtu_fits_the_default_queue(registry: Registry) -> None:
+    """A 65535-byte packet is 65573 bytes on the wire: the default queue holds two
+    (a 64 KiB queue held none and the run never ended)."""
+    s = Scenario(server="fast", client="fast", mtu_bytes=65535, transfer_bytes=200 * MB)
+    r = resolve(s, registry)
+    assert r.path.queue_bytes == 2 * r.path.wire_bytes(65507) == 131146
+    pred = des(registry, max_sim_s=10.0).predict(s)
+    # 1 µs per (jumbo) packet on the sender: the link carries 65469 of 65573 bytes.
+    assert pred.limit == "link"
+    assert pred.goodput_mbps == pytest.approx(10_000 * 65469 / 65573, rel=0.05)
+
+
+def test_notes_name_what_the_des_does_not_model(registry: Registry) -> None:
+    s = Scenario(server="fast", client="fast", transfer_bytes=2 * MB)
+    assert not any("sndbuf" in n or "reorder" in n for n in des(registry).predict(s).notes)
+    big = des(registry).predict(s.with_(sndbuf_bytes=6815744, reorder_pct=1.0))
+    assert ("sndbuf_bytes=6815744: the send buffer is not modelled by the des engine "
+            "(nor by the others)") in big.notes
+    assert not any("reorder" in n for n in big.notes)  # the DES simulates reordering
+
+
 def test_timeseries(registry: Registry) -> None:
     s = Scenario(server="fast", client="fast", link_gbps=1.0, transfer_bytes=20 * MB)
     pred = des(registry, timeseries=True, timeseries_interval_s=0.01).predict(s)

@@ -69,5 +69,23 @@ def test_seed000_sweeps_and_shapes(registry: Registry) -> None:
     shapes = seed000_shapes(rtt, loss)
     # The 1 MiB window caps the synthetic quiche at 1 MiB / 5 ms ≈ 1.7 Gbit/s.
     assert shapes["rtt_ratio"]["quiche"][5.0] < 0.6
-    assert "lsquic declines gradually (monotone, > 50 % at +5 ms)" in shapes["checks"]
     assert set(shapes["loss_ratio"]) == {"quiche", "lsquic"}
+    # Every check is read from the sweeps. lsquic's "gradual decline" fails here,
+    # truly: a 10 MB transfer at +5 ms is mostly slow start (its 3.2 Gbit/s × 5 ms
+    # window of ~1500 packets takes ~7 doubling rounds of 5 ms), so it keeps 35 %
+    # of its 0 ms goodput; in steady state it keeps all of it (below). The
+    # synthetic quiche only loses its window (0.36, not < 0.2) and is no worse
+    # under 1 % loss (0.70) than lsquic (0.58).
+    ratio = shapes["rtt_ratio"]["lsquic"][5.0]
+    assert 0.2 < ratio < 0.5
+    assert shapes["checks"] == {
+        "quiche collapses at +5 ms (ratio < 0.2; published 0.036)": False,
+        "lsquic declines gradually (monotone, > 50 % at +5 ms)": False,
+        "non-quiche stable under loss (> 50 % at the largest loss)": True,
+        "quiche falls most under loss": False,
+    }
+    steady = rtt_sweep(registry, engine, implementations=("lsquic",), rtts_ms=(0.0, 5.0),
+                       base=base.with_(transfer_bytes=1000 * MB))
+    shapes = seed000_shapes(steady)
+    assert shapes["rtt_ratio"]["lsquic"][5.0] > 0.9
+    assert shapes["checks"] == {"lsquic declines gradually (monotone, > 50 % at +5 ms)": True}

@@ -205,6 +205,29 @@ def test_same_seed_same_prediction_other_seed_differs(engine: Ns3Engine) -> None
     assert other.goodput_mbps != first.goodput_mbps
 
 
+def test_every_seed_draws_its_own_numbers(engine: Ns3Engine) -> None:
+    """ns-3's seed has 32 bits: the Scenario's 63 go to its seed and its run
+    (main.cc), so seeds alike in their low 32 or 31 bits still differ (4294967295
+    was folded onto 0)."""
+    base = Scenario(server="fast", client="fast", loss_pct=1.0, rtt_ms=2.0, transfer_bytes=5 * MB)
+    seeds = [0, 2**32 - 1, 2**31, 2**63 - 1]
+    preds = engine.predict_batch([base.with_(seed=seed) for seed in seeds])
+    assert len({p.goodput_mbps for p in preds}) == len(seeds)
+
+
+def test_the_largest_mtu_runs(engine: Ns3Engine) -> None:
+    """65535-byte packets fit the default queue (two of them) and are delivered."""
+    pred = engine.predict(Scenario(server="fast", client="fast", mtu_bytes=65535,
+                                   transfer_bytes=200 * MB))
+    # 2 µs per (jumbo) packet on the sender: the link carries 65469 of 65573 bytes.
+    assert pred.limit == "link"
+    assert pred.goodput_mbps == pytest.approx(10_000 * 65469 / 65573, rel=0.05)
+    assert any("sndbuf_bytes=6815744: the send buffer is not modelled by the ns3 engine" in n
+               for n in engine.predict(Scenario(server="fast", client="fast",
+                                                sndbuf_bytes=6815744,
+                                                transfer_bytes=MB)).notes)
+
+
 def test_long_transfers_are_extrapolated_from_a_prefix(registry: Registry,
                                                         cache_dir: Path) -> None:
     scenario = Scenario(server="slow", client="fast", transfer_bytes=40 * MB)

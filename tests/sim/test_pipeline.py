@@ -128,6 +128,28 @@ def test_des_runs_the_cores_as_servers_and_agrees_with_the_analytic_rate() -> No
     assert any("pipeline mukherjee-simple" in n for n in des.notes)
 
 
+def test_the_des_time_series_counts_every_core_of_a_pipeline() -> None:
+    """A pipelined sender's CPU model has one event-loop server (``n`` = 1) and
+    more cores behind it: its busy series is clipped at those cores, not at 1."""
+    from quiclab.sim.des.host import CpuServers
+    from quiclab.sim.des.pipeline import PipelineCpu
+    from quiclab.sim.des.timeseries import cores
+
+    two = PipelineCpu((("io", 0.4, False, 64), ("udpip+crypto+protocol+app", 0.6, False, 64)))
+    assert two.n == 1 and cores(two) == 2.0
+    assert cores(CpuServers(2.5)) == 3.0
+    reg = _registry(_host(handoff_ns=50.0), sender_ns=3000.0, receiver_ns=1000.0,
+                    crypto_ns=1200.0)
+    s = Scenario(server="x", client="x", link_gbps=100.0, transfer_bytes=50_000_000,
+                 rcvbuf_bytes=6815744, sndbuf_bytes=6815744, pipeline="mukherjee-simple")
+    des = get_engine("des", reg, timeseries=True, timeseries_interval_s=0.005).predict(s)
+    assert des.timeseries is not None
+    busy = des.timeseries["sender_cpu_busy"][1:-1]  # whole intervals of the transfer
+    # The two cores do 1.02 cores of work together (the busy-polling I/O core's
+    # spinning is added to server_cpu_util only).
+    assert all(1.0 < b <= 2.0 for b in busy)
+
+
 def test_a_pipeline_cannot_apply_to_kernel_tcp() -> None:
     reg = synthetic_registry(synthetic_model("tcp+tls"), synthetic_model("x"))
     with pytest.raises(ScenarioError, match=r"^pipeline='mukherjee-best' is impossible: "

@@ -26,6 +26,9 @@ def test_defaults_are_the_qir_10g_baseline():
     ("gso", "yes", "true or false"),
     # a bottleneck queue smaller than one packet would never pass anything
     ("queue_bytes", 1, "queue_bytes=1 is impossible: allowed 0 (queue_bdp × BDP) or ≥ mtu_bytes"),
+    # … a full packet as the packet engines queue it: the MTU plus Ethernet framing
+    ("queue_bytes", 1500, "allowed 0 (queue_bdp × BDP) or ≥ mtu_bytes + 38 (1538, one full "
+                          "packet on the wire)"),
 ])
 def test_impossible_values_are_refused_with_field_value_and_range(field, value, needle):
     with pytest.raises(ScenarioError) as err:
@@ -69,10 +72,52 @@ def test_key_is_stable_and_distinguishes_scenarios():
     assert Scenario().key() == Scenario().key()
     assert Scenario().key() != Scenario(rtt_ms=1).key()
     assert len(Scenario().key()) == 16
-    assert Scenario(rtt_ms=5).describe() == "lsquic→lsquic [rtt_ms=5]"
+    assert Scenario(rtt_ms=5).describe() == "lsquic→lsquic [rtt_ms=5.0]"
 
 
 def test_with_refuses_unknown_fields():
     assert Scenario().with_(mtu_bytes=9000).mtu_bytes == 9000
     with pytest.raises(ScenarioError, match="a Scenario field"):
         Scenario().with_(bogus=1)
+
+
+def test_a_whole_number_in_a_float_field_is_the_same_scenario():
+    """rtt_ms=5 and rtt_ms=5.0 compare equal, so they share a key (results are
+    stored under it) and a description."""
+    a, b = Scenario(rtt_ms=5, link_gbps=1, cpu_ghz=3), Scenario(rtt_ms=5.0, link_gbps=1.0,
+                                                                cpu_ghz=3.0)
+    assert a == b and hash(a) == hash(b)
+    assert a.key() == b.key() == Scenario.from_dict({"rtt_ms": "5", "link_gbps": "1",
+                                                    "cpu_ghz": "3"}).key()
+    assert type(a.rtt_ms) is type(a.link_gbps) is type(a.cpu_ghz) is float
+    assert a.describe() == b.describe()
+    assert a.with_(loss_pct=1).loss_pct == 1.0 and type(a.with_(loss_pct=1).loss_pct) is float
+    assert type(Scenario(queue_bytes=65536).queue_bytes) is int  # whole-number fields stay
+
+
+def test_the_queue_must_hold_one_full_packet_on_the_wire():
+    assert Scenario(queue_bytes=1538).queue_bytes == 1538
+    assert Scenario(mtu_bytes=9000, queue_bytes=9038).queue_bytes == 9038
+    with pytest.raises(ScenarioError, match=r"^queue_bytes=9037 is impossible: .*9038"):
+        Scenario(mtu_bytes=9000, queue_bytes=9037)
+
+
+def test_the_default_queue_holds_two_full_packets_at_any_mtu():
+    from quiclab.sim.resolve import path_for
+
+    assert path_for(Scenario()).queue_bytes == 65536  # 64 KiB at 50 µs, 10 Gbit/s
+    assert path_for(Scenario(mtu_bytes=65535)).queue_bytes == 2 * (65535 + 38)
+    assert path_for(Scenario(mtu_bytes=9000, rtt_ms=10)).queue_bytes == int(10e9 / 8 * 10.05e-3)
+
+
+def test_predict_runs_help_names_the_runs_it_simulates():
+    """--runs N simulates run … run+N−1 (the scenario's run on), not 0 … N−1."""
+    import argparse
+
+    from quiclab.sim.cli import add_parser
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    add_parser(sub)
+    runs = next(a for a in sub.choices["predict"]._actions if "--runs" in a.option_strings)
+    assert "run … run+N−1" in (runs.help or "")
+    assert "0 … N−1" not in (runs.help or "")
