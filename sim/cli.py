@@ -91,10 +91,16 @@ def load_mapping(path: Path) -> dict[str, Any]:
         raise DataError(path, "is a directory, not a scenario file")
     if not path.is_file():
         raise DataError(path, "no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(path, f"not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise DataError(path, f"cannot be read ({err.strerror or err})") from None
     if path.suffix.lower() == ".json":
         # JSON is YAML too, but YAML would let a trailing comma or a repeated key pass.
         try:
-            data = json.loads(path.read_text(), object_pairs_hook=_unique_json_object)
+            data = json.loads(text, object_pairs_hook=_unique_json_object)
         except json.JSONDecodeError as err:
             raise DataError(path, f"not valid JSON: line {err.lineno}, column {err.colno}: "
                                   f"{err.msg}") from None
@@ -104,7 +110,7 @@ def load_mapping(path: Path) -> dict[str, Any]:
             raise DataError(path, "expected an object of Scenario fields")
         return data
     try:
-        data = yamlio.load(path.read_text())
+        data = yamlio.load(text)
     except yaml.YAMLError as err:
         raise DataError(path, f"not valid YAML: {yamlio.where(err)}") from None
     if not isinstance(data, dict):

@@ -288,6 +288,13 @@ def test_predict_reads_a_json_scenario_as_strict_json(cli, tmp_path: Path, text:
     assert line.removeprefix("quiclab: error: " + str(tmp_path) + "/").startswith(first), line
 
 
+def test_predict_refuses_a_scenario_file_that_is_not_utf8(cli, tmp_path: Path):
+    spec = tmp_path / "sc.yaml"
+    spec.write_bytes(b"mtu_bytes: 9000\n\xff\xfe garbage\n")
+    result = cli("predict", "--scenario", str(spec), catalog_path=None)
+    assert _one_error_line(result) == f"quiclab: error: {spec}: not UTF-8 text (byte 16)"
+
+
 def test_predict_refuses_a_directory_as_scenario_file(cli, tmp_path: Path):
     result = cli("predict", "--scenario", str(tmp_path), catalog_path=None)
     assert _one_error_line(result) == (f"quiclab: error: {tmp_path}: "
