@@ -81,7 +81,7 @@ def run_fresh(args: argparse.Namespace) -> int:
     from quiclab.calibration.fresh import fit_fresh, write_fresh
     from quiclab.datasets.catalog import Catalog
     from quiclab.errors import DataError
-    from quiclab.models.cpus import CpuCatalog, host_cpu_from_cpuinfo
+    from quiclab.models.cpus import CpuCatalog, read_host_cpu
 
     with Catalog(args.catalog, read_only=True) as catalog:
         runs = catalog.df("SELECT * FROM runs WHERE source = 'fresh' ORDER BY run_id")
@@ -95,8 +95,7 @@ def run_fresh(args: argparse.Namespace) -> int:
         from quiclab.datasets.sources.published import packaged_dir, read_csv
 
         points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    host = host_cpu_from_cpuinfo(cpuinfo, CpuCatalog.packaged())
+    host = read_host_cpu(CpuCatalog.packaged())
     try:
         fit = fit_fresh(runs, points, host)
     except ValueError as err:

@@ -201,12 +201,55 @@ def _norm(text: str) -> str:
     return re.sub(r"[\s\-_]+", "", text.lower())
 
 
-def host_cpu_from_cpuinfo(text: str, catalog: CpuCatalog) -> Cpu:
+#: AMD family 25 (0x19) holds two microarchitectures: Zen 4 at models 0x10–0x1F
+#: (Genoa), 0x60–0x7F (Raphael, Phoenix) and 0xA0–0xAF (Bergamo), Zen 3 at the
+#: others (Milan 0x00–0x0F, Vermeer, Cezanne, Rembrandt). Family 23 (0x17) is
+#: Zen/Zen+ below model 0x30 and Zen 2 from it; family 26 (0x1A) is Zen 5,
+#: which the catalog does not hold (its nearest entry, Zen 4, stands in).
+_ZEN4_MODELS_FAMILY_25 = (range(0x10, 0x20), range(0x60, 0x80), range(0xA0, 0xB0))
+
+
+def _amd_uarch(family: str, model: str) -> str:
+    try:
+        fam, mod = int(family), int(model)
+    except ValueError:
+        return "zen3"
+    if fam == 23:
+        return "zen2" if mod >= 0x30 else "zen"
+    if fam == 25:
+        return "zen4" if any(mod in r for r in _ZEN4_MODELS_FAMILY_25) else "zen3"
+    if fam >= 26:
+        return "zen4"
+    return "zen3"
+
+
+def read_host_cpu(catalog: CpuCatalog, proc: Path = Path("/proc/cpuinfo"),
+                  sys_cpufreq: Path = Path("/sys/devices/system/cpu/cpu0/cpufreq")) -> Cpu:
+    """This machine's entry: ``/proc/cpuinfo``, with the clock from cpufreq's maximum.
+
+    ``cpu MHz`` in /proc/cpuinfo is the current clock, which moves with load on
+    a host that scales its frequency; ``cpuinfo_max_freq`` does not. (A VM
+    often has no cpufreq: then the reported clock, fixed there, is used.)
+    """
+    text = proc.read_text() if proc.exists() else ""
+    max_khz = None
+    freq = sys_cpufreq / "cpuinfo_max_freq"
+    if freq.exists():
+        try:
+            max_khz = float(freq.read_text().strip())
+        except ValueError:
+            max_khz = None
+    return host_cpu_from_cpuinfo(text, catalog, max_khz=max_khz)
+
+
+def host_cpu_from_cpuinfo(text: str, catalog: CpuCatalog, max_khz: float | None = None) -> Cpu:
     """A catalog entry for the machine described by ``/proc/cpuinfo`` text.
 
-    The microarchitecture is guessed from the vendor and model number where known
-    (Intel family 6 model 85 = Skylake-SP/Cascade Lake); otherwise "skylake"
-    with the wide interval that entry carries.
+    The microarchitecture is guessed from the vendor, family and model number
+    where known (Intel family 6 model 85 = Skylake-SP/Cascade Lake; AMD as
+    ``_amd_uarch``); otherwise "skylake" with the wide interval that entry
+    carries. The clock is the model name's "@ x GHz", else ``max_khz`` (cpufreq's
+    maximum), else the reported ``cpu MHz``.
     """
     fields: dict[str, str] = {}
     processors = 0
@@ -219,7 +262,12 @@ def host_cpu_from_cpuinfo(text: str, catalog: CpuCatalog) -> Cpu:
             fields[key] = value.strip()
     name = fields.get("model name", "unknown CPU")
     ghz_match = re.search(r"@\s*([\d.]+)\s*GHz", name)
-    ghz = float(ghz_match.group(1)) if ghz_match else float(fields.get("cpu MHz", "2500")) / 1000
+    if ghz_match:
+        ghz = float(ghz_match.group(1))
+    elif max_khz:
+        ghz = max_khz / 1e6
+    else:
+        ghz = float(fields.get("cpu MHz", "2500")) / 1000
     vendor = "Intel" if "Intel" in fields.get("vendor_id", name) else (
         "AMD" if "AMD" in fields.get("vendor_id", name) else "unknown")
     family, model = fields.get("cpu family", ""), fields.get("model", "")
@@ -230,7 +278,7 @@ def host_cpu_from_cpuinfo(text: str, catalog: CpuCatalog) -> Cpu:
                  "106": "sunny-cove", "108": "sunny-cove", "79": "broadwell",
                  "86": "broadwell"}.get(model, "skylake")
     elif vendor == "AMD":
-        uarch = {"23": "zen2", "25": "zen3", "26": "zen4"}.get(family, "zen3")
+        uarch = _amd_uarch(family, model)
     if uarch not in catalog.microarchitectures:
         uarch = "skylake"
     return Cpu(name=f"host: {name}", vendor=vendor, microarchitecture=uarch, year=0,

@@ -40,10 +40,10 @@ def run_id(experiment: str, config_key: str, repetition: int) -> str:
 
 def host_cpu(cpuinfo: str | None = None) -> tuple[str, bool]:
     """(catalog CPU name of this host, AES-NI present) from /proc/cpuinfo."""
-    from quiclab.models.cpus import CpuCatalog, host_cpu_from_cpuinfo
+    from quiclab.models.cpus import CpuCatalog, host_cpu_from_cpuinfo, read_host_cpu
 
-    text = cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text()
-    cpu = host_cpu_from_cpuinfo(text, CpuCatalog.packaged())
+    cpu = (host_cpu_from_cpuinfo(cpuinfo, CpuCatalog.packaged()) if cpuinfo is not None
+           else read_host_cpu(CpuCatalog.packaged()))
     return cpu.name, cpu.aes_ni
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from quiclab.models.costmodel import CostModel
-from quiclab.models.cpus import CpuCatalog
+from quiclab.models.cpus import CpuCatalog, host_cpu_from_cpuinfo, read_host_cpu
 from quiclab.models.registry import Registry
 from quiclab.paths import PROJECT_ROOT
 from quiclab.sim.analytic import AnalyticEngine
@@ -60,9 +60,39 @@ def test_cpu_time_is_monotone_in_bytes_and_packets(name):
     # More packets for the same bytes (smaller packets) never cost less CPU per byte.
     beh = REGISTRY.models[name].behaviour
     if beh.udp_payload_bytes > 1250:
-        smaller = engine.predict(base.with_(udp_payload_bytes=1200))
-        assert smaller.server_cpu_s >= small.server_cpu_s * 4 * 0.999 or \
-            smaller.server_packets_sent > small.server_packets_sent
+        smaller = engine.predict(base.with_(transfer_bytes=2**28, udp_payload_bytes=1200))
+        assert smaller.server_packets_sent > small.server_packets_sent
+        assert smaller.server_cpu_s >= small.server_cpu_s * 0.999
+        assert smaller.client_cpu_s >= small.client_cpu_s * 0.999
+
+
+@pytest.mark.parametrize(("family", "model", "uarch"), [
+    (25, 0x01, "zen3"),   # Milan (EPYC 7543, the QIR servers)
+    (25, 0x11, "zen4"),   # Genoa (this CI host: "AMD EPYC", family 25 model 17)
+    (25, 0x21, "zen3"),   # Vermeer
+    (25, 0x61, "zen4"),   # Raphael
+    (25, 0xA0, "zen4"),   # Bergamo
+    (23, 0x31, "zen2"),   # Rome
+    (23, 0x08, "zen"),    # Zen+
+    (26, 0x02, "zen4"),   # Zen 5: the nearest catalog entry
+])
+def test_host_microarchitecture_follows_amd_family_and_model(family, model, uarch):
+    text = (f"vendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+            "model name\t: AMD EPYC\ncpu MHz\t\t: 1500.000\nflags\t\t: aes\nprocessor\t: 0\n")
+    cpu = host_cpu_from_cpuinfo(text, CpuCatalog.packaged())
+    assert cpu.microarchitecture == uarch
+
+
+def test_host_clock_is_cpufreq_maximum_not_the_current_clock(tmp_path):
+    proc = tmp_path / "cpuinfo"
+    proc.write_text("vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+                    "model name\t: AMD EPYC 7543 32-Core Processor\ncpu MHz\t\t: 1500.000\n"
+                    "processor\t: 0\n")
+    freq = tmp_path / "cpufreq"
+    assert read_host_cpu(CpuCatalog.packaged(), proc, freq).max_ghz == 1.5  # a VM: no cpufreq
+    freq.mkdir()
+    (freq / "cpuinfo_max_freq").write_text("3700000\n")
+    assert read_host_cpu(CpuCatalog.packaged(), proc, freq).max_ghz == 3.7
 
 
 def test_cpu_catalog_rule_is_identity_on_the_reference_and_refuses_ambiguity():
