@@ -151,7 +151,7 @@ def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog,
         call = rs.call_share.value * T
         segment = rs.segment_share.value * T
         rest = T - crypto_pkt - crypto_byte * S - call - segment - per_byte_plain * S
-        note = ""
+        note, k = "", 1.0
         if rest < 0.05 * T:
             # Shares from different sources can over-explain T; keep 5 % for the
             # protocol and scale the kernel shares down to fit.
@@ -159,8 +159,18 @@ def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog,
             k = max(0.0, 1.0 - over / max(call + segment, 1e-9))
             call, segment = call * k, segment * k
             rest = T - crypto_pkt - crypto_byte * S - call - segment - per_byte_plain * S
-            note = "; kernel shares scaled to fit T"
+            note = f"; kernel shares scaled × {k:.3g} to fit T"
+            if rest < 0:
+                # Crypto and bytes alone exceed T: the protocol share is clamped
+                # to 0, so the role's costs add up to more than T. Say by how much.
+                note += f" (crypto and bytes exceed T by {-rest:.0f} ns; protocol set to 0)"
         rel_lo, rel_hi = rs.T.lo / T, rs.T.hi / T
+
+        def share_source(share: Value) -> str:
+            if k == 1.0:
+                return f"derived: {share.value:.3g} × T; share {share.source}"
+            return (f"derived: {share.value * k:.3g} × T (the share {share.value:.3g} scaled "
+                    f"× {k:.3g} to fit T); share {share.source}")
         return RoleCosts(
             ns_per_packet=Param(max(rest, 0.0), max(rest, 0.0) * rel_lo, max(rest, 0.0) * rel_hi,
                                 "ns",
@@ -169,11 +179,9 @@ def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog,
                 "ns/B", per_byte_plain / max(spec.bytes_ns.value, 1e-12))
             if spec.bytes_ns.value > 0 else Param(0, 0, 0, "ns/B", spec.bytes_ns.source),
             ns_per_syscall=Param(call, call * rel_lo, call * rel_hi, "ns",
-                                 f"derived: {rs.call_share.value:.3g} × T; "
-                                 f"share {rs.call_share.source}"),
+                                 share_source(rs.call_share)),
             ns_per_segment=Param(segment, segment * rel_lo, segment * rel_hi, "ns",
-                                 f"derived: {rs.segment_share.value:.3g} × T; share "
-                                 f"{rs.segment_share.source}"),
+                                 share_source(rs.segment_share)),
             ns_per_ack=rs.ack_ns.param("ns"),
             app_ns_per_byte={k: v.param("ns/B") for k, v in spec.app_ns_per_byte.items()},
             cores=rs.cores.param("cores"),

@@ -22,10 +22,13 @@ C. a joint maximum-a-posteriori fit of what only goodput identifies — the
    pass the engine's exact goodput;
 D. the final CostModels, the Interop table and the in-sample residuals.
 
-No parameter is tied to a single figure: every free parameter is a
-mechanism's quantity (ns per packet, per byte, per system call, a variant's
-cost factor, a pair's busy fraction) shared by every evidence item that
-involves it. ``exclude`` drops evidence groups (cross-validation).
+Every free parameter is a mechanism's quantity (ns per packet, per byte, per
+system call, a variant's cost factor, a pair's busy fraction) shared by every
+evidence item that involves it. A variant that only one item runs (a build
+flag, a traffic generator, a version the seeds measured once) has its factor
+set by that item alone: its ``cost_factor_source`` says so and names the item,
+and only the cross-validation report (that item's experiment held out) tells
+how well it transfers. ``exclude`` drops evidence groups (cross-validation).
 """
 
 from __future__ import annotations
@@ -121,7 +124,7 @@ class Frames:
         runs = catalog.df("SELECT * FROM runs WHERE source = ? ORDER BY run_id", [source])
         points = catalog.df("SELECT * FROM published_points ORDER BY point_id")
         perf = catalog.df(
-            "SELECT r.server_impl, r.client_impl, p.side, p.category, p.share "
+            "SELECT r.server_impl, r.client_impl, r.experiment, p.side, p.category, p.share "
             "FROM perf_categories p JOIN runs r USING (run_id) "
             "ORDER BY r.run_id, p.side, p.category")
         return cls(runs, points, perf)
@@ -270,6 +273,14 @@ class Calibrator:
         self.acks_, self.pair_acks_ = ack_frequency(runs)
         self.stalls_ = fit_stalls(runs)
         perf = frames.perf
+        if self.exclude and not perf.empty:
+            # The traces are runs too: a fold that holds their experiment (or
+            # pair) out must not learn κ or the segment share from them.
+            keep = ~("pair:" + perf["server_impl"] + "|" + perf["client_impl"]).isin(
+                self.exclude)
+            if "experiment" in perf.columns:
+                keep &= ~perf["experiment"].isin(self.exclude)
+            perf = perf[keep]
         self.shares_: dict[tuple[str, str], dict[str, float]] = {}
         for (impl, side), g in perf[perf["server_impl"] == perf["client_impl"]].groupby(
                 ["server_impl", "side"]):
@@ -389,7 +400,8 @@ class Calibrator:
         if "ns_per_packet.aes-ni" in costs_s:
             # Measured in HTTP/3 runs: T (app = perf) is that minus the HTTP/3 layer.
             est_s, est_r = costs_s["ns_per_packet.aes-ni"], costs_r["ns_per_packet.aes-ni"]
-            f = 1.0 - h3_share
+            # The HTTP/3 layer costs h3_share × T on top of T: est = T × (1 + h3_share).
+            f = 1.0 / (1.0 + h3_share)
             Ts = Value(est_s.value * f, est_s.lo * f, est_s.hi * f,
                        f"fit: {est_s.rows}, RLM intercept (AES-NI), less the HTTP/3 share")
             Tr = Value(est_r.value * f, est_r.lo * f, est_r.hi * f,
@@ -470,7 +482,10 @@ class Calibrator:
                 extra[cipher] = fixed(max(d, 0.0), f"fit: {cipher} − AES-NI tcp+tls runs "
                                                    "(larger of server and client)", 0.15)
         return ImplSpec(name="tcp+tls", sender=role(Ts), receiver=role(Tr),
-                        bytes_ns=fixed(0.9 * base["sender_ns_per_byte"], src, 0.2),
+                        bytes_ns=fixed(0.9 * base["sender_ns_per_byte"],
+                                       "assumed: 0.9 of the sender's measured CPU per byte "
+                                       f"scales with bytes (copies, TLS records), the rest "
+                                       f"with segments; per byte from {src[5:]}", 0.2),
                         kappa=fixed(0.3, "assumed: TLS records of 16 KiB amortise cipher setup"),
                         cipher_extra_ns=extra,
                         app_ns_per_byte={a: fixed(0.0, "derived: included in T (kernel TCP "
@@ -634,8 +649,9 @@ class Calibrator:
             if f"H|{name}" in values:
                 h = values[f"H|{name}"]
                 if (name, "sender") in self.cpu_.costs_:
-                    # Measured in HTTP/3 runs (T = that × (1 − the default share)): the
-                    # HTTP/3 layer moves cost out of T, the HTTP/3 total stays measured.
+                    # Measured in HTTP/3 runs (T = that / (1 + the default share)): the
+                    # HTTP/3 layer moves cost out of T, the HTTP/3 total, T × (1 + h),
+                    # stays the measured one.
                     for role in ("sender", "receiver"):
                         rs = getattr(spec, role)
                         t = rs.T.value * (1.0 + DEFAULT_H3_SHARE) / (1.0 + h)
@@ -658,6 +674,7 @@ class Calibrator:
                 key = f"V|{name}|{v}"
                 if key in values:
                     spec.variants[v]["cost_factor"] = values[key]
+                    spec.variants[v]["cost_factor_source"] = self._variant_source(name, v)
             if name == "quiche" and "W|quiche" in values:
                 for v in ("2025", "quicperf"):
                     spec.variants.setdefault(v, {})["behaviour"] = {
@@ -688,6 +705,23 @@ class Calibrator:
                                "utilisation)"})
         return specs, interop
 
+    def _variant_source(self, name: str, variant: str) -> str:
+        """Where a variant's fitted cost factor comes from: the evidence that runs it.
+
+        A factor that one item alone sets reproduces that item by construction;
+        saying so lets a reader discount it (its held-out error is in the
+        cross-validation report, fold of that item's experiment).
+        """
+        tag = f"{name}@{variant}"
+        ids = sorted({e.ident for e in self.evidence_
+                      if tag in (e.scenario.server, e.scenario.client)})
+        shown = ", ".join(ids[:6]) + (f", … ({len(ids)} in all)" if len(ids) > 6 else "")
+        if not ids:
+            return "prior only: no evidence runs this variant"
+        if len(ids) == 1:
+            return f"fit: one point ({shown}), which it reproduces by construction"
+        return f"fit: {len(ids)} points ({shown})"
+
     def _models(self, specs: dict[str, ImplSpec]) -> dict[str, CostModel]:
         out = {}
         for name, spec in specs.items():
@@ -699,6 +733,8 @@ class Calibrator:
                     entry["behaviour"] = d["behaviour"]
                 if "cost_roles" in d:
                     entry["cost_roles"] = d["cost_roles"]
+                if "cost_factor_source" in d:
+                    entry["cost_factor_source"] = d["cost_factor_source"]
                 variants[v] = entry
             out[name] = build_model(replace(spec, variants=variants), self.crypto_, self.cpus)
         return out
@@ -782,9 +818,19 @@ class Calibrator:
         self.evidence_ = [e for e in self.all_evidence_ if not self._excluded(e)]
         self.free_ = self._free_params()
         self._smart_init()
-        for p in self.free_:
-            if p.name in self.warm_start:
-                p.init = float(np.clip(self.warm_start[p.name], p.lower + 1e-6, p.upper - 1e-6))
+        if self.warm_start:
+            # A parameter that no evidence in this fit informs (a variant only
+            # a held-out item runs, a held-out pair's effect) keeps its prior
+            # start: a warm start from a fit that saw the held-out items would
+            # hand their value to the fold, which the prior alone barely moves.
+            deps = self._dependencies(self.evidence_)[:len(self.evidence_)]
+            informed = [bool(deps[:, j].any()) for j in range(deps.shape[1])]
+            self.uninformed_ = [p.name for p, ok in zip(self.free_, informed, strict=True)
+                                if not ok]
+            for p, ok in zip(self.free_, informed, strict=True):
+                if ok and p.name in self.warm_start:
+                    p.init = float(np.clip(self.warm_start[p.name], p.lower + 1e-6,
+                                           p.upper - 1e-6))
         obs = np.log([e.goodput_mbps for e in self.evidence_])
         # One-sided points (Evidence.bound) count only when a prediction violates them.
         at_least = np.array([e.bound == "lower" for e in self.evidence_])

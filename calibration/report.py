@@ -22,7 +22,8 @@ def parameter_table(cal: Calibrator) -> pd.DataFrame:
         for v, spec in sorted(model.variants.items()):
             rows.append({"implementation": name, "parameter": f"variant.{v}.cost_factor",
                          "value": spec.get("cost_factor", 1.0), "lo": np.nan, "hi": np.nan,
-                         "unit": "×", "source": spec.get("source", "")})
+                         "unit": "×", "source": spec.get("cost_factor_source",
+                                                          spec.get("source", ""))})
     return pd.DataFrame(rows)
 
 
