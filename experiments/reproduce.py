@@ -316,6 +316,12 @@ def write_one(rep: Reproduced, out: Path) -> Path:
     return folder
 
 
+def _in_fit(rows: list[Result]) -> str:
+    """"all", "some" or "none" of a finding's checks compare with points the fit used."""
+    used = sum(bool(r.in_fit) for r in rows)
+    return "none" if used == 0 else ("all" if used == len(rows) else "some")
+
+
 def finding_rows(rep: Reproduced) -> list[dict[str, Any]]:
     """One row per finding and engine: tolerances, predicted/published texts, verdict."""
     out = []
@@ -333,6 +339,9 @@ def finding_rows(rep: Reproduced) -> list[dict[str, Any]]:
                 "published": "; ".join(r.published_text for r in rows if r.published_text),
                 "predicted": "; ".join(r.predicted_text for r in rows if r.predicted_text),
                 "checks": len(rows), "passed": sum(r.status == PASS for r in rows),
+                # Whether the calibration used the finding's published numbers: a
+                # pass of a finding fitted to ("all") is in-sample, not a prediction.
+                "in_fit": _in_fit(rows),
                 "failed": sum(r.status == FAIL for r in rows),
                 "verdict": verdict,
                 "reason": rows[0].reason if rows and verdict == NOT_COVERED else "",
@@ -379,15 +388,22 @@ def write_readme_table(readme: Path, findings: pd.DataFrame, seconds: float) -> 
     """Put the findings table between README_BEGIN and README_END in ``readme`` (the
     markers are appended if absent); the rest of the file is left as it is."""
     counts = findings["verdict"].value_counts().to_dict()
+    if "in_fit" not in findings:  # a findings.csv written before the column existed
+        findings = findings.assign(in_fit="")
+    in_fit, passed = findings["in_fit"], findings["verdict"] == PASS
     body = [README_BEGIN, "",
             f"{len(findings)} findings: {counts.get(PASS, 0)} pass, {counts.get(FAIL, 0)} fail, "
             f"{counts.get(NOT_COVERED, 0)} not covered ({seconds:.0f} s on this machine). "
+            f"Of the passes, {int((passed & (in_fit == 'none')).sum())} compare only with "
+            f"numbers the calibration never used, {int((passed & (in_fit == 'some')).sum())} "
+            f"partly with fitted ones and {int((passed & (in_fit == 'all')).sum())} only with "
+            "fitted ones (in sample: column \"in fit\"). "
             "Every check of a finding and its reason: `<data dir>/reports/reproductions/`.",
             "",
             markdown_table(findings, ["reproduction", "finding", "engine", "tolerance",
-                                      "published", "predicted", "verdict"],
+                                      "published", "predicted", "in_fit", "verdict"],
                            ["reproduction", "finding", "engine", "tolerance", "published",
-                            "predicted", "result"]),
+                            "predicted", "in fit", "result"]),
             "", README_END]
     text = read_text(readme) if readme.is_file() else ""
     if README_BEGIN in text and README_END in text:

@@ -243,19 +243,26 @@ def test_readme_table_replaces_only_its_block(tmp_path: Path) -> None:
 
     findings = pd.DataFrame([{"reproduction": "repro-x", "finding": "a", "engine": "analytic",
                               "tolerance": "±10 %", "published": "3", "predicted": "3.1",
-                              "verdict": "pass"}])
+                              "in_fit": "all", "verdict": "pass"},
+                             {"reproduction": "repro-x", "finding": "b", "engine": "des",
+                              "tolerance": "±10 %", "published": "5", "predicted": "5.2",
+                              "in_fit": "none", "verdict": "pass"}])
     readme = tmp_path / "README.md"
     readme.write_text("# title\n\ntext before\n")
     write_readme_table(readme, findings, 12.0)
     first = readme.read_text()
     assert first.startswith("# title\n\ntext before\n") and README_BEGIN in first
-    assert "| repro-x | a | analytic | ±10 % | 3 | 3.1 | pass |" in first
+    assert "| repro-x | a | analytic | ±10 % | 3 | 3.1 | all | pass |" in first
+    # A pass of a finding the calibration was fitted to is counted apart.
+    assert ("2 pass, 0 fail, 0 not covered (12 s on this machine). Of the passes, 1 compare "
+            "only with numbers the calibration never used, 0 partly with fitted ones and 1 "
+            "only with fitted ones") in first
     readme.write_text(first + "\ntext after\n")
     findings.loc[0, "verdict"] = "fail"
     write_readme_table(readme, findings, 12.0)
     second = readme.read_text()
     assert second.count(README_BEGIN) == 1 and second.count(README_END) == 1
-    assert "| 3.1 | fail |" in second and "| 3.1 | pass |" not in second
+    assert "| 3.1 | all | fail |" in second and "| 3.1 | all | pass |" not in second
     assert second.endswith("\ntext after\n") and "text before" in second
 
 
