@@ -280,6 +280,13 @@ def perf_available() -> bool:
     return proc.returncode == 0 and "raw_syscalls" in proc.stderr
 
 
+#: Run a peer without CAP_NET_ADMIN (it runs as root in its namespace). With it,
+#: SO_RCVBUFFORCE/SO_SNDBUFFORCE pass net.core.rmem_max/wmem_max: quic-go v0.65
+#: falls back to them and got 14 MiB buffers whatever the run's rcvbuf_bytes
+#: (found 2026-11-27), so its buffer cells measured another setting.
+NO_NET_ADMIN = ["setpriv", "--inh-caps=-net_admin", "--bounding-set=-net_admin", "--"]
+
+
 def perf_prefix(output: Path) -> list[str]:
     return ["perf", "stat", "-x,", "--no-big-num", "-e", "raw_syscalls:sys_enter",
             "-o", str(output), "--"]

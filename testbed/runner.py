@@ -257,6 +257,7 @@ class Testbed:
             argv += ["taskset", "-c", str(core)]
         if config.knob("count_syscalls") and self.perf_ok():
             argv += collect.perf_prefix(logdir / f"{role}.perf")
+        argv += collect.NO_NET_ADMIN
         argv += stack.argv(self.paths.build_dir, self.paths.peers_dir)
         cert, key = self.builder.certs()
         s = config.scenario

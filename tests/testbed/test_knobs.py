@@ -43,3 +43,20 @@ def test_jumbo_mtu_reaches_the_link(root, quic_go, testbed):
     # quic-go keeps its 1452-byte cap: the row records what was in effect.
     assert result.effective["udp_payload_bytes"] == 1452
     assert result.server.link["tx_bytes"] > 3_000_000
+
+
+def test_peers_cannot_force_buffers_past_the_cap(root):
+    """Peers run without CAP_NET_ADMIN: SO_RCVBUFFORCE (which quic-go falls back
+    to as root) fails, so net.core.rmem_max caps every stack's buffer."""
+    import subprocess
+    import sys
+
+    from quiclab.testbed import collect
+
+    force = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+             "s.setsockopt(socket.SOL_SOCKET, 33, 1 << 24)")  # 33: SO_RCVBUFFORCE
+    as_root = subprocess.run([sys.executable, "-c", force], capture_output=True, text=True)
+    assert as_root.returncode == 0, as_root.stderr  # root may
+    as_peer = subprocess.run([*collect.NO_NET_ADMIN, sys.executable, "-c", force],
+                             capture_output=True, text=True)
+    assert as_peer.returncode != 0 and "PermissionError" in as_peer.stderr
