@@ -384,6 +384,12 @@ README_BEGIN = "<!-- REPRODUCTIONS:BEGIN (quiclab reproduce --all --readme READM
 README_END = "<!-- REPRODUCTIONS:END -->"
 
 
+def _distinct(findings: pd.DataFrame) -> int:
+    """Findings, not finding × engine rows (a finding checked by two engines is one)."""
+    keys = [c for c in ("reproduction", "finding") if c in findings]
+    return len(findings.drop_duplicates(keys)) if keys else len(findings)
+
+
 def write_readme_table(readme: Path, findings: pd.DataFrame, seconds: float) -> None:
     """Put the findings table between README_BEGIN and README_END in ``readme`` (the
     markers are appended if absent); the rest of the file is left as it is."""
@@ -392,7 +398,8 @@ def write_readme_table(readme: Path, findings: pd.DataFrame, seconds: float) -> 
         findings = findings.assign(in_fit="")
     in_fit, passed = findings["in_fit"], findings["verdict"] == PASS
     body = [README_BEGIN, "",
-            f"{len(findings)} findings: {counts.get(PASS, 0)} pass, {counts.get(FAIL, 0)} fail, "
+            f"{len(findings)} verdicts ({_distinct(findings)} findings, each by the engines its "
+            f"spec names): {counts.get(PASS, 0)} pass, {counts.get(FAIL, 0)} fail, "
             f"{counts.get(NOT_COVERED, 0)} not covered ({seconds:.0f} s on this machine). "
             f"Of the passes, {int((passed & (in_fit == 'none')).sum())} compare only with "
             f"numbers the calibration never used, {int((passed & (in_fit == 'some')).sum())} "

@@ -174,7 +174,7 @@ class Connection:
 
         The client then sends its requests (with its Finished); the server
         starts sending when they arrive, 1.5 RTT after the start. Handshake
-        CPU is not in the cost models and not simulated.
+        CPU (the models' ``ns_per_connection``) is not simulated in a bulk run.
         """
         yield self.env.timeout(self.resolved.path.rtt_s)
         self.receiver.open_streams(self.env.now)

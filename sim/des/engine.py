@@ -253,7 +253,8 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
             f"({b['congestion_events'] - a['congestion_events']:.0f} congestion events)")
     notes.extend(result.notes)
     notes.append(f"pair interplay: busy {resolved.interop_busy:.2f} ({resolved.interop_source})")
-    notes.append("handshake: 1 RTT + request, no handshake CPU (not in the cost models)")
+    notes.append("handshake: 1 RTT + request, no handshake CPU (a bulk run does not charge the "
+                 "models' ns_per_connection; request workloads do)")
     if s.cc == "bbr":
         notes.append("bbr: approximated by CUBIC")
     notes += unmodelled_notes(s, engine, reordering=True)

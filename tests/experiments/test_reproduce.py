@@ -254,7 +254,8 @@ def test_readme_table_replaces_only_its_block(tmp_path: Path) -> None:
     assert first.startswith("# title\n\ntext before\n") and README_BEGIN in first
     assert "| repro-x | a | analytic | ±10 % | 3 | 3.1 | all | pass |" in first
     # A pass of a finding the calibration was fitted to is counted apart.
-    assert ("2 pass, 0 fail, 0 not covered (12 s on this machine). Of the passes, 1 compare "
+    assert ("2 verdicts (2 findings, each by the engines its spec names): 2 pass, 0 fail, "
+            "0 not covered (12 s on this machine). Of the passes, 1 compare "
             "only with numbers the calibration never used, 0 partly with fitted ones and 1 "
             "only with fitted ones") in first
     readme.write_text(first + "\ntext after\n")
