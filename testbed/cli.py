@@ -2,17 +2,24 @@
 
 The main CLI calls :func:`add_parser` with its subparsers and provides the
 global ``--catalog PATH`` as ``args.catalog``; every handler is set as
-``args.func`` and returns an exit code. Errors are one line on stderr.
-``python -m quiclab.testbed`` runs this group on its own.
+``args.func`` and returns an exit code (0 all ok, 1 some run failed, 2 refused
+with one line on stderr, 130 interrupted). ``python -m quiclab.testbed`` runs
+this group on its own.
+
+Every command that changes the host holds the testbed lock (:func:`_locked`) and
+cleans what killed runs left only once it holds it: a run waiting for the lock
+must not take a dead run's changed sysctls for the host's own.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +28,7 @@ from quiclab.testbed import stacks as stacks_mod
 from quiclab.testbed.build import Builder
 from quiclab.testbed.config import RunConfig, parse_set
 from quiclab.testbed.runner import Paths, Testbed
-from quiclab.testbed.session import Session, matrix, noise, sweep
+from quiclab.testbed.session import Session, matrix, noise, sweep_plan, sweep_summary
 from quiclab.testbed.topology import clean_stale, exclusive, require_root
 
 
@@ -64,6 +71,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="stacks (default: all built)")
     _common_run_options(p)
     p.add_argument("--repeat", type=int, default=3, help="repetitions per pair (default 3)")
+    p.add_argument("--experiment", default="interop-matrix",
+                   help="experiment name in the catalog (a rerun under the same name "
+                        "skips the repetitions already recorded ok)")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     p.set_defaults(func=cmd_matrix)
 
@@ -72,6 +82,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    default=["quic-go", "quinn", "s2n-quic", "aioquic"], help="stacks")
     p.add_argument("--repeat", type=int, default=10, help="repetitions per setting (default 10)")
     p.add_argument("--bytes", type=int, default=None, help="bytes per transfer")
+    p.add_argument("--experiment", default="noise",
+                   help="experiment name in the catalog (a rerun under the same name "
+                        "skips the repetitions already recorded ok)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(func=cmd_noise)
 
@@ -80,6 +93,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_stacks)
 
     p = sub.add_parser("clean", help="remove namespaces and settings left by killed runs")
+    p.add_argument("--force", action="store_true",
+                   help="also remove namespaces whose owning process is alive (a run of "
+                        "another tool, or a reused pid)")
+    p.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to wait for a live run's lock (default 10)")
     p.set_defaults(func=cmd_clean)
     return tb
 
@@ -161,11 +179,24 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def _session(args: argparse.Namespace, quiet: bool = False) -> Session:
     require_root()
-    clean_stale()
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if quiet else (
         lambda line: print(line, flush=True))
     testbed = Testbed(_paths(args), log=log)
     return Session(testbed, _catalog(args), log=log)
+
+
+@contextlib.contextmanager
+def _locked(wait_s: float = 600.0) -> Iterator[None]:
+    """Hold the testbed lock, then remove what killed runs left (inside the lock: a
+    run killed while this one waited has left its sysctls changed)."""
+    with exclusive(wait_s=wait_s):
+        clean_stale()
+        yield
+
+
+def _check_repeat(repeat: int | None) -> None:
+    if repeat is not None and repeat < 1:
+        raise QuiclabError(f"--repeat={repeat}: allowed ≥ 1")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -176,10 +207,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         # Refuse what a stack cannot honour before creating anything.
         from quiclab.testbed.config import resolve
         resolve(config, stacks_mod.get(args.server), stacks_mod.get(args.client))
-        if args.repeat < 1:
-            raise QuiclabError(f"--repeat={args.repeat}: allowed ≥ 1")
+        _check_repeat(args.repeat)
         session = _session(args, quiet=args.json)
-        with exclusive():
+        with _locked():
             results = session.run(config, args.repeat)
         ok = [r for r in results if r.status == "ok"]
         if args.json:
@@ -197,27 +227,33 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     def body() -> int:
+        _check_repeat(args.repeat)
+        sweep_plan(args.spec, args.repeat, args.bytes)  # the whole spec, before anything runs
         session = _session(args)
-        with exclusive():
-            results = sweep(session, args.spec, repeat=args.repeat, transfer_bytes=args.bytes)
-        failed = sum(r.status != "ok" for r in results)
-        print(f"{len(results)} runs, {failed} failed")
-        return 0
+        with _locked():
+            done = sweep_summary(session, args.spec, repeat=args.repeat,
+                                 transfer_bytes=args.bytes)
+        print(f"{len(done.results)} runs, {done.failed} failed, {done.skipped} already in "
+              f"the catalog ({done.points} points)")
+        return 1 if done.failed else 0
     return _guarded(body)
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     def body() -> int:
         changes, knobs = parse_set(args.set)
+        _check_repeat(args.repeat)
+        stacks_mod.select(args.stacks)  # every name known, before anything is created
         session = _session(args, quiet=args.json)
         names = args.stacks or [s.name for s in stacks_mod.select(None)
                                 if session.testbed.builder.is_built(s)]
-        with exclusive():
+        with _locked():
             cells = matrix(session, names, repeat=args.repeat, changes=changes, knobs=knobs,
-                           transfer_bytes=args.bytes)
+                           transfer_bytes=args.bytes, experiment=args.experiment)
+        failed = any(c["status"] == "failed" for c in cells.values())
         if args.json:
             print(json.dumps([{"server": s, "client": c, **v} for (s, c), v in cells.items()]))
-            return 0
+            return 1 if failed else 0
         width = max(len(n) for n in names) + 2
         print("server \\ client".ljust(width + 6) + "".join(n.rjust(width) for n in names))
         for server in names:
@@ -228,15 +264,18 @@ def cmd_matrix(args: argparse.Namespace) -> int:
                              ("n/a" if cell["status"] == "incompatible" else "fail"))
                             .rjust(width))
             print(server.ljust(width + 6) + "".join(cols))
-        return 0
+        return 1 if failed else 0
     return _guarded(body)
 
 
 def cmd_noise(args: argparse.Namespace) -> int:
     def body() -> int:
+        _check_repeat(args.repeat)
+        stacks_mod.select(args.stacks)  # every name known, before anything is created
         session = _session(args, quiet=args.json)
-        with exclusive():
-            rows = noise(session, args.stacks, repeat=args.repeat, transfer_bytes=args.bytes)
+        with _locked():
+            rows = noise(session, args.stacks, repeat=args.repeat, transfer_bytes=args.bytes,
+                         experiment=args.experiment)
         if args.json:
             print(json.dumps(rows))
             return 0
@@ -266,9 +305,12 @@ def cmd_stacks(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
+    """Remove what killed runs left, holding the lock (so never a live run's
+    namespaces or sysctls); ``--force`` also removes namespaces whose owner is alive."""
     def body() -> int:
         require_root()
-        removed = clean_stale(everything=True)
+        with exclusive(wait_s=args.wait):
+            removed = clean_stale(everything=args.force)
         print(f"removed {len(removed)} namespace(s)" + (f": {', '.join(removed)}"
                                                          if removed else ""))
         return 0

@@ -15,8 +15,16 @@
   A side that used less CPU than one clock tick between reads (a short
   request run's server) is credited nothing; its core is then the one its
   busiest thread was last seen on (``last_core``).
+- The transfer window: :meth:`CpuSampler.cut` ends the current sample at once and
+  starts the per-second grid afresh. The server's sampler runs from its start-up;
+  the harness cuts it when the client starts and when the client has exited, so
+  its samples fall on the window's edges (``cpu_samples.in_window``) and the CPU
+  it used within the window is the difference of the two readings.
 - System calls are counted by ``perf stat -e raw_syscalls:sys_enter`` wrapped
-  around the peer when available (a counting tracepoint, no sampling).
+  around the peer when available (a counting tracepoint, no sampling). perf
+  reaps the peer: it exits with the peer's exit code, but for a peer killed by a
+  signal it exits 0 and prints ``<argv0>: <signal description>`` (``psignal``) on
+  the peer's stderr; :func:`perf_child_status` reads that back into the Exit.
 - The host's load: busy CPU time of all cores from ``/proc/stat``, over a short
   window before the transfer (the server waiting, the client not started: what
   else runs on the host) and over the transfer (peers, relay, kernel softirq
@@ -115,6 +123,8 @@ class CpuSampler:
         #: CPU seconds credited to each core (see the module docstring).
         self.core_seconds: dict[int, float] = {}
         self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         # Per-pid last reading, so exited descendants don't make the sum go backwards.
         self._last: dict[int, tuple[float, float]] = {}
@@ -122,15 +132,41 @@ class CpuSampler:
         self._window: dict[int, float] = {}  # core seconds since the last sample
         #: (CPU s, core) of the thread with the most CPU time at its last reading.
         self._last_seen: tuple[float, int] | None = None
+        # (time ns, user s, system s): the start of the current sample, and the last
+        # reading of a live tree.
+        self._prev: tuple[int, float, float] = (0, 0.0, 0.0)
+        self._latest: tuple[int, float, float] = (0, 0.0, 0.0)
+        self._t = 0
+        self._complete = True
 
     def start(self) -> CpuSampler:
         self._thread.start()
+        self._ready.wait(timeout=5)
         return self
 
     def stop(self) -> list[CpuSample]:
         self._stop.set()
         self._thread.join(timeout=5)
         return self.samples
+
+    def cut(self) -> Cut:
+        """End the current sample now (a shorter one) and start the per-second grid
+        afresh from here; returns the time and the tree's CPU seconds so far."""
+        with self._lock:
+            self._read_cores()
+            now = time.time_ns()
+            user, system, alive = self._read()
+            complete = alive and self._complete
+            if alive:
+                self._latest = (now, user, system)
+            # A tree that has gone ends its last sample at its last live reading.
+            end_ns, end_u, end_s = self._latest
+            prev_ns, prev_u, prev_s = self._prev
+            if end_ns > prev_ns:
+                self._sample(self._t, prev_ns, end_ns, end_u - prev_u, end_s - prev_s)
+                self._t += 1
+            self._prev = self._latest
+            return Cut(now, user, system, complete)
 
     def core_shares(self) -> dict[int, float]:
         """Share of the observed CPU time per core ({} when none was observed)."""
@@ -147,13 +183,18 @@ class CpuSampler:
 
     def _read(self) -> tuple[float, float, bool]:
         """(user s, system s) summed over the tree's last readings, and whether any
-        process of the tree was still there to read."""
+        process of the tree was still there to read. ``_complete`` says whether every
+        process read before was read again (none of them has gone)."""
         alive = False
+        seen: set[int] = set()
         for pid in tree(self.pid):
             user, system, _ = stat_times(pid)
             if user or system:
                 self._last[pid] = (user, system)
-            alive = alive or Path(f"/proc/{pid}/stat").exists()
+            if Path(f"/proc/{pid}/stat").exists():
+                alive = True
+                seen.add(pid)
+        self._complete = set(self._last) <= seen
         return (sum(u for u, _ in self._last.values()),
                 sum(s for _, s in self._last.values()), alive)
 
@@ -173,28 +214,35 @@ class CpuSampler:
                     self._window[core] = self._window.get(core, 0.0) + delta
 
     def _loop(self) -> None:
-        t0 = time.time_ns()
-        self._read_cores()
-        prev_u, prev_s, _ = self._read()
-        prev_ns = last_ns = t0
-        last_u, last_s = prev_u, prev_s
-        t = 0
-        while not self._stop.wait(self.core_interval_s):
+        with self._lock:
+            t0 = time.time_ns()
             self._read_cores()
-            now = time.time_ns()
-            user, system, alive = self._read()
-            if not alive:
-                break
-            last_ns, last_u, last_s = now, user, system
-            if now - prev_ns < self.interval_s * 1e9 * 0.999:
-                continue
-            self._sample(t, prev_ns, now, user - prev_u, system - prev_s)
-            t += 1
-            prev_ns, prev_u, prev_s = now, user, system
-        # The rest of the run since the last full second, up to the last reading of a
-        # live process (a shorter span; nothing if it is under one interval).
-        if last_ns - prev_ns >= self.core_interval_s * 1e9 * 0.999:
-            self._sample(t, prev_ns, last_ns, last_u - prev_u, last_s - prev_s)
+            user, system, _ = self._read()
+            self._prev = self._latest = (t0, user, system)
+        self._ready.set()
+        while not self._stop.wait(self.core_interval_s):
+            with self._lock:
+                self._read_cores()
+                now = time.time_ns()
+                user, system, alive = self._read()
+                if not alive:
+                    break
+                self._latest = (now, user, system)
+                prev_ns, prev_u, prev_s = self._prev
+                if now - prev_ns < self.interval_s * 1e9 * 0.999:
+                    continue
+                self._sample(self._t, prev_ns, now, user - prev_u, system - prev_s)
+                self._t += 1
+                self._prev = (now, user, system)
+        # The rest of the run since the last full second (or cut), up to the last
+        # reading of a live process (a shorter span; nothing if under one interval).
+        with self._lock:
+            prev_ns, prev_u, prev_s = self._prev
+            last_ns, last_u, last_s = self._latest
+            if last_ns - prev_ns >= self.core_interval_s * 1e9 * 0.999:
+                self._sample(self._t, prev_ns, last_ns, last_u - prev_u, last_s - prev_s)
+                self._t += 1
+                self._prev = self._latest
 
     def _sample(self, t: int, start_ns: int, end_ns: int, user_s: float,
                 system_s: float) -> None:
@@ -202,6 +250,18 @@ class CpuSampler:
         self.samples.append(CpuSample(t, 100 * user_s / span, 100 * system_s / span,
                                       _busiest(self._window), start_ns, end_ns))
         self._window = {}
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A reading of a sampled tree at a sample boundary (:meth:`CpuSampler.cut`):
+    when, its CPU seconds so far, and whether every process of it seen before was
+    still there (else the CPU of one that has gone since its last reading is missing)."""
+
+    time_ns: int
+    user_s: float
+    system_s: float
+    complete: bool
 
 
 def _busiest(seconds: dict[int, float]) -> int | None:
@@ -221,6 +281,16 @@ class Exit:
     timed_out: bool = False
     wall_s: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
+    #: The signal that ended the peer (None when it exited); ``returncode`` is then
+    #: ``-signal``, as subprocess has it.
+    signal: int | None = None
+
+    @property
+    def how(self) -> str:
+        """How it ended, in words: "exited 3", "killed by SIGKILL"."""
+        if self.signal is not None:
+            return f"killed by {signal_name(self.signal)}"
+        return f"exited {self.returncode}"
 
     @property
     def cpu_s(self) -> float:
@@ -240,7 +310,9 @@ def wait(proc: subprocess.Popen[bytes], timeout_s: float, started: float) -> Exi
         fired.set()
         kill_group(proc, signal.SIGKILL)
 
-    timer = threading.Timer(max(timeout_s, 0.0), expire)
+    if not timeout_s >= 0:  # nan: refused where the knob is read; never "at once" here
+        raise ValueError(f"timeout_s={timeout_s!r}: allowed a number ≥ 0")
+    timer = threading.Timer(min(timeout_s, threading.TIMEOUT_MAX), expire)
     timer.daemon = True
     timer.start()
     try:
@@ -254,7 +326,34 @@ def wait(proc: subprocess.Popen[bytes], timeout_s: float, started: float) -> Exi
         timer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return Exit(proc.returncode, usage.ru_utime, usage.ru_stime, usage.ru_maxrss,
-                usage.ru_nvcsw, usage.ru_nivcsw, fired.is_set(), time.monotonic() - started)
+                usage.ru_nvcsw, usage.ru_nivcsw, fired.is_set(), time.monotonic() - started,
+                signal=-proc.returncode if proc.returncode < 0 else None)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def perf_child_status(exit: Exit, stderr_text: str, argv0: str) -> Exit:
+    """The peer's own ending when ``perf stat`` ran it: perf exits with the peer's
+    exit code, but exits 0 for a peer killed by a signal, after printing
+    ``<argv0>: <description>`` (``psignal``) as its last line on stderr. Returns
+    ``exit`` with ``returncode = -signal`` and ``signal`` set in that case."""
+    if exit.signal is not None or exit.returncode != 0:
+        return exit  # perf itself was killed, or it passed on the peer's exit code
+    lines = [line.strip() for line in stderr_text.splitlines() if line.strip()]
+    if not lines:
+        return exit
+    for number in sorted(signal.valid_signals()):
+        description = signal.strsignal(number)
+        if description and lines[-1] == f"{argv0}: {description}":
+            exit.signal = int(number)
+            exit.returncode = -int(number)
+            break
+    return exit
 
 
 def stop_peer(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -323,10 +422,14 @@ class HostLoad:
     """Busy cores of the whole host over a window: creating it starts the window,
     ``cores()`` reads it (busy CPU seconds per wall second; 0 … number of cores)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ncores: int | None = None) -> None:
+        self.ncores = ncores or os.cpu_count() or 1
         self._busy = host_cpu_s()[0]
         self._wall = time.monotonic()
 
     def cores(self) -> float:
+        """Busy cores, at most the host's: /proc/stat counts whole clock ticks per core,
+        so over a short window the count can pass the wall time × cores by a tick."""
         busy, _ = host_cpu_s()
-        return max(0.0, busy - self._busy) / max(time.monotonic() - self._wall, 1e-9)
+        rate = max(0.0, busy - self._busy) / max(time.monotonic() - self._wall, 1e-9)
+        return min(rate, float(self.ncores))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,24 @@ NOT_TESTBED = {
     "pipeline": "pipelines are not built into the peers",
     "chunks": "the peers transfer in one request",
     "app": "the application protocol is the stacks' own (perf, or h3 for wrapped tools)",
+}
+
+#: Scenario fields the testbed can only honour at their default, with the reason it
+#: says when one is set to anything else.
+DEFAULT_ONLY = {
+    "queue_bdp": "the testbed's tbf queue is always 1 × BDP (at least 136 KiB); "
+                 "set queue_bytes for another queue",
+}
+
+#: Numeric testbed knobs: (smallest, largest) value, and what bounds the largest.
+#: Flow-control windows reach every peer's own integer type: MsQuic takes them as
+#: u32 (peers/msquic: `as u32` would wrap a larger one silently). The relay's queue
+#: bound is the Scenario's largest queue_bytes (16 GiB). A timeout is at most a day.
+KNOB_RANGES: dict[str, tuple[float, float, str]] = {
+    "stream_window_bytes": (0, 2**32 - 1, "0 (the stack's default) … 4294967295 (MsQuic's u32)"),
+    "conn_window_bytes": (0, 2**32 - 1, "0 (the stack's default) … 4294967295 (MsQuic's u32)"),
+    "relay_queue_bytes": (0, 2**34, "0 (2 × BDP, at least 1 MiB) … 17179869184 (16 GiB)"),
+    "timeout_s": (0, 86_400, "0 (derived from the expected transfer time) … 86400 (a day)"),
 }
 
 
@@ -81,28 +100,40 @@ def parse_set(items: list[str], source: str = "--set") -> tuple[dict[str, Any], 
             key, sep, raw = part.partition("=")
             key = key.strip()
             if sep and key in TESTBED_KNOBS:
-                knobs[key] = _coerce_knob(key, raw.strip(), source)
+                knobs[key] = coerce_knob(key, raw.strip(), source)
             else:
                 scenario_items.append(part)
     return parse_assignments(scenario_items, source=source), knobs
 
 
-def _coerce_knob(key: str, raw: str, source: str) -> Any:
+def coerce_knob(key: str, raw: Any, source: str) -> Any:
+    """One testbed knob's value (a string from ``--set`` or a YAML scalar), checked:
+    booleans, and numbers that are finite, whole where the knob is, and in
+    :data:`KNOB_RANGES`. Raises ScenarioError naming the knob and value."""
     default = TESTBED_KNOBS[key]
     if isinstance(default, bool):
-        text = raw.lower()
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
         if text in ("1", "true", "yes", "on"):
             return True
         if text in ("0", "false", "no", "off"):
             return False
         raise ScenarioError(key, raw, "true or false", source=source)
+    lo, hi, allowed = KNOB_RANGES[key]
+    if isinstance(raw, bool):
+        raise ScenarioError(key, raw, allowed, source=source)
     try:
-        value = type(default)(float(raw)) if isinstance(default, int) else float(raw)
+        number = float(str(raw).strip().replace("_", ""))
     except ValueError:
-        raise ScenarioError(key, raw, "a number", source=source) from None
-    if value < 0:
-        raise ScenarioError(key, raw, "≥ 0", source=source)
-    return value
+        raise ScenarioError(key, raw, allowed, source=source) from None
+    if not math.isfinite(number) or not lo <= number <= hi:
+        raise ScenarioError(key, raw, allowed, source=source)
+    if isinstance(default, int):
+        if number != int(number):
+            raise ScenarioError(key, raw, f"a whole number, {allowed}", source=source)
+        return int(number)
+    return number
 
 
 @dataclass(frozen=True)
@@ -123,6 +154,9 @@ class RunConfig:
             if name in NOT_TESTBED:
                 raise TestbedError(f"{name}={changes[name]!r} cannot be set on the testbed: "
                                    f"{NOT_TESTBED[name]}")
+            if name in DEFAULT_ONLY and changes[name] != getattr(Scenario(), name):
+                raise TestbedError(f"{name}={changes[name]!r} cannot be set on the testbed: "
+                                   f"{DEFAULT_ONLY[name]}")
         _request_changes(changes, transfer_bytes)
         if transfer_bytes is not None:
             changes["transfer_bytes"] = transfer_bytes

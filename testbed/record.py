@@ -31,11 +31,24 @@ from typing import Any
 
 from quiclab.testbed.runner import RunResult, Side
 
+#: Longest experiment name kept whole in a run id.
+SLUG_CHARS = 40
+
+
+def experiment_slug(experiment: str) -> str:
+    """The experiment's part of a run id: the name itself when it is made of
+    ``[A-Za-z0-9_.-]`` and at most 40 characters (the ids of existing catalogs), else
+    the name with other characters as ``_``, cut to 40, and 8 hex digits of its
+    SHA-256, so that names differing only past the cut or in punctuation stay apart."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", experiment)[:SLUG_CHARS]
+    if slug == experiment:
+        return slug
+    return f"{slug}-{hashlib.sha256(experiment.encode()).hexdigest()[:8]}"
+
 
 def run_id(experiment: str, config_key: str, repetition: int) -> str:
     """Stable and unique: the same experiment, configuration and repetition give the same id."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", experiment)[:40]
-    return f"fresh-{slug}-{config_key}-r{repetition}"
+    return f"fresh-{experiment_slug(experiment)}-{config_key}-r{repetition}"
 
 
 def host_cpu(cpuinfo: str | None = None) -> tuple[str, bool]:
@@ -129,13 +142,18 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
         "latency_p90_ms": _num(cli.report, "latency_p90_ms") if requests else None,
         "latency_p99_ms": _num(cli.report, "latency_p99_ms") if requests else None,
     }
+    window_s = (result.end_ns - result.start_ns) / 1e9
     for prefix, side in (("server", srv), ("client", cli)):
         if side.exit is not None:
-            wall = max(side.exit.wall_s, 1e-9)
+            # CPU seconds: the whole life (wait4's rusage; calibration separates start-up
+            # from per-packet costs with two transfer sizes). CPU %: within the transfer
+            # window only, both sides over the same span.
             row[f"{prefix}_cpu_s"] = side.exit.cpu_s
-            row[f"{prefix}_cpu_pct"] = 100 * side.exit.cpu_s / wall
-            row[f"{prefix}_cpu_user_pct"] = 100 * side.exit.user_s / wall
-            row[f"{prefix}_cpu_sys_pct"] = 100 * side.exit.system_s / wall
+        if side.window_cpu is not None and window_s > 0:
+            user_s, system_s = side.window_cpu
+            row[f"{prefix}_cpu_pct"] = 100 * (user_s + system_s) / window_s
+            row[f"{prefix}_cpu_user_pct"] = 100 * user_s / window_s
+            row[f"{prefix}_cpu_sys_pct"] = 100 * system_s / window_s
         for key, value in _udp(side).items():
             row[f"{prefix}_udp_{key}"] = value
         if side.link:
@@ -159,6 +177,10 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
         "requests_wanted": eff.get("requests") if requests else None,
         "server_report": srv.report, "client_report": cli.report,
         "server_stderr": srv.stderr_tail, "client_stderr": cli.stderr_tail,
+        "window_s": window_s,
+        "window_cpu_s": {role: None if side.window_cpu is None else
+                         {"user": side.window_cpu[0], "system": side.window_cpu[1]}
+                         for role, side in (("server", srv), ("client", cli))},
         "server_exit": srv.exit.__dict__ if srv.exit else None,
         "client_exit": cli.exit.__dict__ if cli.exit else None,
         "provenance": provenance or {},

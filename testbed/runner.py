@@ -68,6 +68,10 @@ class Side:
     core_source: str | None = None
     core_shares: dict[int, float] = field(default_factory=dict)
     stderr_tail: str = ""
+    #: (user s, system s) it used within the transfer window (start_ns … end_ns): the
+    #: client's whole life; for the server, its sampler's readings at the window's
+    #: edges (its start-up and the background window before are left out).
+    window_cpu: tuple[float, float] | None = None
 
 
 @dataclass
@@ -304,18 +308,22 @@ class Testbed:
                     raise TestbedError(f"server {server.name} did not start: {why}")
                 time.sleep(0.02)
             # What else keeps this host busy (the server only waits meanwhile).
-            background = collect.HostLoad()
+            ncores = os.cpu_count() or 1
+            background = collect.HostLoad(ncores)
             time.sleep(BACKGROUND_WINDOW_S)
             result.host = {"background_cores": round(background.cores(), 3),
-                           "cores": float(os.cpu_count() or 1)}
-            during = collect.HostLoad()
-            result.start_ns = time.time_ns()
+                           "cores": float(ncores)}
+            during = collect.HostLoad(ncores)
+            # The server's samples start afresh here: the window's first edge.
+            srv_start = srv_sampler.cut()
+            result.start_ns = srv_start.time_ns
             t0 = time.monotonic()
             cli = self._start(self._command(topo, "client", client, resolved, logdir, config),
                               logdir, "client", client)
             cli_sampler = collect.CpuSampler(cli.pid).start()
             cli_exit = collect.wait(cli, result.timeout_s, t0)
-            result.end_ns = time.time_ns()
+            srv_end = srv_sampler.cut()
+            result.end_ns = srv_end.time_ns
             result.host["busy_cores"] = round(during.cores(), 3)
             result.client.samples = cli_sampler.stop()
             # Perf peers exit by themselves (--once) once the client has closed the
@@ -339,7 +347,19 @@ class Testbed:
                         proc.wait(timeout=2)
                     collect.kill_group(proc, signal.SIGKILL)
                     proc.wait()
+        if config.knob("count_syscalls") and self.perf_ok():
+            # perf reaps the peer: a peer killed by a signal is in its stderr, not its exit.
+            for peer_exit, role in ((cli_exit, "client"), (srv_exit, "server")):
+                err_text = (logdir / f"{role}.err").read_text(errors="replace")
+                collect.perf_child_status(peer_exit, err_text, collect.NO_NET_ADMIN[0])
         result.client.exit, result.server.exit = cli_exit, srv_exit
+        result.client.window_cpu = (cli_exit.user_s, cli_exit.system_s)
+        if srv_end.complete:
+            result.server.window_cpu = (max(0.0, srv_end.user_s - srv_start.user_s),
+                                        max(0.0, srv_end.system_s - srv_start.system_s))
+        else:  # the server had exited by the window's end: all it used since is inside
+            result.server.window_cpu = (max(0.0, srv_exit.user_s - srv_start.user_s),
+                                        max(0.0, srv_exit.system_s - srv_start.system_s))
         for side, role, sampler in ((result.server, "server", srv_sampler),
                                     (result.client, "client", cli_sampler)):
             side.report = last_json((logdir / f"{role}.out").read_text(errors="replace"))
@@ -362,7 +382,8 @@ class Testbed:
             counters = last_json((logdir / "relay.out").read_text()).get("relay") or {}
             counters["cpu_s"] = relay_exit.cpu_s
             result.topology["relay"] = counters
-        result.status, result.failure_reason = _verdict(result, cli_exit, client, config)
+        result.status, result.failure_reason = _verdict(result, cli_exit, srv_exit, client,
+                                                        server, config)
 
     def _relay_argv(self, topo: Topology) -> list[str]:
         link = topo.link
@@ -376,14 +397,35 @@ class Testbed:
                 f"-queue-bytes={queue}", f"-seed={link.seed + 1}"]
 
 
-def _verdict(result: RunResult, cli_exit: collect.Exit, client: Stack,
-             config: RunConfig) -> tuple[str, str | None]:
+def _server_problem(srv_exit: collect.Exit, server: Stack) -> str | None:
+    """Why the server's ending fails the run (None when it ended as it should): a perf
+    peer exits 0 by itself (--once); a wrapped tool that serves forever is stopped
+    with SIGTERM, which it may die of."""
+    if srv_exit.timed_out:
+        return (f"server {server.name} did not exit within 5 s of the client: killed"
+                if server.server_exits else
+                f"server {server.name} did not stop within 5 s of SIGTERM: killed")
+    if not server.server_exits and (srv_exit.signal == signal.SIGTERM
+                                    or srv_exit.returncode == 128 + signal.SIGTERM):
+        return None
+    if srv_exit.signal is not None or srv_exit.returncode != 0:
+        return f"server {server.name} {srv_exit.how}"
+    return None
+
+
+def _verdict(result: RunResult, cli_exit: collect.Exit, srv_exit: collect.Exit,
+             client: Stack, server: Stack, config: RunConfig) -> tuple[str, str | None]:
     report = result.client.report
     if cli_exit.timed_out:
         said = (f" after reporting: {report['error']}" if report.get("error") else "")
         return "failed", (f"client {client.name} hung{said}: killed after "
                           f"{result.timeout_s:.0f} s (expected ~{result.expected_s:.1f} s for "
                           f"{config.scenario.transfer_bytes} B)")
+    if cli_exit.signal is not None:
+        said = " after reporting" if report else ""
+        return "failed", (f"client {client.name} {cli_exit.how}{said}"
+                          + (f": {result.client.stderr_tail}" if result.client.stderr_tail
+                             else ""))
     if report.get("error"):
         server_said = result.server.report.get("close_reason") or result.server.report.get("error")
         return "failed", f"client: {report['error']}" + (f" (server: {server_said})"
@@ -402,4 +444,7 @@ def _verdict(result: RunResult, cli_exit: collect.Exit, client: Stack,
                           f"{config.scenario.transfer_bytes} bytes")
     if result.server.report.get("error"):
         return "failed", f"server: {result.server.report['error']}"
+    if (problem := _server_problem(srv_exit, server)) is not None:
+        tail = result.server.stderr_tail
+        return "failed", problem + (f": {tail}" if tail else "")
     return "ok", None

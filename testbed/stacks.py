@@ -198,7 +198,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                          "+10 ms with 4 MiB buffers quic-go moved 318-361 Mbit/s with no drops "
                          "(fresh-calibration relay row, 2026-11-24), 0.41-0.52 MB per RTT, so the "
                          "window stayed near its initial size in these runs",
-        notes="1452 B packet cap; GSO via QUIC_GO_DISABLE_GSO; no GRO; cubic only"),
+        notes="1452 B packet cap; GSO via QUIC_GO_DISABLE_GSO; no GRO; Reno only "
+              "(its CUBIC sender in Reno mode, β = 0.7)"),
     Stack(
         name="quinn", origin="crates.io: quinn 0.11.12 (rustls/ring)",
         build="cargo", source="quinn", command=("{peers}/quinn/target/release/quinn-peer",),

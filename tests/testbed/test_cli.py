@@ -57,3 +57,39 @@ def test_run_json_last_line(root, quic_go, tmp_path, capsys):
     assert last["status"] == "ok" and last["goodput_mbps"] > 0
     assert last["server_cpu_s"] > 0 and last["client_cpu_s"] > 0
     assert last["gso"] is False
+
+
+@pytest.mark.parametrize("command", [
+    ["matrix", "--stacks", "quic-go", "nope"],
+    ["noise", "--stacks", "quic-go", "nope"],
+])
+def test_an_unknown_stack_is_refused_before_anything_runs(monkeypatch, capsys, command):
+    # Not root: the name is checked before the root check, the lock or any namespace.
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    args = parse(["testbed", *command])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "stack='nope' is unknown" in err
+
+
+def test_a_bad_sweep_spec_is_refused_before_anything_runs(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("axes: {implementation: [quic-go]}\nbase: {los_pct: 1}\n")
+    args = parse(["testbed", "sweep", str(spec)])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{spec}: base.los_pct=1: unknown field" in err
+
+
+@pytest.mark.testbed
+def test_a_sweep_with_a_failed_run_exits_non_zero(root, tmp_path, capsys):
+    """quinn always has GRO: gro=false is refused and recorded failed (no namespaces are
+    made for it); the sweep says so and exits 1, not 0."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: refused\naxes: {implementation: [quinn], gro: [false]}\n")
+    catalog = tmp_path / "c.duckdb"
+    args = parse(["--catalog", str(catalog), "testbed", "--runs-dir", str(tmp_path / "runs"),
+                  "sweep", str(spec)])
+    assert args.func(args) == 1
+    assert "1 runs, 1 failed, 0 already in the catalog (1 points)" in capsys.readouterr().out

@@ -137,3 +137,170 @@ def test_a_stack_without_a_payload_setting_gets_no_payload_flag():
     with pytest.raises(TestbedError, match="capped at 1200 B"):
         resolve(config("xnet-quic", "xnet-quic", "udp_payload_bytes=1250"), STACKS["xnet-quic"],
                 STACKS["xnet-quic"])
+
+
+# -- knob values (issue: nan/inf/out-of-range knobs reached the timer or the peers) ----
+@pytest.mark.parametrize(("item", "shown"), [
+    ("timeout_s=nan", "timeout_s='nan'"),
+    ("timeout_s=inf", "timeout_s='inf'"),
+    ("timeout_s=-1", "timeout_s='-1'"),
+    ("timeout_s=86401", "timeout_s='86401'"),
+    ("relay_queue_bytes=inf", "relay_queue_bytes='inf'"),
+    ("relay_queue_bytes=1e20", "relay_queue_bytes='1e20'"),
+    ("stream_window_bytes=1e30", "stream_window_bytes='1e30'"),
+    ("conn_window_bytes=4294967296", "conn_window_bytes='4294967296'"),
+    ("stream_window_bytes=1.5", "stream_window_bytes='1.5'"),
+    ("conn_window_bytes=-inf", "conn_window_bytes='-inf'"),
+])
+def test_a_non_finite_or_out_of_range_knob_is_refused_in_one_line(item, shown):
+    with pytest.raises(ScenarioError) as err:
+        parse_set([item])
+    message = str(err.value)
+    assert len(message.splitlines()) == 1
+    assert message.startswith(f"--set: {shown} is impossible: allowed ")
+
+
+def test_knob_bounds_take_the_largest_values_the_peers_hold():
+    _, knobs = parse_set(["timeout_s=86400", "stream_window_bytes=4294967295",
+                          "conn_window_bytes=1e6", "relay_queue_bytes=17179869184"])
+    assert knobs == {"timeout_s": 86400.0, "stream_window_bytes": 4294967295,
+                     "conn_window_bytes": 1_000_000, "relay_queue_bytes": 2**34}
+    # Every numeric knob has bounds (a new knob without them would fail here).
+    from quiclab.testbed.config import KNOB_RANGES
+    from quiclab.testbed.stacks import TESTBED_KNOBS
+
+    assert set(KNOB_RANGES) == {k for k, v in TESTBED_KNOBS.items() if not isinstance(v, bool)}
+
+
+def test_queue_bdp_is_refused_unless_it_is_the_default():
+    with pytest.raises(TestbedError, match=r"^queue_bdp=8\.0 cannot be set on the testbed: "
+                                           r"the testbed's tbf queue is always 1 × BDP"):
+        config("quic-go", "quic-go", "queue_bdp=8", "link_gbps=1")
+    assert config("quic-go", "quic-go", "queue_bdp=1", "link_gbps=1").scenario.queue_bdp == 1.0
+
+
+def test_the_quic_go_notes_say_reno():
+    go = STACKS["quic-go"]
+    assert go.ccs == ("reno",) and "Reno only" in go.notes and "cubic only" not in go.notes
+
+
+# -- run ids (issue: a cut or punctuated experiment name shared ids with another) ----
+def test_run_ids_of_clean_short_names_are_unchanged():
+    # Existing catalogs resume with these ids: the name itself, unhashed.
+    assert record.run_id("fresh-calibration", "0123456789abcdef", 2) == (
+        "fresh-fresh-calibration-0123456789abcdef-r2")
+    forty = "x" * 40
+    assert record.run_id(forty, "k", 0) == f"fresh-{forty}-k-r0"
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("fresh-validation-controlled-session-eighteen-A",
+     "fresh-validation-controlled-session-eighteen-B"),
+    ("buffers 64k", "buffers/64k"),
+    ("buffers 64k", "buffers_64k"),
+])
+def test_names_that_slug_alike_get_different_run_ids(a, b):
+    assert record.run_id(a, "k", 0) != record.run_id(b, "k", 0)
+    # Stable, and the hash is of the whole name.
+    assert record.run_id(a, "k", 0) == record.run_id(a, "k", 0)
+    slug = record.experiment_slug(a)
+    assert slug != a and len(slug) <= 40 + 9 and slug[-9] == "-"
+
+
+# -- sweep specs checked whole, before anything runs ---------------------------------
+BAD_SPECS = [
+    ({"axes": {"implementation": ["quic-go"]}, "zip": {"gso": [True, False], "mtu_bytes": [1500]}},
+     "zip.mtu_bytes=[1500]: 1 values where zip.gso has 2"),
+    ({"axes": {"implementation": ["quic-go"], "rtt_ms": {"range": [1, 2, 0]}}},
+     "axes.rtt_ms.range=[1, 2, 0]: allowed [lo, hi, step] with a step ≠ 0"),
+    ({"axes": {"implementation": ["quic-go"], "rtt_ms": {"range": [1, 2]}}},
+     "axes.rtt_ms.range=[1, 2]: allowed three finite numbers"),
+    ({"axes": {"implementation": ["quic-go"], "rtt_ms": {"range": [5, 1, 1]}}},
+     "axes.rtt_ms.range=[5, 1, 1]: allowed [lo, hi, step]"),
+    ({"axes": {"implementation": ["quic-go"], "rtt_ms": {"logrange": [0, 10, 3]}}},
+     "axes.rtt_ms.logrange=[0, 10, 3]: allowed [lo, hi, n]"),
+    ({"axes": {"implementation": ["quic-go"]}, "testbed": {"repeat": "many"}},
+     "testbed.repeat='many': allowed a whole number"),
+    ({"axes": {"implementation": ["quic-go"]}, "repetitions": 0},
+     "repetitions=0: allowed a whole number"),
+    ({"axes": {"implementation": ["quic-go"]}, "testbed": {"bytes": "lots"}},
+     "testbed.bytes='lots': allowed a whole number"),
+    ({"base": [1, 2], "axes": {"implementation": ["quic-go"]}},
+     "base=[1, 2]: allowed a mapping"),
+    ({"axes": {"implementation": ["quic-go"]}, "zip": {"mtu_bytes": 1500}},
+     "zip.mtu_bytes=1500: allowed a list of at least one value"),
+    ({"base": {"mtu_bytes": [1500, 9000]}, "axes": {"implementation": ["quic-go"]}},
+     "base.mtu_bytes=[1500, 9000]: allowed one value"),
+    ({"base": {"los_pct": 1}, "axes": {"implementation": ["quic-go"]}},
+     "base.los_pct=1: unknown field: allowed a Scenario field ("),
+    ({"axes": {"implementation": ["quic-go"]}, "testbed": {"knobs": {"time_out": 3}}},
+     "testbed.knobs.time_out=3: unknown knob"),
+    ({"axes": {"implementation": ["quic-goo"]}},
+     "axes.implementation='quic-goo': unknown stack: allowed aioquic, "),
+    ({"base": {"mtu_bytes": 1500}, "testbed": {"servers": ["quic-go"], "clients": ["nope"]}},
+     "testbed.clients[0]='nope': unknown stack"),
+    ({"axes": {"implementation": ["quic-go"]}, "zip": {"mtu_bytes": [1500, 100]}},
+     "zip.mtu_bytes[1]=100: allowed 1228 … 65535"),
+    ({"axes": {"implementation": ["quic-go"]}, "testbed": {"knobs": {"timeout_s": float("inf")}}},
+     "testbed.knobs.timeout_s=inf: allowed 0 (derived"),
+    ({"base": {"queue_bdp": 8, "link_gbps": 1}, "axes": {"implementation": ["quic-go"]}},
+     "base.queue_bdp=8: queue_bdp=8.0 cannot be set on the testbed"),
+    ({"axes": {"implementation": ["quic-go"]}, "testbed": {"pairs": [["quic-go", "quinn"]]}},
+     "unknown key testbed.'pairs'"),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), BAD_SPECS)
+def test_a_bad_sweep_spec_is_one_line_naming_the_file_key_and_value(tmp_path, spec, message):
+    import yaml
+
+    from quiclab.testbed.session import sweep_plan
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError) as err:
+        sweep_plan(path)
+    text = str(err.value)
+    assert len(text.splitlines()) == 1
+    assert text.startswith(f"{path}: {message}"), text
+
+
+def test_a_sweep_builds_every_point_before_the_first_run(tmp_path, paths, builder):
+    """The second zip row is bad: nothing runs, not even the first (good) point."""
+    import yaml
+
+    from quiclab.testbed.runner import Testbed
+    from quiclab.testbed.session import Session, sweep
+
+    spec = {"name": "t", "axes": {"implementation": ["quic-go"]},
+            "zip": {"loss_pct": [0, 60]}, "testbed": {"bytes": 1000}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+
+    class NoRuns(Testbed):
+        def run(self, *args, **kwargs):
+            raise AssertionError("a run started before the spec was checked")
+
+    session = Session(NoRuns(paths, builder=builder), None, log=lambda line: None,
+                      cpu_name="host: test")
+    with pytest.raises(SpecError, match=r"zip\.loss_pct\[1\]=60: allowed 0 … 50"):
+        sweep(session, path)
+
+
+def test_shipped_specs_still_plan_and_keep_their_run_ids():
+    from pathlib import Path
+
+    from quiclab.testbed.session import sweep_plan
+
+    specs = sorted((Path(record.__file__).parent / "specs").glob("*.yaml"))
+    assert specs
+    for spec in specs:
+        reps, points = sweep_plan(spec)
+        assert reps >= 1 and points
+    # Pinned from a recorded catalog (fresh-runs-18, 2026-11-27: fresh-calibration,
+    # quic-go, the first zip row): the run ids of existing catalogs must not move.
+    _, points = sweep_plan(Path(record.__file__).parent / "specs" / "fresh-calibration.yaml")
+    point, config = points[0]
+    assert (point.server, point.client) == ("quic-go", "quic-go")
+    assert record.run_id(config.experiment, config.key(), 0) == (
+        "fresh-fresh-calibration-417ca4d94e2dc523-r0")

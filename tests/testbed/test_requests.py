@@ -158,10 +158,12 @@ def test_a_request_run_that_falls_short_fails():
     c = config("quic-go", "quic-go", *REQUESTS)
     short = {**REPORT, "requests": 299, "bytes": 598_000}
     result = _result(c, short)
-    status, reason = _verdict(result, collect.Exit(0), STACKS["quic-go"], c)
+    status, reason = _verdict(result, collect.Exit(0), collect.Exit(0), STACKS["quic-go"],
+                              STACKS["quic-go"], c)
     assert status == "failed" and reason == "client completed 299 of 300 requests"
     result = _result(c, REPORT)
-    assert _verdict(result, collect.Exit(0), STACKS["quic-go"], c) == ("ok", None)
+    assert _verdict(result, collect.Exit(0), collect.Exit(0), STACKS["quic-go"],
+                    STACKS["quic-go"], c) == ("ok", None)
 
 
 # -- the core sampler (no root) -----------------------------------------------------
