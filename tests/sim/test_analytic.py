@@ -301,3 +301,25 @@ def test_a_receiver_that_acks_once_per_receive_call_acks_once_per_gro_batch():
     # 2 µs per ACK on each side, once per packet against once per 46: ~3× the goodput.
     assert fast.acks == pytest.approx(slow.acks / segments, rel=0.02)
     assert fast.goodput_mbps > 2.5 * slow.goodput_mbps
+
+
+def test_a_window_too_small_for_the_packet_threshold_is_flagged():
+    """Where RFC 9002's recovery waits decide the goodput (a loss-limited window
+    of a few packets at a LAN RTT), the analytic engine says it leaves them out,
+    and the DES, which simulates them, is indeed far lower."""
+    from quiclab.sim.des import DesEngine
+
+    registry = synthetic_registry(synthetic_model("fast", sender_ns=300.0, receiver_ns=300.0))
+    engine = AnalyticEngine(registry)
+
+    def flagged(p) -> bool:
+        return any(n.startswith("loss recovery:") for n in p.notes)
+
+    lan = Scenario(server="fast", client="fast", loss_pct=10.0, transfer_bytes=5_000_000)
+    noted = engine.predict(lan)
+    assert noted.limit == "cwnd" and flagged(noted)
+    des = DesEngine(registry).predict(lan)
+    assert des.goodput_mbps < 0.5 * noted.goodput_mbps
+    assert not flagged(engine.predict(lan.with_(loss_pct=0.5)))
+    # At +10 ms the 1 ms floor is below 9/8 RTT: a window of ~4 packets is fine.
+    assert not flagged(engine.predict(lan.with_(rtt_ms=10.0, loss_pct=10.0)))
