@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from quiclab.sim.prediction import Prediction
@@ -37,6 +39,23 @@ Spec = dict[str, Any]
 def pair_label(server: str, client: str) -> str:
     """``server → client`` (the bulk data flows server to client)."""
     return f"{server} → {client}"
+
+
+def model_label(p: Prediction, side: str) -> str:
+    """The model that served one side (``server`` or ``client``) of a prediction, with its
+    version: ``lsquic@march 2026.11+49bcd6515d`` (the variant is the model's too)."""
+    name = str(getattr(p.scenario, side))
+    return f"{name} {p.model_versions.get(name.partition('@')[0], '(version unknown)')}"
+
+
+def three_digits(value: float) -> str:
+    """A number with at least three significant digits: ``3,085``, ``52.2``, ``0.512``,
+    ``0.000123`` (not ``0`` for a rate under 1 Mbit/s); ``—`` when not finite."""
+    if not math.isfinite(value):
+        return "—"
+    if value == 0 or abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
 
 
 def _finite(value: float) -> float | None:
@@ -62,8 +81,13 @@ def _tooltip(*fields: str | tuple[str, str]) -> list[dict[str, Any]]:
     return out
 
 
+#: Outputs of request workloads (issue 10), NaN for bulk transfers.
+REQUEST_OUTPUTS = ("requests_per_s", "completion_s", "latency_p50_ms", "latency_p99_ms")
+
+
 def prediction_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
-    """One row per prediction: pair, engine, goodput and interval, limit, CPU (%)."""
+    """One row per prediction: pair, engine, goodput and interval, limit, CPU (%),
+    the request outputs (None for bulk), the engine's and the two models' versions."""
     rows = []
     for p in predictions:
         s = p.scenario
@@ -74,7 +98,9 @@ def prediction_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
             "goodput_hi_mbps": _finite(p.goodput_hi_mbps), "limit": p.limit,
             "server_cpu_pct": _finite(p.server_cpu_util * 100),
             "client_cpu_pct": _finite(p.client_cpu_util * 100),
+            **{name: _finite(getattr(p, name)) for name in REQUEST_OUTPUTS},
             "engine_version": p.engine_version,
+            "server_model": model_label(p, "server"), "client_model": model_label(p, "client"),
         })
     return pd.DataFrame(rows)
 
@@ -225,15 +251,52 @@ def sweep_chart(table: pd.DataFrame, measured: pd.DataFrame, axis: str,
     ]
     if not measured.empty and axis in measured.columns:
         placed = measured.dropna(subset=[axis])
-        meas = placed.assign(curve=[pair_label(s, c) for s, c in
-                                    zip(placed["server"], placed["client"], strict=True)])
-        layers.append({
-            "data": {"values": records(meas, ["curve", "source", "id", "detail", axis,
-                                              "goodput_mbps"])},
-            "mark": {"type": "point", "size": 40, "opacity": 0.5},
-            "encoding": {"x": x, "y": {"field": "goodput_mbps", "type": "quantitative"},
-                         "color": colour,
-                         "shape": {"field": "source", "type": "nominal", "title": "measured"},
-                         "tooltip": _tooltip("source", "id", "detail",
-                                             ("goodput_mbps", ",.0f"))}})
+        meas = placed.assign(curve=measured_curves(placed, curves, axis2))
+        shape = {"field": "source", "type": "nominal", "title": "measured"}
+        tooltip = _tooltip("source", "id", "detail", ("goodput_mbps", ",.0f"))
+        y = {"field": "goodput_mbps", "type": "quantitative"}
+        columns = ["curve", "source", "id", "detail", axis, "goodput_mbps"]
+        on_curve = meas["curve"].notna()
+        if on_curve.any():
+            layers.append({
+                "data": {"values": records(meas[on_curve], columns)},
+                "mark": {"type": "point", "size": 40, "opacity": 0.5},
+                "encoding": {"x": x, "y": y, "color": colour, "shape": shape,
+                             "tooltip": tooltip}})
+        if not on_curve.all():
+            # A point that states no value of the second axis belongs to no one curve:
+            # grey, and no entry of its own in the curves' legend.
+            off = meas[~on_curve].assign(note=f"states no {axis2} of the curves")
+            layers.append({
+                "data": {"values": records(off, [*columns, "note"])},
+                "mark": {"type": "point", "size": 40, "opacity": 0.5, "color": "#888888"},
+                "encoding": {"x": x, "y": y, "shape": shape,
+                             "tooltip": [*tooltip, *_tooltip("note")]}})
     return {"$schema": SCHEMA, "height": 420, "layer": layers}
+
+
+def measured_curves(measured: pd.DataFrame, curves: pd.DataFrame,
+                    axis2: str | None) -> list[str | None]:
+    """The curve (of ``curves``' ``curve`` column) each measured point belongs to: its
+    pair's, and with a second axis the one of the value the point states (compared as
+    numbers or case-blind text); None when it states none, or one no curve has."""
+    pairs = [pair_label(s, c) for s, c in zip(measured["server"], measured["client"],
+                                              strict=True)]
+    if not axis2:
+        return list(pairs)
+    if axis2 not in measured.columns:
+        return [None] * len(measured)
+    keys = zip(curves["pair"], curves[axis2].map(_curve_key), strict=True)
+    known = dict(zip(keys, curves["curve"], strict=True))
+    return [None if pd.isna(value) else known.get((pair, _curve_key(value)))
+            for pair, value in zip(pairs, measured[axis2], strict=True)]
+
+
+def _curve_key(value: object) -> object:
+    """A second-axis value as the curves and the catalog both spell it (1500 = 1500.0,
+    True = "true")."""
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value)).lower()
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return str(value).strip().lower()

@@ -13,7 +13,14 @@ Matching rule: a condition a row states must equal the Scenario's; a condition
 it leaves NULL (not stated, not recorded) does not exclude it — the row's
 conditions are returned so that the app shows them. Fields named in ``free``
 (the axes of a sweep) are not constrained at all. The CPU is compared by its
-catalog name.
+catalog name. The transfer size is the runs' ``filesize_bytes`` (bulk only: a
+request run's is requests × request_bytes, and request workloads compare
+``request_bytes``, ``requests`` and ``connections`` instead). Rows record the
+packet size and the cores a stack *used*, so the scenario's defaults (0 = the
+implementation's packet size, −1 = not pinned) accept any; a set value must
+equal them. Settings no row records (:data:`UNRECORDED`: pipeline, clock,
+base RTT, queue) are taken as their defaults: a scenario that changes one
+matches nothing, and :func:`unrecorded` says which.
 
 An implementation ``name@variant`` matches QIR runs of that build
 (``server_build = 'march'`` for ``lsquic@march``), published points of exactly
@@ -23,7 +30,7 @@ column is a source hash).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,9 +45,23 @@ RUN_CONDITIONS = {
     "loss_pct": "loss_pct", "reorder_pct": "reorder_pct", "rcvbuf_bytes": "rcvbuf_bytes",
     "sndbuf_bytes": "sndbuf_bytes", "cipher": "cipher", "app": "app", "streams": "streams",
     "chunks": "chunks", "gso": "gso", "gro": "gro", "cc": "cc",
+    "transfer_bytes": "filesize_bytes", "udp_payload_bytes": "udp_payload_bytes",
+    "server_core": "server_core", "client_core": "client_core",
+    "request_bytes": "request_bytes", "requests": "requests", "connections": "connections",
 }
-#: The same for published_points (it has no send buffer and no congestion control).
-PUBLISHED_CONDITIONS = {f: c for f, c in RUN_CONDITIONS.items() if f not in ("sndbuf_bytes", "cc")}
+#: The same for published_points (no send buffer, congestion control, packet size or cores).
+PUBLISHED_CONDITIONS = {
+    f: c for f, c in RUN_CONDITIONS.items()
+    if f not in ("sndbuf_bytes", "cc", "udp_payload_bytes", "server_core", "client_core")}
+PUBLISHED_CONDITIONS["transfer_bytes"] = "transfer_bytes"
+#: Conditions compared only for request workloads (bulk rows leave them NULL).
+REQUEST_CONDITIONS = ("request_bytes", "requests", "connections")
+#: Conditions whose default accepts any stated value: rows record the packet size and
+#: the cores a stack used, whether or not the run set them.
+ANY_AT_DEFAULT = {"udp_payload_bytes": 0, "server_core": -1, "client_core": -1}
+#: Scenario settings no measurement records: the catalog's rows are taken at their
+#: defaults, so a scenario that changes one matches no row.
+UNRECORDED = ("pipeline", "cpu_ghz", "base_rtt_us", "queue_bytes", "queue_bdp")
 #: Columns of the result (conditions named by Scenario field).
 COLUMNS = ["source", "id", "server", "client", "goodput_mbps", "bound", "detail", "cpu",
            "workload", *RUN_CONDITIONS]
@@ -75,13 +96,14 @@ def run_rows(con: Any, server: str, client: str) -> pd.DataFrame:
     available = _columns(con, "runs")
     select = ", ".join(f"{c} AS {f}" if c in available else f"NULL AS {f}"
                        for f, c in RUN_CONDITIONS.items())
+    workload = "workload" if "workload" in available else "NULL"
     server_impl, _, server_build = server.partition("@")
     client_impl, _, client_build = client.partition("@")
     sql = f"""
         SELECT source, run_id AS id, ? AS server, ? AS client, goodput_mbps,
                NULL AS bound,
                experiment || ' ' || coalesce(setting, '') || ' #' || repetition AS detail,
-               cpu, NULL AS workload, {select}
+               cpu, {workload} AS workload, {select}
         FROM runs
         WHERE status = 'ok' AND goodput_mbps IS NOT NULL
           AND server_impl = ? AND client_impl = ?
@@ -102,8 +124,10 @@ def published_rows(con: Any, server: str, client: str) -> pd.DataFrame:
     """
     if "published_points" not in _tables(con):
         return pd.DataFrame(columns=COLUMNS)
-    select = ", ".join(f"{PUBLISHED_CONDITIONS[f]} AS {f}" if f in PUBLISHED_CONDITIONS
-                       else f"NULL AS {f}" for f in RUN_CONDITIONS)
+    available = _columns(con, "published_points")
+    select = ", ".join(f"{PUBLISHED_CONDITIONS[f]} AS {f}"
+                       if PUBLISHED_CONDITIONS.get(f) in available else f"NULL AS {f}"
+                       for f in RUN_CONDITIONS)
     sql = f"""
         SELECT 'published' AS source, point_id AS id, server, client,
                CASE unit WHEN 'Gbit/s' THEN value * 1000 ELSE value END AS goodput_mbps,
@@ -139,6 +163,8 @@ class PairRows:
     frame: pd.DataFrame
     stated: dict[str, np.ndarray]
     values: dict[str, np.ndarray]
+    #: No row, with the frame's columns (what a match of nothing returns).
+    empty: pd.DataFrame
 
 
 def index_rows(frame: pd.DataFrame) -> PairRows:
@@ -154,7 +180,8 @@ def index_rows(frame: pd.DataFrame) -> PairRows:
         else:
             values[field] = pd.to_numeric(column, errors="coerce").to_numpy(
                 dtype=float, na_value=np.nan)
-    return PairRows(frame.reset_index(drop=True), stated, values)
+    frame = frame.reset_index(drop=True)
+    return PairRows(frame, stated, values, frame.iloc[:0])
 
 
 def _fits(rows: PairRows, field: str, value: Any) -> np.ndarray:
@@ -171,27 +198,55 @@ def _fits(rows: PairRows, field: str, value: Any) -> np.ndarray:
         return ~stated | (np.abs(values - float(value)) <= tolerance)
 
 
+def unrecorded(scenario: Scenario, free: Iterable[str] = ()) -> list[str]:
+    """``field=value`` of each :data:`UNRECORDED` setting (not in ``free``) that differs
+    from its default: no measured point is known to have run with it."""
+    default = Scenario()
+    return [f"{f}={getattr(scenario, f)}" for f in UNRECORDED
+            if f not in free and getattr(scenario, f) != getattr(default, f)]
+
+
+def unrecorded_reason(settings: Sequence[str]) -> str:
+    """One line saying why :func:`match` found nothing for :func:`unrecorded` settings."""
+    default = Scenario()
+    defaults = ", ".join(f"{s.split('=')[0]}={getattr(default, s.split('=')[0])}"
+                         for s in settings)
+    return (f"the catalog does not record {', '.join(settings)}: its measurements are "
+            f"taken at the default ({defaults}), so none can match")
+
+
 def match(rows: PairRows | pd.DataFrame, scenario: Scenario, cpu: str,
           free: Iterable[str] = ()) -> pd.DataFrame:
     """The rows of :func:`pair_rows` whose stated conditions equal the scenario's.
 
     ``cpu`` is the catalog name of the scenario's CPU; ``free`` names fields
-    (sweep axes, or ``cpu``) left unconstrained.
+    (sweep axes, or ``cpu``) left unconstrained. None when the scenario changes a
+    setting the catalog does not record (:func:`unrecorded`). The result may be
+    shared (the empty one is): never change it.
     """
     if isinstance(rows, pd.DataFrame):
         rows = index_rows(rows)
     free = set(free)
+    if unrecorded(scenario, free):
+        return rows.empty
     keep = np.ones(len(rows.frame), dtype=bool)
     if "cpu" not in free:
         keep &= _fits(rows, "cpu", cpu)
-    # A bulk transfer: published request/handshake workloads are other measurements.
-    if scenario.workload == "bulk":
-        keep &= ~rows.stated["workload"]
-    else:
-        keep &= rows.values["workload"] == scenario.workload
+    bulk = scenario.workload == "bulk"
+    if "workload" not in free:
+        # A bulk transfer: published request/handshake workloads are other measurements.
+        keep &= _fits(rows, "workload", "bulk") if bulk else \
+            rows.values["workload"] == scenario.workload
     for field in RUN_CONDITIONS:
-        if field not in free:
-            keep &= _fits(rows, field, getattr(scenario, field))
+        if field in free or (field in REQUEST_CONDITIONS and bulk) \
+                or (field == "transfer_bytes" and not bulk):
+            continue
+        value = getattr(scenario, field)
+        if ANY_AT_DEFAULT.get(field) == value:
+            continue
+        keep &= _fits(rows, field, value)
+    if not keep.any():
+        return rows.empty
     return rows.frame.iloc[np.flatnonzero(keep)].reset_index(drop=True)
 
 

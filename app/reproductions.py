@@ -3,7 +3,7 @@
 Reads what ``quiclab reproduce`` writes under ``<data dir>/reports/reproductions``
 (see ``experiments/reproduce.py``)::
 
-    findings.csv              one row per finding and engine: claim, tolerance,
+    findings.csv              one row per finding and engine (a verdict): claim, tolerance,
                               published, predicted, verdict (pass | fail | not covered)
     results.csv               one row per check (point or shape)
     summary.md
@@ -114,6 +114,13 @@ def _truth(value: object) -> bool | None:
     return None
 
 
+def finding_count(findings: pd.DataFrame) -> int:
+    """How many findings ``findings.csv`` judges: its rows are finding × engine verdicts,
+    a finding named within its reproduction."""
+    keys = [c for c in ("reproduction", "finding") if c in findings.columns]
+    return len(findings.drop_duplicates(subset=keys)) if keys else len(findings)
+
+
 def _ordered(frame: pd.DataFrame, first: tuple[str, ...]) -> pd.DataFrame:
     columns = [c for c in first if c in frame.columns]
     return frame[list(dict.fromkeys([*columns, *frame.columns]))]
@@ -158,13 +165,15 @@ def show(config: AppConfig) -> None:
 
 def _show_findings(root: Path, findings: pd.DataFrame) -> None:
     counts = findings["verdict"].value_counts()
-    cols = st.columns(4)
-    cols[0].metric("Findings", len(findings))
-    cols[1].metric("Pass", int(counts.get("pass", 0)))
-    cols[2].metric("Fail", int(counts.get("fail", 0)))
-    cols[3].metric("Not covered", int(counts.get("not covered", 0)))
-    st.caption(f"From {root} (`quiclab reproduce`); predicted and published as the "
-               "findings state them, the verdict against each finding's tolerance.")
+    cols = st.columns(5)
+    cols[0].metric("Findings", finding_count(findings))
+    cols[1].metric("Verdicts (finding × engine)", len(findings))
+    cols[2].metric("Pass", int(counts.get("pass", 0)))
+    cols[3].metric("Fail", int(counts.get("fail", 0)))
+    cols[4].metric("Not covered", int(counts.get("not covered", 0)))
+    st.caption(f"From {root} (`quiclab reproduce`): one verdict per finding and engine its "
+               "spec names; predicted and published as the findings state them, the verdict "
+               "against each finding's tolerance.")
     shown, chosen = findings_ui(findings)
     listed = _ordered(findings[findings["verdict"].isin(shown)], FINDING_COLUMNS)
     st.dataframe(listed.style.map(_verdict_colour, subset=["verdict"]), hide_index=True,

@@ -10,16 +10,19 @@ The catalog is opened read-only for each cache miss and closed at once rather
 than held in ``st.cache_resource``: DuckDB lets a file be opened by one
 writer *or* by readers, so a connection held by the app would lock
 ``quiclab data ingest``, sweeps and testbed runs out of the catalog for as
-long as the app runs. Opening costs ~20 ms; results are cached by
-``st.cache_data`` under the catalog's stamp, so a rerun with the same
-conditions does not open it at all.
+long as the app runs. Opening costs ~20 ms; results are cached under the
+catalog's stamp (a pair's rows as one shared resource, each match in an LRU
+cache), so a rerun with the same conditions does not open it at all.
+A batch the models refuse is predicted again pair by pair
+(:func:`predict_by_pair`), so that one refused pair does not blank the others.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +30,9 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
+from quiclab.app.charts import pair_label
 from quiclab.app.measured import PairRows, index_rows, match, pair_rows
-from quiclab.errors import DataError
+from quiclab.errors import DataError, QuiclabError
 from quiclab.models.registry import Registry
 from quiclab.sim.engine import Engine, get_engine
 from quiclab.sim.prediction import Prediction
@@ -91,6 +95,35 @@ def analytic_predictions(models_dir: str, stamp: float, scenarios: tuple[Scenari
     return engine.predict_batch(list(scenarios))
 
 
+def predict_by_pair(predict: Callable[[tuple[Scenario, ...]], list[Prediction]],
+                    scenarios: Sequence[Scenario]) -> tuple[list[Prediction], list[str]]:
+    """(predictions, error lines): ``predict`` of all ``scenarios`` in one call; if the
+    models refuse that batch, pair by pair, so that a pair they refuse (one error line
+    each, naming it) does not blank the others."""
+    try:
+        return predict(tuple(scenarios)), []
+    except QuiclabError:
+        pass
+    pairs: dict[tuple[str, str], list[Scenario]] = {}
+    for scenario in scenarios:
+        pairs.setdefault((scenario.server, scenario.client), []).append(scenario)
+    predictions: list[Prediction] = []
+    errors: list[str] = []
+    for (server, client), group in pairs.items():
+        try:
+            predictions += predict(tuple(group))
+        except QuiclabError as err:
+            errors.append(f"{pair_label(server, client)}: {err}")
+    return predictions, errors
+
+
+def analytic_by_pair(models_dir: str, stamp: float, scenarios: Sequence[Scenario]
+                     ) -> tuple[list[Prediction], list[str]]:
+    """:func:`predict_by_pair` with the (cached) :func:`analytic_predictions`."""
+    return predict_by_pair(lambda group: analytic_predictions(models_dir, stamp, group),
+                           scenarios)
+
+
 # -- the catalog ------------------------------------------------------------
 @contextlib.contextmanager
 def open_catalog(catalog: str, *, external_access: bool = True
@@ -112,9 +145,13 @@ def open_catalog(catalog: str, *, external_access: bool = True
         con.close()
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+@st.cache_resource(show_spinner=False, max_entries=256)
 def catalog_pair_rows(catalog: str, stamp: float, server: str, client: str) -> PairRows:
-    """Every measurement of one pair with its conditions (:func:`measured.pair_rows`)."""
+    """Every measurement of one pair with its conditions (:func:`measured.pair_rows`).
+
+    A resource (one shared object, never changed: :func:`measured.match` copies
+    what it returns), so that a rerun does not unpickle the pair's whole table.
+    """
     del stamp
     with open_catalog(catalog) as con:
         return index_rows(pair_rows(con, server, client))
@@ -124,9 +161,18 @@ def catalog_measured(catalog: str, stamp: float, scenario: Scenario, cpu: str,
                      free: tuple[str, ...] = ()) -> pd.DataFrame:
     """Measured points matching a scenario (see :mod:`quiclab.app.measured`).
 
-    The pair's rows are read once per catalog version; matching them to the
-    conditions takes about a millisecond, so it is not cached.
+    The pair's rows are read once per catalog version, and each match is kept:
+    a rerun that changes nothing the match depends on does not match again. The
+    frame is shared between reruns and sessions: never change it.
     """
+    return _catalog_measured(catalog, stamp, scenario, cpu, tuple(free))
+
+
+@functools.lru_cache(maxsize=2048)
+def _catalog_measured(catalog: str, stamp: float, scenario: Scenario, cpu: str,
+                      free: tuple[str, ...]) -> pd.DataFrame:
+    # A plain LRU cache: a Scenario (a frozen dataclass) hashes in microseconds, where
+    # st.cache_data's hashing of it costs about a millisecond, more than the match.
     rows = catalog_pair_rows(catalog, stamp, scenario.server, scenario.client)
     return match(rows, scenario, cpu, free)
 

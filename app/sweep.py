@@ -3,37 +3,45 @@
 The base scenario and the pairs come from the sidebar; this page picks the
 axis (a numeric Scenario field and its range, linear or logarithmic), an
 optional second axis (a list of values of any field, one curve each) and the
-engine. The analytic engine evaluates the whole grid in one vectorised call;
-DES and ns-3 run on a button. Measured points of the catalog that match the
-base conditions on every other field are drawn on the curves; the table
-downloads as CSV or Parquet.
+engine. The analytic engine evaluates the whole grid in one vectorised call
+(at most :data:`MAX_SWEEP_POINTS` predictions; a pair the models refuse is one
+error line, the others are drawn), and its table is cached by the sidebar's
+selection and the sweep's parameters. DES and ns-3 run on a button. Measured
+points of the catalog that match the base conditions on every other field are
+drawn on the curves; the table (with the engine's and the models' versions)
+downloads as CSV or Parquet, made only when a download is clicked.
 """
 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from quiclab.app import jobs
-from quiclab.app.charts import pair_label, sweep_chart
+from quiclab.app.charts import model_label, pair_label, sweep_chart
 from quiclab.app.config import AppConfig
-from quiclab.app.measured import COLUMNS
+from quiclab.app.measured import COLUMNS, UNRECORDED, unrecorded, unrecorded_reason
 from quiclab.app.resources import (
-    analytic_predictions,
+    analytic_by_pair,
     catalog_measured,
     catalog_stamp,
+    load_engine,
     load_registry,
     models_stamp,
+    predict_by_pair,
 )
 from quiclab.app.urlstate import Selection
 from quiclab.errors import QuiclabError, ScenarioError
 from quiclab.sim.engine import ENGINES
 from quiclab.sim.prediction import Prediction
-from quiclab.sim.scenario import CCS, Scenario, coerce
+from quiclab.sim.scenario import CCS, Scenario, coerce, field_names
 
 #: Sweepable numeric fields: (default low, default high, logarithmic by default);
 #: :func:`axis_defaults` fits them to the sidebar's scenario.
@@ -58,6 +66,8 @@ SECOND_AXES = ("none", "gso", "gro", "cipher", "app", "cc", "cpu", "mtu_bytes", 
                "loss_pct", "rcvbuf_bytes", "link_gbps", "streams", "pin", "pipeline",
                "server_core", "client_core")
 MAX_POINTS = 200
+#: At most this many predictions in one sweep (pairs × second-axis values × points).
+MAX_SWEEP_POINTS = 2400
 #: Packet-level engines are offered for at most this many runs per click.
 MAX_PACKET_RUNS = 60
 
@@ -245,15 +255,68 @@ def grid(selection: Selection, params: SweepParams) -> list[Scenario]:
     return out
 
 
-def sweep_table(predictions: list[Prediction], params: SweepParams) -> pd.DataFrame:
-    """A flat table (scenario fields + outputs) with a ``pair`` column, for plot and download."""
-    table = pd.DataFrame([p.to_row() for p in predictions])
-    table.insert(0, "pair", [pair_label(p.scenario.server, p.scenario.client)
-                             for p in predictions])
+def point_count(selection: Selection, params: SweepParams) -> int:
+    """How many predictions the sweep asks for: pairs × second-axis values × axis values."""
+    return len(selection.pairs()) * max(len(params.values2), 1) * len(axis_values(params))
+
+
+def sweep_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
+    """A flat table for plot, view and download, built column by column: ``pair``, the
+    scenario fields, the scalar outputs, the engine's and the two models' versions
+    (``server_model``, ``client_model``) and each resource's rate (``rate_<name>_mbps``).
+    The interval is the goodput where the engine gives none."""
+    scenarios = [p.scenario for p in predictions]
+    columns: dict[str, Any] = {"pair": [pair_label(s.server, s.client) for s in scenarios]}
+    for name in field_names():
+        columns[name] = [getattr(s, name) for s in scenarios]
+    for name in _OUTPUTS:
+        columns[name] = [getattr(p, name) for p in predictions]
+    columns["server_model"] = [model_label(p, "server") for p in predictions]
+    columns["client_model"] = [model_label(p, "client") for p in predictions]
+    resources = dict.fromkeys(k for p in predictions for k in p.rates_mbps)
+    for name in resources:
+        columns[f"rate_{name}_mbps"] = [p.rates_mbps.get(name, math.nan) for p in predictions]
+    table = pd.DataFrame(columns)
     for side in ("lo", "hi"):
         column = f"goodput_{side}_mbps"
         table[column] = table[column].astype(float).fillna(table["goodput_mbps"])
     return table
+
+
+#: Scalar outputs of a Prediction in the sweep's table, in the Prediction's order.
+_OUTPUTS = tuple(f.name for f in fields(Prediction)
+                 if f.name not in ("scenario", "rates_mbps", "model_versions", "notes",
+                                   "timeseries"))
+
+
+def full_rows(predictions: Sequence[Prediction]) -> pd.DataFrame:
+    """Every field of every prediction (:meth:`Prediction.to_row`: scenario key, notes
+    and model versions as JSON too), for the downloads only."""
+    table = pd.DataFrame([p.to_row() for p in predictions])
+    table.insert(0, "pair", [pair_label(p.scenario.server, p.scenario.client)
+                             for p in predictions])
+    return table
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def analytic_sweep(models_dir: str, stamp: float, selection: Selection, params: SweepParams
+                   ) -> tuple[pd.DataFrame, list[str]]:
+    """The analytic sweep's table and the error line of each pair the models refuse.
+
+    Cached by the sidebar's selection and the sweep's parameters, so a rerun that
+    changes neither (a download, another widget) builds nothing. Raises
+    ScenarioError for a value the Scenario refuses.
+    """
+    predictions, errors = analytic_by_pair(models_dir, stamp, grid(selection, params))
+    return sweep_table(predictions), errors
+
+
+def _download(rows: Callable[[], pd.DataFrame], kind: str) -> Callable[[], bytes]:
+    """A download's contents, made when the button is clicked (Streamlit then runs it,
+    outside the script: it calls no Streamlit cache)."""
+    if kind == "csv":
+        return lambda: rows().to_csv(index=False).encode()
+    return lambda: _parquet(rows())
 
 
 def show(config: AppConfig, selection: Selection) -> dict[str, str]:
@@ -272,43 +335,61 @@ def show(config: AppConfig, selection: Selection) -> dict[str, str]:
 
 
 def _draw(config: AppConfig, selection: Selection, params: SweepParams) -> None:
+    count = point_count(selection, params)
+    if count > MAX_SWEEP_POINTS:
+        st.warning(f"This sweep has {count:,} points ({len(selection.pairs())} pair(s) × "
+                   f"{max(len(params.values2), 1)} second-axis value(s) × "
+                   f"{len(axis_values(params))} axis values): the app draws at most "
+                   f"{MAX_SWEEP_POINTS:,}. Fewer points, pairs or values, or `quiclab sweep` "
+                   "from the command line.")
+        return
+    stamp = models_stamp(config.models_dir)
+    errors: list[str] = []
     try:
-        scenarios = grid(selection, params)
+        if params.engine == "analytic":
+            table, errors = analytic_sweep(config.models_dir, stamp, selection, params)
+            engine = load_engine(config.models_dir, stamp, "analytic")
+
+            def rows() -> pd.DataFrame:
+                return full_rows(predict_by_pair(engine.predict_batch,
+                                                 grid(selection, params))[0])
+        else:
+            done = _packet_predictions(config, stamp, params.engine, grid(selection, params))
+            table = sweep_table(done)
+
+            def rows() -> pd.DataFrame:
+                return full_rows(done)
     except ScenarioError as err:
         st.error(str(err))
         return
-    stamp = models_stamp(config.models_dir)
-    if params.engine == "analytic":
-        try:
-            predictions = analytic_predictions(config.models_dir, stamp, tuple(scenarios))
-        except QuiclabError as err:
-            st.error(str(err))
-            return
-    else:
-        predictions = _packet_predictions(config, stamp, params.engine, scenarios)
-        if not predictions:
-            return
-    table = sweep_table(predictions, params)
-    measured = _measured(config, selection, params)
+    for line in errors:
+        st.error(line)
+    if table.empty:
+        return
+    measured, reason = _measured(config, selection, params)
     st.vega_lite_chart(spec=sweep_chart(table, measured, params.axis, params.axis2, params.log),
                        width="stretch")
     st.caption(f"{len(table)} predictions ({params.engine}) · {len(measured)} measured points "
-               f"with every other condition as in the sidebar")
+               "with every other condition as in the sidebar" + (f" ({reason})" if reason
+                                                                  else ""))
     st.dataframe(table[["pair", params.axis, *([params.axis2] if params.axis2 else []),
                         "engine", "goodput_mbps", "goodput_lo_mbps", "goodput_hi_mbps",
-                        "limit", "server_cpu_util", "client_cpu_util"]],
+                        "limit", "server_cpu_util", "client_cpu_util", "engine_version",
+                        "server_model", "client_model"]],
                  hide_index=True, width="stretch")
     name = f"sweep-{params.axis}" + (f"-{params.axis2}" if params.axis2 else "")
     cols = st.columns(3)
-    cols[0].download_button("Download CSV", table.to_csv(index=False).encode(),
-                            file_name=f"{name}.csv", mime="text/csv", key="dl.csv")
-    cols[1].download_button("Download Parquet", _parquet(table), file_name=f"{name}.parquet",
-                            mime="application/vnd.apache.parquet", key="dl.parquet")
+    # Built only when clicked (Streamlit runs the callable then).
+    cols[0].download_button("Download CSV", _download(rows, "csv"), file_name=f"{name}.csv",
+                            mime="text/csv", key="dl.csv", on_click="ignore")
+    cols[1].download_button("Download Parquet", _download(rows, "parquet"),
+                            file_name=f"{name}.parquet", mime="application/vnd.apache.parquet",
+                            key="dl.parquet", on_click="ignore")
     if not measured.empty:
         cols[2].download_button("Download measured points (CSV)",
-                                measured.to_csv(index=False).encode(),
+                                _download(lambda: measured, "csv"),
                                 file_name=f"{name}-measured.csv", mime="text/csv",
-                                key="dl.measured")
+                                key="dl.measured", on_click="ignore")
 
 
 def _parquet(table: pd.DataFrame) -> bytes:
@@ -317,10 +398,26 @@ def _parquet(table: pd.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
-def _measured(config: AppConfig, selection: Selection, params: SweepParams) -> pd.DataFrame:
+def _measured(config: AppConfig, selection: Selection, params: SweepParams
+              ) -> tuple[pd.DataFrame, str | None]:
+    """The measured points on the sweep's curves, and why there are none where the
+    catalog cannot have any (None otherwise)."""
+    none = pd.DataFrame(columns=COLUMNS)
     if params.axis not in COLUMNS:
-        return pd.DataFrame(columns=COLUMNS)  # the catalog records no such condition
+        return none, f"the catalog records no {params.axis}"
     free = (params.axis, *([params.axis2] if params.axis2 else []))
+    settings = unrecorded(selection.base, free)
+    if settings:
+        return none, unrecorded_reason(settings)
+    axis2 = params.axis2 or ""
+    axis2_default: Any = None
+    if axis2 in UNRECORDED:
+        # Measurements are taken at its default: on that curve, if it is one.
+        axis2_default = getattr(Scenario(), axis2)
+        if axis2_default not in params.values2:
+            return none, (f"the catalog does not record {axis2}: its measurements are "
+                          f"taken at the default ({axis2}={axis2_default}), which is none "
+                          "of the curves")
     stamp = catalog_stamp(config.catalog)
     registry = load_registry(config.models_dir, models_stamp(config.models_dir))
     cpu = registry.cpus.find(selection.base.cpu).name
@@ -335,13 +432,15 @@ def _measured(config: AppConfig, selection: Selection, params: SweepParams) -> p
         parts.append(found[column.notna() & (column >= params.lo) & (column <= params.hi)])
     parts = [p for p in parts if not p.empty]
     if not parts:
-        return pd.DataFrame(columns=COLUMNS)
+        return none, None
     out = pd.concat(parts, ignore_index=True)
-    if params.axis2 and params.axis2 in out.columns:
+    if axis2_default is not None:
+        out = out.assign(**{axis2: axis2_default})
+    elif axis2 and axis2 in out.columns:
         allowed = {str(v).lower() for v in params.values2}
-        values = out[params.axis2].astype(str).str.lower()
-        out = out[out[params.axis2].isna() | values.isin(allowed)]
-    return out
+        values = out[axis2].astype(str).str.lower()
+        out = out[out[axis2].isna() | values.isin(allowed)]
+    return out, None
 
 
 def _packet_predictions(config: AppConfig, stamp: float, engine: str,

@@ -5,8 +5,9 @@ and client implementations to compare (every server with every client), and
 the engines. In the URL it becomes query parameters: ``page``, ``server`` and
 ``client`` (comma-separated names), ``engines``, and every other Scenario
 field that differs from its default (``mtu_bytes=9000&rtt_ms=10``). Reading a
-URL never raises: a bad value is dropped with the one-line ScenarioError
-message, which the app shows.
+URL never raises: the fields are applied together (a request workload needs
+its ``request_bytes``), and only a value refused even then is dropped, with
+the one-line ScenarioError message, which the app shows.
 
 Pure functions without Streamlit, so they are tested directly.
 """
@@ -14,6 +15,7 @@ Pure functions without Streamlit, so they are tested directly.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +24,9 @@ from quiclab.errors import ScenarioError
 from quiclab.sim.engine import ENGINES
 from quiclab.sim.scenario import Scenario, coerce, field_names
 
+#: A whole number in a URL, read exactly (2**53 + 1 too).
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_DEFAULT = Scenario()
 #: The app's pages: URL name → title.
 PAGES = {"whatif": "What-if", "sweep": "Sweep", "reproductions": "Reproductions",
          "data": "Data"}
@@ -68,6 +73,40 @@ def encode(selection: Selection, page: str = DEFAULT_PAGE) -> dict[str, str]:
     return params
 
 
+def scenario_from(fields: Mapping[str, Any], base: Scenario | None = None
+                  ) -> tuple[Scenario, list[ScenarioError]]:
+    """``base`` (the default Scenario) with every field of ``fields``, and the errors.
+
+    All fields are applied at once, since some need others (``workload=requests``
+    needs ``request_bytes``). Only if that is refused are they applied one at a
+    time, each tried again after the others, so that one bad value does not
+    discard the rest; each field left out is reported once, with its error.
+    """
+    base = base or Scenario()
+    try:
+        return base.with_(**fields), []
+    except ScenarioError:
+        pass
+    pending = dict(fields)
+    progress = True
+    while pending and progress:
+        progress = False
+        for key, value in list(pending.items()):
+            try:
+                base = base.with_(**{key: value})
+            except ScenarioError:
+                continue
+            del pending[key]
+            progress = True
+    refused = []
+    for key, value in pending.items():
+        try:
+            base.with_(**{key: value})
+        except ScenarioError as err:
+            refused.append(err)
+    return base, refused
+
+
 def _names(raw: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n.strip() for n in (raw or "").split(",") if n.strip()))
 
@@ -90,17 +129,15 @@ def decode(params: Mapping[str, str], known_impls: Sequence[str] | None = None
     for key, raw in params.items():
         if key not in names:
             continue
+        value: Any = raw
+        if type(getattr(_DEFAULT, key)) is int and _WHOLE.fullmatch(raw.strip()):
+            value = int(raw)  # exactly: coerce() reads text through a float
         try:
-            fields[key] = coerce(key, raw, source="URL")
+            fields[key] = coerce(key, value, source="URL")
         except ScenarioError as err:
             problems.append(str(err))
-    base = Scenario()
-    # One field at a time, so that one bad value does not discard the others.
-    for key, value in fields.items():
-        try:
-            base = base.with_(**{key: value})
-        except ScenarioError as err:
-            problems.append(f"URL: {err}")
+    base, refused = scenario_from(fields)
+    problems += [f"URL: {err}" for err in refused]
 
     def impls(key: str) -> tuple[str, ...]:
         chosen = _names(params.get(key))

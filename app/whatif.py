@@ -2,15 +2,19 @@
 
 The analytic engine answers on every change; DES and ns-3 run on a button
 (:mod:`quiclab.app.jobs`). Beside the predictions: the limiting resource and
-the headroom of the others, CPU utilisation per side, and every measured
-point of the catalog that matches the conditions (:mod:`quiclab.app.measured`).
+the headroom of the others, CPU utilisation per side, the request rates and
+latencies of a request workload, every measured point of the catalog that
+matches the conditions (:mod:`quiclab.app.measured`), and which model served
+each side with the sources of its parameters. A pair the models refuse is one
+error line; the other pairs are still shown.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -18,17 +22,19 @@ import streamlit as st
 
 from quiclab.app import jobs
 from quiclab.app.charts import (
+    REQUEST_OUTPUTS,
     cpu_chart,
     goodput_chart,
     limits_chart,
     limits_table,
     pair_label,
     prediction_table,
+    three_digits,
 )
 from quiclab.app.config import AppConfig
-from quiclab.app.measured import COLUMNS
+from quiclab.app.measured import COLUMNS, unrecorded, unrecorded_reason
 from quiclab.app.resources import (
-    analytic_predictions,
+    analytic_by_pair,
     catalog_measured,
     catalog_stamp,
     load_registry,
@@ -36,87 +42,173 @@ from quiclab.app.resources import (
 )
 from quiclab.app.urlstate import Selection
 from quiclab.errors import QuiclabError
+from quiclab.models.registry import Registry
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario
 
 #: Metric label of the first pair's analytic goodput (the browser test reads it).
 GOODPUT_LABEL = "Predicted goodput (analytic)"
+#: The parameters of a side's role whose source is shown (with the app's and cipher's).
+MAIN_PARAMS = ("ns_per_packet", "ns_per_byte", "ns_per_syscall", "ns_per_segment",
+               "ns_per_ack")
+#: The same for request workloads.
+REQUEST_PARAMS = ("ns_per_request", "ns_per_connection")
+#: Engines whose predictions depend on the scenario's seed and run.
+SEEDED_ENGINES = ("des", "ns3")
 
 
-def show(config: AppConfig, selection: Selection, started: float, first_run: bool = False
-         ) -> None:
-    """Draw the page; ``started`` is when this run began (for the response time).
+@dataclass(frozen=True)
+class Answer:
+    """What :func:`answer` drew: the analytic predictions, and the place of the caption
+    that states the response time."""
 
-    ``first_run``: the session's first run, which also loads models and catalog.
+    analytic: list[Prediction]
+    timing: Any
+
+
+def answer(config: AppConfig, selection: Selection) -> Answer | None:
+    """Draw the page's head: title, scenario, an error line per pair the models refuse,
+    and the first pair's analytic goodput, limit and CPU (and request rates). None when
+    no pair could be predicted.
+
+    The app draws this before the sidebar, so that the browser shows the new answer
+    before it redraws the widgets.
     """
     st.header("What-if")
     scenarios = selection.scenarios()
     stamp = models_stamp(config.models_dir)
     st.caption(scenarios[0].describe() if len(scenarios) == 1 else
                f"{len(scenarios)} pairs · " + scenarios[0].describe().split(" ", 1)[-1])
-    try:
-        analytic = analytic_predictions(config.models_dir, stamp, tuple(scenarios))
-    except QuiclabError as err:
-        st.error(str(err))
-        return
-    first = analytic[0]
-    _metrics(first)
-    timing = st.empty()
+    analytic, refused = analytic_by_pair(config.models_dir, stamp, scenarios)
+    for line in refused:
+        st.error(line)
+    if not analytic:
+        return None
+    _metrics(analytic[0])
+    return Answer(analytic, st.empty())
 
+
+@dataclass(frozen=True)
+class Body:
+    """Everything the page draws below its head, computed without drawing."""
+
+    predictions: list[Prediction]
+    errors: list[str]
+    table: pd.DataFrame
+    shown: pd.DataFrame
+    measured: pd.DataFrame
+    measured_note: str
+    catalog_problem: str | None
+    charts: tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]
+    provenance: pd.DataFrame
+    notes: str
+    job_list: list[jobs.Job]
+    results: jobs.Store
+    stamp: float
+
+
+def prepare(config: AppConfig, selection: Selection, head: Answer) -> Body:
+    """Compute the rest of the page: packet-level results, tables, measured points, chart
+    specs and provenance. No Streamlit element: the app runs it between the answer and
+    the sidebar, which gives the browser the time to show the answer first."""
+    analytic = head.analytic
+    stamp = models_stamp(config.models_dir)
     packet_engines = [e for e in selection.engines if e != "analytic"]
-    job_list = [(e, s) for e in packet_engines for s in scenarios]
+    accepted = [p.scenario for p in analytic]
+    job_list = [(e, s) for e in packet_engines for s in accepted]
     results = jobs.store()
     packet, errors = jobs.finished(job_list, results)
     predictions = [*analytic, *packet]
     table = prediction_table(predictions)
-    st.dataframe(table.drop(columns=["server", "client"]), hide_index=True,
-                 width="stretch", column_config=_table_columns())
-    elapsed_ms = (time.perf_counter() - started) * 1000
-    cold = " (first run: models and catalog loaded)" if first_run else ""
-    timing.caption(f"Analytic answer in {elapsed_ms:.0f} ms{cold} · models: "
-                   f"{config.models_dir} · CPU rule: {first.cpu_rule}")
-    for line in errors:
-        st.error(line)
-
+    shown = table.drop(columns=["server", "client"])
+    if table[list(REQUEST_OUTPUTS)].isna().all().all():
+        shown = shown.drop(columns=list(REQUEST_OUTPUTS))
     registry = load_registry(config.models_dir, stamp)
-    cpu = registry.cpus.find(scenarios[0].cpu).name
-    measured = _measured(config, scenarios, cpu)
+    cpu = registry.cpus.find(accepted[0].cpu).name
+    measured, why, problem = _measured(config, accepted, cpu)
+    limits = limits_table(predictions)
+    sides = dict.fromkeys((side, getattr(p.scenario, side))
+                          for p in predictions for side in ("server", "client"))
+    return Body(
+        predictions, errors, table, shown, measured, _measured_summary(measured, why),
+        problem, (goodput_chart(table, measured), cpu_chart(table),
+                  None if limits.empty else limits_chart(limits)),
+        model_provenance(registry, accepted[0], list(sides)),
+        "\n\n".join(prediction_provenance(registry, p) for p in predictions),
+        job_list, results, stamp)
+
+
+def show(config: AppConfig, selection: Selection, started: float, first_run: bool = False,
+         head: Answer | None = None, body: Body | None = None) -> Callable[[], None] | None:
+    """Draw the page below its head (``head``: what :func:`answer` drew, ``body``: what
+    :func:`prepare` computed; else both now); ``started`` is when this run began.
+
+    Returns what writes the response-time caption, to be called when the script
+    has drawn everything (None when the page shows no prediction).
+    ``first_run``: the session's first run, which also loads models and catalog.
+    """
+    head = head or answer(config, selection)
+    if head is None:
+        return None
+    body = body or prepare(config, selection, head)
+    first = head.analytic[0]
+    st.dataframe(body.shown, hide_index=True, width="stretch", column_config=_table_columns())
+    for line in body.errors:
+        st.error(line)
+    if body.catalog_problem:
+        st.info(f"No measured points: {body.catalog_problem}")
+    goodput, cpu, limits = body.charts
     left, right = st.columns(2)
     with left:
         st.subheader("Goodput: predicted and measured")
-        st.vega_lite_chart(spec=goodput_chart(table, measured), width="stretch")
-        st.caption(_measured_summary(measured))
+        st.vega_lite_chart(spec=goodput, width="stretch")
+        st.caption(body.measured_note)
     with right:
         st.subheader("CPU utilisation per side")
-        st.vega_lite_chart(spec=cpu_chart(table), width="stretch")
+        st.vega_lite_chart(spec=cpu, width="stretch")
     st.subheader("Limiting resource and headroom of the others")
-    limits = limits_table(predictions)
-    if not limits.empty:
-        st.vega_lite_chart(spec=limits_chart(limits))
-    with st.expander(f"Measured points matching these conditions ({len(measured)})",
+    if limits is not None:
+        st.vega_lite_chart(spec=limits)
+    with st.expander(f"Measured points matching these conditions ({len(body.measured)})",
                      expanded=False):
-        st.dataframe(measured, hide_index=True, width="stretch")
+        st.dataframe(body.measured, hide_index=True, width="stretch")
     with st.expander("Notes and provenance of the predictions"):
-        for p in predictions:
-            st.markdown(f"**{pair_label(p.scenario.server, p.scenario.client)} · {p.engine} "
-                        f"{p.engine_version}** — models {_versions(p)}")
-            for note in p.notes:
-                st.markdown(f"- {note}")
+        st.caption("The model that served each side, and the value and source of its main "
+                   "parameters (from the model's JSON):")
+        st.dataframe(body.provenance, hide_index=True, width="stretch")
+        st.markdown(body.notes)
 
-    if packet_engines:
-        _packet_section(config, job_list, results, stamp)
+    if body.job_list:
+        _packet_section(config, body.job_list, body.results, body.stamp)
+
+    def finish() -> None:
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        cold = " (first run: models and catalog loaded)" if first_run else ""
+        head.timing.caption(f"Analytic answer in {elapsed_ms:.0f} ms{cold}: the whole script "
+                            "run on the server (sidebar, predictions, measured points, "
+                            "charts), before the browser draws it · models: "
+                            f"{config.models_dir} · CPU rule: {first.cpu_rule}")
+
+    return finish
 
 
 def _metrics(p: Prediction) -> None:
     cols = st.columns(4)
     interval = ("no interval" if math.isnan(p.goodput_lo_mbps) else
-                f"interval {p.goodput_lo_mbps:,.0f} … {p.goodput_hi_mbps:,.0f} Mbit/s")
+                f"interval {three_digits(p.goodput_lo_mbps)} … "
+                f"{three_digits(p.goodput_hi_mbps)} Mbit/s")
     label = GOODPUT_LABEL if p.engine == "analytic" else f"Predicted goodput ({p.engine})"
-    cols[0].metric(label, f"{p.goodput_mbps:,.0f} Mbit/s",
+    cols[0].metric(label, f"{three_digits(p.goodput_mbps)} Mbit/s",
                    help=f"{pair_label(p.scenario.server, p.scenario.client)}; {interval}")
     cols[1].metric("Limit", p.limit)
-    cols[2].metric("Server CPU", f"{p.server_cpu_util * 100:.1f} %")
-    cols[3].metric("Client CPU", f"{p.client_cpu_util * 100:.1f} %")
+    cols[2].metric("Server CPU", f"{three_digits(p.server_cpu_util * 100)} %")
+    cols[3].metric("Client CPU", f"{three_digits(p.client_cpu_util * 100)} %")
+    if p.scenario.workload != "bulk":
+        cols = st.columns(4)
+        cols[0].metric("Requests/s", three_digits(p.requests_per_s))
+        cols[1].metric("Completion", f"{three_digits(p.completion_s)} s")
+        cols[2].metric("Latency p50", f"{three_digits(p.latency_p50_ms)} ms")
+        cols[3].metric("Latency p99", f"{three_digits(p.latency_p99_ms)} ms")
 
 
 def _table_columns() -> dict[str, Any]:
@@ -127,33 +219,104 @@ def _table_columns() -> dict[str, Any]:
         "goodput_hi_mbps": number("high", format="%.1f"),
         "server_cpu_pct": number("server CPU %", format="%.1f"),
         "client_cpu_pct": number("client CPU %", format="%.1f"),
+        "requests_per_s": number("requests/s", format="%.0f"),
+        "completion_s": number("completion (s)", format="%.4f"),
+        "latency_p50_ms": number("latency p50 (ms)", format="%.4f"),
+        "latency_p99_ms": number("latency p99 (ms)", format="%.4f"),
     }
 
 
-def _measured(config: AppConfig, scenarios: Sequence[Scenario], cpu: str) -> pd.DataFrame:
+def _measured(config: AppConfig, scenarios: Sequence[Scenario], cpu: str
+              ) -> tuple[pd.DataFrame, str | None, str | None]:
+    """The measured points of every pair, what to say when there are none, and why the
+    catalog could not be read (None when it could)."""
+    none = pd.DataFrame(columns=COLUMNS)
+    settings = unrecorded(scenarios[0])
+    if settings:
+        return none, unrecorded_reason(settings), None
     stamp = catalog_stamp(config.catalog)
     parts = []
     for s in scenarios:
         try:
             parts.append(catalog_measured(config.catalog, stamp, s, cpu))
         except QuiclabError as err:
-            st.info(f"No measured points: {err}")
-            break
+            return none, None, str(err)
     parts = [p for p in parts if not p.empty]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+    if parts:
+        return pd.concat(parts, ignore_index=True), None, None
+    if scenarios[0].workload != "bulk":
+        return none, None, None
+    # The QIR-10G runs of slow pairs moved 200-512 MiB, not 8 GiB: say so.
+    sizes = sorted({int(size) for s in scenarios
+                    for size in catalog_measured(config.catalog, stamp, s, cpu,
+                                                 ("transfer_bytes",))["transfer_bytes"]
+                    if pd.notna(size)})
+    if not sizes:
+        return none, None, None
+    return none, ("the catalog has points under these conditions at another transfer size: "
+                  + ", ".join(f"{size:,} bytes" for size in sizes)), None
 
 
-def _measured_summary(measured: pd.DataFrame) -> str:
+def _measured_summary(measured: pd.DataFrame, why: str | None = None) -> str:
     if measured.empty:
-        return "No measured point in the catalog matches these conditions."
+        return "No measured point in the catalog matches these conditions" + (
+            f": {why}." if why else ".")
     parts = [f"{source}: {len(rows)} (median {rows['goodput_mbps'].median():,.0f} Mbit/s)"
              for source, rows in measured.groupby("source")]
     return ("Measured points matching the conditions (a condition a source leaves "
             "unstated does not exclude it) — " + "; ".join(parts))
 
 
-def _versions(p: Prediction) -> str:
-    return ", ".join(f"{k} {v}" for k, v in p.model_versions.items()) or "—"
+def model_provenance(registry: Registry, scenario: Scenario,
+                     sides: Sequence[tuple[str, str]]) -> pd.DataFrame:
+    """One row per side and main parameter: which model (``name@variant``) served the
+    side (``server``: its sender costs, ``client``: its receiver costs), its version,
+    the parameter's value and its source in the model's JSON, for the scenario's app,
+    cipher and workload. A variant adds a row for its cost factor."""
+    rows: list[dict[str, Any]] = []
+    for side, name in sides:
+        role = "sender" if side == "server" else "receiver"
+        base, _, variant = name.partition("@")
+        try:
+            model = registry.model(name, side)
+        except QuiclabError as err:
+            rows.append({"side": side, "model": name, "parameter": "—", "source": str(err)})
+            continue
+        head = {"side": side, "model": name,
+                "version": registry.versions().get(base, model.version)}
+        if variant:
+            spec = registry.models[base].variants.get(variant, {})
+            factor = spec.get("cost_factor", 1.0)
+            factor = factor.get("value", 1.0) if isinstance(factor, dict) else factor
+            rows.append({**head, "parameter": f"variant {variant}: cost_factor",
+                         "value": float(factor), "unit": "×",
+                         "source": f"{spec.get('description', '')} — "
+                                   f"{spec.get('cost_factor_source') or spec.get('source')}"})
+        params = dict(model.role(role).items())
+        names = [*MAIN_PARAMS, f"app_ns_per_byte.{scenario.app}",
+                 *(REQUEST_PARAMS if scenario.workload != "bulk" else ())]
+        chosen = [(f"{role}.{key}", params[key]) for key in names if key in params]
+        crypto = model.crypto.get(scenario.cipher)
+        if crypto is not None:
+            chosen.append((f"crypto.{scenario.cipher}.ns_per_packet", crypto.ns_per_packet))
+        rows += [{**head, "parameter": key, "value": p.value, "unit": p.unit,
+                  "source": p.source} for key, p in chosen]
+    return pd.DataFrame(rows, columns=["side", "model", "version", "parameter", "value",
+                                       "unit", "source"])
+
+
+def prediction_provenance(registry: Registry, p: Prediction) -> str:
+    """Markdown: one prediction's engine, the versions of what it used, the seed and run
+    of a packet-level engine, and its notes."""
+    own = {p.scenario.server.partition("@")[0], p.scenario.client.partition("@")[0]}
+    versions = ", ".join(f"{k} {v}" for k, v in p.model_versions.items()
+                         if k in own or k not in registry.models) or "—"
+    lines = [f"**{pair_label(p.scenario.server, p.scenario.client)} · {p.engine} "
+             f"{p.engine_version}** — models {versions}"]
+    if p.engine in SEEDED_ENGINES:
+        lines.append(f"- seed {p.scenario.seed} · run {p.scenario.run}")
+    lines += [f"- {note}" for note in p.notes]
+    return "\n".join(lines)
 
 
 def _packet_section(config: AppConfig, job_list: list[jobs.Job], results: jobs.Store,

@@ -1,10 +1,13 @@
 """The scenario sidebar shared by the What-if and Sweep pages.
 
-Widgets keep their values in ``st.session_state`` under the keys of
-:data:`WIDGETS`. They are created without a ``value=`` and seeded by
+Widgets keep their values in ``st.session_state`` under their keys
+(``w.<field>``). They are created without a ``value=`` and seeded by
 :func:`seed_widgets` from the stored :class:`~quiclab.app.urlstate.Selection`
 (the URL on a session's first run, the last sidebar afterwards), because
-Streamlit forgets a widget's state on a page that does not draw it.
+Streamlit forgets a widget's state on a page that does not draw it. So the
+choice can be read from that state (:func:`read_selection`) before the
+sidebar is drawn (:func:`scenario_ui`): the What-if page draws its answer
+first, and the browser shows it before it redraws some forty widgets.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from quiclab.app.urlstate import MAX_PAIRS, Selection
 from quiclab.errors import ScenarioError
 from quiclab.models.pipelines import NONE, PipelineCatalog, preset_names
 from quiclab.sim.engine import ENGINES
-from quiclab.sim.scenario import APPS, CCS, CIPHERS, Scenario
+from quiclab.sim.scenario import APPS, CCS, CIPHERS, WORKLOADS, Scenario
 
 KIB = 1024
 #: The browser holds numbers as doubles: whole numbers beyond 2**53 - 1 are not exact.
 JS_MAX_INT = 2**53 - 1
+#: The default scenario (the fields' types), made once: each Scenario() is validated.
+_DEFAULT = Scenario()
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,7 @@ class NumberField:
 
     @property
     def is_int(self) -> bool:
-        return isinstance(getattr(Scenario(), self.field), int)
+        return isinstance(getattr(_DEFAULT, self.field), int)
 
     def to_widget(self, value: Any) -> Any:
         if self.is_int:
@@ -58,6 +63,12 @@ class NumberField:
         if self.is_int:
             return int(-(-lo // self.scale)), int(min(hi, JS_MAX_INT) // self.scale)
         return float(lo), float(hi)
+
+    def shown(self, value: Any) -> Any:
+        """What the widget shows for a field value: in widget units, within its bounds
+        (a URL's ``rcvbuf_bytes=100000`` shows as 98 KiB, a seed above 2**53 − 1 as that)."""
+        lo, hi = self.bounds()
+        return min(max(self.to_widget(value), lo), hi)
 
 
 #: The main conditions, in sidebar order.
@@ -93,13 +104,25 @@ CORE_NUMBERS = (
     NumberField("client_core", "Client core (−1 = not pinned)", 1, "%d",
                 help="pin the client to this core (same numbering)"),
 )
+#: The workload (issue 10): bulk transfer, or requests / handshakes of request_bytes each.
+WORKLOAD_NUMBERS = (
+    NumberField("request_bytes", "Request size (bytes)", 1000, "%d",
+                help="bytes each request fetches (workload requests or handshakes)"),
+    NumberField("requests", "Requests", 100, "%d", help="requests in all (workload requests)"),
+    NumberField("connections", "Connections", 1, "%d",
+                help="connections at a time; requests spread over them × streams"),
+)
 CHOICES: dict[str, Sequence[str]] = {"cipher": CIPHERS, "app": APPS, "cc": CCS,
-                                     "pipeline": preset_names()}
+                                     "pipeline": preset_names(), "workload": WORKLOADS}
 CHECKS = ("gso", "gro", "pin")
 CHOICE_LABELS = {"cipher": "Cipher", "app": "Application protocol",
-                 "cc": "Congestion control", "pipeline": "Pipeline (stages on cores)"}
+                 "cc": "Congestion control", "pipeline": "Pipeline (stages on cores)",
+                 "workload": "Workload"}
 CHECK_LABELS = {"gso": "GSO (send offload)", "gro": "GRO (receive offload)",
                 "pin": "Pin both ends to the NIC's NUMA node"}
+
+
+NUMBERS = (*MAIN_NUMBERS, *WORKLOAD_NUMBERS, *CORE_NUMBERS, *MORE_NUMBERS)
 
 
 def pipeline_help() -> str:
@@ -116,8 +139,8 @@ def widget_values(selection: Selection, cpu_name: str) -> dict[str, Any]:
     values: dict[str, Any] = {"w.servers": list(selection.servers),
                               "w.clients": list(selection.clients),
                               "w.engines": list(selection.engines), "w.cpu": cpu_name}
-    for spec in (*MAIN_NUMBERS, *CORE_NUMBERS, *MORE_NUMBERS):
-        values[spec.key] = spec.to_widget(getattr(base, spec.field))
+    for spec in NUMBERS:
+        values[spec.key] = spec.shown(getattr(base, spec.field))
     for name in (*CHOICES, *CHECKS):
         values[f"w.{name}"] = getattr(base, name)
     return values
@@ -135,68 +158,104 @@ def seed_widgets(selection: Selection, cpu_name: str, impls: Sequence[str],
             st.session_state[key] = value
 
 
-def _number(container: Any, spec: NumberField) -> Any:
+def _kept(spec: NumberField, current: Any, shown: Any) -> Any:
+    """The field's value: ``current`` (the selection's, exactly) while the widget still
+    shows it, else what the widget holds. So a URL's ``rcvbuf_bytes=100000`` stays
+    100000 until the user edits the KiB widget."""
+    return current if shown == spec.shown(current) else spec.from_widget(shown)
+
+
+def _number(container: Any, spec: NumberField, current: Any, disabled: bool = False) -> None:
+    """The field's widget, and under it a caption when it shows ``current`` rounded."""
     lo, hi = spec.bounds()
     step: Any = int(spec.step) if spec.is_int else float(spec.step)
     value = container.number_input(spec.label, min_value=lo, max_value=hi, step=step,
-                                   format=spec.fmt, key=spec.key, help=spec.help or None)
-    return spec.from_widget(value)
+                                   format=spec.fmt, key=spec.key, help=spec.help or None,
+                                   disabled=disabled)
+    if _kept(spec, current, value) != spec.from_widget(value):
+        unit = " KiB" if spec.scale == KIB else ""
+        container.caption(f"{spec.field}={current} exactly (the widget shows "
+                          f"{spec.fmt % value}{unit}; editing it replaces the value)")
 
 
-def scenario_ui(selection: Selection, impls: Sequence[str], cpus: Sequence[str],
-                cpu_name: str, with_engines: bool = True) -> tuple[Selection | None, str | None]:
-    """Draw the sidebar; return (the chosen selection, None) or (None, the problem).
+def read_selection(selection: Selection, cpu_name: str, with_engines: bool = True
+                   ) -> tuple[Selection | None, str | None]:
+    """The sidebar's choice, read from the widgets' state: (the selection, None) or
+    (None, the problem). The same as :func:`scenario_ui` returns, but without drawing,
+    so that a page can draw its answer before the sidebar (the browser then shows it
+    first); :func:`seed_widgets` must have run.
 
     ``cpu_name`` is the catalog name of ``selection.base.cpu``; while that CPU
     stays chosen, the scenario keeps its own spelling of it (``EPYC 7543``).
-
     The problem is the one-line ScenarioError message of an impossible
     combination (e.g. a QUIC packet larger than the MTU allows).
     """
-    bar = st.sidebar
-    bar.subheader("Implementations")
-    servers = bar.multiselect("Server (sends the data)", impls, key="w.servers")
-    clients = bar.multiselect("Client (receives)", impls, key="w.clients")
-    if len(servers) * len(clients) > MAX_PAIRS:
-        bar.caption(f"Comparing the first {MAX_PAIRS} pairs.")
-    engines: list[str] = list(selection.engines)
-    if with_engines:
-        engines = bar.multiselect("Engines", ENGINES, key="w.engines",
-                                  help="analytic answers at once; des and ns3 run on a button")
-    bar.subheader("Hosts and path")
-    fields: dict[str, Any] = {"cpu": bar.selectbox("CPU", cpus, key="w.cpu")}
-    for spec in MAIN_NUMBERS[:4]:
-        fields[spec.field] = _number(bar, spec)
-    cols = bar.columns(2)
-    fields["gso"] = cols[0].checkbox(CHECK_LABELS["gso"], key="w.gso")
-    fields["gro"] = cols[1].checkbox(CHECK_LABELS["gro"], key="w.gro")
-    for spec in MAIN_NUMBERS[4:]:
-        fields[spec.field] = _number(bar, spec)
-    fields["cipher"] = bar.selectbox(CHOICE_LABELS["cipher"], CIPHERS, key="w.cipher")
-    fields["app"] = bar.selectbox(CHOICE_LABELS["app"], APPS, key="w.app")
-    bar.subheader("Pipelines and cores")
-    fields["pipeline"] = bar.selectbox(CHOICE_LABELS["pipeline"], CHOICES["pipeline"],
-                                       key="w.pipeline", help=pipeline_help())
-    fields["pin"] = bar.checkbox(CHECK_LABELS["pin"], key="w.pin",
-                                 help="seed 002 §4.7: pinned on a CPU with several NUMA nodes "
-                                      "(four per socket), the NIC's node is the fast one; "
-                                      "unpinned is the calibrated one-node-per-socket cost")
-    cols = bar.columns(2)
-    for col, spec in zip(cols, CORE_NUMBERS, strict=True):
-        fields[spec.field] = _number(col, spec)
-    with bar.expander("More conditions"):
-        fields["cc"] = st.selectbox(CHOICE_LABELS["cc"], CCS, key="w.cc")
-        for spec in MORE_NUMBERS:
-            fields[spec.field] = _number(st, spec)
+    state = st.session_state
+    base = selection.base
+    servers, clients = list(state["w.servers"]), list(state["w.clients"])
+    engines = list(state["w.engines"]) if with_engines else list(selection.engines)
+    fields: dict[str, Any] = {"cpu": state["w.cpu"]}
+    for spec in NUMBERS:
+        fields[spec.field] = _kept(spec, getattr(base, spec.field), state[spec.key])
+    for name in (*CHOICES, *CHECKS):
+        fields[name] = state[f"w.{name}"]
     if fields["cpu"] == cpu_name:
-        fields["cpu"] = selection.base.cpu
+        fields["cpu"] = base.cpu
     if not servers or not clients:
         return None, "choose at least one server and one client implementation"
     engines = ["analytic", *[e for e in engines if e != "analytic"]]
     try:
-        base = selection.base.with_(server=servers[0], client=clients[0], **fields)
+        base = base.with_(server=servers[0], client=clients[0], **fields)
     except ScenarioError as err:
         return None, str(err)
     return replace(selection, base=base, servers=tuple(servers), clients=tuple(clients),
                    engines=tuple(engines)), None
 
+
+def scenario_ui(selection: Selection, impls: Sequence[str], cpus: Sequence[str],
+                cpu_name: str, with_engines: bool = True) -> tuple[Selection | None, str | None]:
+    """Draw the sidebar; return :func:`read_selection` of what it holds."""
+    bar = st.sidebar
+    base = selection.base
+    bar.subheader("Implementations")
+    servers = bar.multiselect("Server (sends the data)", impls, key="w.servers")
+    clients = bar.multiselect("Client (receives)", impls, key="w.clients")
+    if len(servers) * len(clients) > MAX_PAIRS:
+        bar.caption(f"Comparing the first {MAX_PAIRS} pairs.")
+    if with_engines:
+        bar.multiselect("Engines", ENGINES, key="w.engines",
+                        help="analytic answers at once; des and ns3 run on a button")
+    bar.subheader("Hosts and path")
+    bar.selectbox("CPU", cpus, key="w.cpu")
+    for spec in MAIN_NUMBERS[:4]:
+        _number(bar, spec, getattr(base, spec.field))
+    cols = bar.columns(2)
+    cols[0].checkbox(CHECK_LABELS["gso"], key="w.gso")
+    cols[1].checkbox(CHECK_LABELS["gro"], key="w.gro")
+    for spec in MAIN_NUMBERS[4:]:
+        _number(bar, spec, getattr(base, spec.field))
+    bar.selectbox(CHOICE_LABELS["cipher"], CIPHERS, key="w.cipher")
+    bar.selectbox(CHOICE_LABELS["app"], APPS, key="w.app")
+    bar.subheader("Workload")
+    workload = bar.selectbox(
+        CHOICE_LABELS["workload"], WORKLOADS, key="w.workload",
+        help="bulk: one transfer of the transfer size; requests: that many requests over "
+             "the connections (kept open) × streams; handshakes: a new connection per "
+             "request, that many connections at a time")
+    for spec in WORKLOAD_NUMBERS:
+        _number(bar, spec, getattr(base, spec.field), disabled=workload == "bulk")
+    bar.subheader("Pipelines and cores")
+    bar.selectbox(CHOICE_LABELS["pipeline"], CHOICES["pipeline"], key="w.pipeline",
+                  help=pipeline_help())
+    bar.checkbox(CHECK_LABELS["pin"], key="w.pin",
+                 help="seed 002 §4.7: pinned on a CPU with several NUMA nodes (four per "
+                      "socket), the NIC's node is the fast one; unpinned is the calibrated "
+                      "one-node-per-socket cost")
+    cols = bar.columns(2)
+    for col, spec in zip(cols, CORE_NUMBERS, strict=True):
+        _number(col, spec, getattr(base, spec.field))
+    with bar.expander("More conditions"):
+        st.selectbox(CHOICE_LABELS["cc"], CCS, key="w.cc")
+        for spec in MORE_NUMBERS:
+            _number(st, spec, getattr(base, spec.field))
+    return read_selection(selection, cpu_name, with_engines)

@@ -124,8 +124,10 @@ def bench_app(paths: Any, changes: int = 30) -> dict[str, Any]:
     """Latency of the what-if page: the app script under Streamlit's AppTest with the
     real models and catalog, one widget change at a time (MTU, RTT, loss, link, buffer,
     GSO), each a full rerun. Reports the page's own "Analytic answer in … ms" (read
-    from its caption: the analytic predictions and their table) and the whole rerun
-    (charts and the catalog's matching points too), median and p95 over ``changes``."""
+    from its caption, which times the whole script run on the server: sidebar,
+    predictions, matching measured points, charts) and AppTest's rerun around it,
+    median and p95 over ``changes``. What the browser adds to draw it is measured
+    by tests/app/test_browser.py."""
     import logging
     import os
     import re

@@ -19,7 +19,9 @@ from quiclab.models.testing import synthetic_model
 
 CPU = "AMD EPYC 7543"
 #: Implementations of the synthetic registry (sender ns, receiver ns per packet).
-MODELS = {"lsquic": (3000.0, 2500.0), "quiche": (4500.0, 3800.0)}
+MODELS = {"lsquic": (3000.0, 2500.0), "quiche": (4500.0, 3800.0), "quicly": (3500.0, 3000.0)}
+#: Their behaviour where it is not the default: quicly refuses HTTP/3 (as the real one).
+BEHAVIOUR = {"quicly": {"apps": ("perf", "hq")}}
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ def write_models(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     for name, (sender_ns, receiver_ns) in MODELS.items():
         model = synthetic_model(name, sender_ns=sender_ns, receiver_ns=receiver_ns,
-                                syscall_ns=500.0, ack_ns=300.0)
+                                syscall_ns=500.0, ack_ns=300.0, **BEHAVIOUR.get(name, {}))
         (directory / f"{name}.json").write_text(model.dumps())
     return directory
 
@@ -62,7 +64,10 @@ def _run(run_id: str, goodput: float, **conditions: object) -> dict[str, object]
 
 RUNS = [
     _run("t-base-1", 3000.0),
-    _run("t-base-2", 3100.0),
+    # The cores it ran on (observed, not pinned): any unpinned scenario matches it.
+    _run("t-base-2", 3100.0, server_core=16, client_core=16),
+    # A QIR run of a slow pair moved 200 MiB, not 8 GiB: another transfer size.
+    _run("t-200mib", 1500.0, filesize_bytes=209715200),
     _run("t-failed", 9999.0, status="failed", failure_reason="runner reported failure"),
     _run("t-bigbuf", 3300.0, rcvbuf_bytes=6815744, experiment="buffer",
          setting="run3/udp-buffer-6815744"),
@@ -70,8 +75,13 @@ RUNS = [
          experiment="baseline-optimized"),
     _run("t-quiche", 2000.0, server_impl="quiche", client_impl="quiche"),
     _run("t-mixed", 2400.0, client_impl="quiche"),
+    # The packet size the stack used is recorded, the workload too.
     _run("t-fresh", 2500.0, source="fresh", experiment="fresh-mtu", server_build="abc123",
-         client_build="abc123", app="h3", link_gbps=None, mtu_bytes=9000, cpu=CPU),
+         client_build="abc123", app="h3", link_gbps=None, mtu_bytes=9000, cpu=CPU,
+         udp_payload_bytes=8952, workload="bulk"),
+    _run("t-requests", 520.0, source="fresh", experiment="fresh-requests",
+         server_build="abc123", client_build="abc123", workload="requests",
+         request_bytes=10000, requests=1000, connections=1, filesize_bytes=10**7),
 ]
 PUBLISHED = [
     # A stated value in Gbit/s, rcvbuf not stated: matches every buffer.

@@ -64,19 +64,20 @@ def page(sync_api: Any, served: str) -> Iterator[Any]:
         chromium.close()
 
 
-@pytest.mark.timeout(300)
-def test_changing_the_mtu_changes_the_predicted_goodput(
-        page: Any, served: str, predict: Predict) -> None:
-    page.goto(served)
-    browser.wait_idle(page)
-    before = browser.goodput_text(page)
-    assert before == f"{predict()['goodput_mbps']:,.0f} Mbit/s"
-    page.screenshot(path=str(artifacts() / "browser-whatif-mtu1500.png"), full_page=True)
+#: The What-if answer's target, from the key press to the new goodput on screen (README,
+#: "Speed": what-if answer in the explorer, target 200 ms; `quiclab bench app` too).
+TARGET_MS = 200.0
+#: MTUs typed one after the other: each changes the synthetic models' goodput.
+MTUS = (9000, 1500, 4000, 1400, 8000, 3000, 1280, 6000, 2000)
 
-    mtu = page.get_by_role("spinbutton", name="MTU (bytes)")
-    mtu.fill("9000")
+
+def change_mtu(page: Any, mtu: int) -> float:
+    """Type an MTU and press Enter; ms until the goodput on screen changes."""
+    before = browser.goodput_text(page)
+    box = page.get_by_role("spinbutton", name="MTU (bytes)")
+    box.fill(str(mtu))
     started = time.perf_counter()
-    mtu.press("Enter")
+    box.press("Enter")
     page.wait_for_function(
         """(before) => {
             const metric = [...document.querySelectorAll('[data-testid="stMetric"]')]
@@ -84,17 +85,40 @@ def test_changing_the_mtu_changes_the_predicted_goodput(
             const value = metric && metric.querySelector('[data-testid="stMetricValue"]');
             return value && value.innerText !== before;
         }""", arg=before, polling="raf", timeout=30_000)
-    seconds = time.perf_counter() - started
+    return (time.perf_counter() - started) * 1000
+
+
+@pytest.mark.timeout(300)
+def test_changing_the_mtu_changes_the_predicted_goodput(
+        page: Any, served: str, predict: Predict) -> None:
+    """The new goodput is `quiclab predict`'s, on screen within the 200 ms target (the
+    median of several changes, each timed from the key press)."""
+    page.goto(served)
+    browser.wait_idle(page)
+    before = browser.goodput_text(page)
+    assert before == f"{predict()['goodput_mbps']:,.0f} Mbit/s"
+    page.screenshot(path=str(artifacts() / "browser-whatif-mtu1500.png"), full_page=True)
+
+    times = [change_mtu(page, MTUS[0])]
     after = browser.goodput_text(page)
-    assert after == f"{predict(mtu_bytes=9000)['goodput_mbps']:,.0f} Mbit/s"
+    assert after == f"{predict(mtu_bytes=MTUS[0])['goodput_mbps']:,.0f} Mbit/s"
     assert after != before
     browser.wait_idle(page)
-    assert "mtu_bytes=9000" in page.url  # the what-if can be shared
+    assert f"mtu_bytes={MTUS[0]}" in page.url  # the what-if can be shared
     page.screenshot(path=str(artifacts() / "browser-whatif-mtu9000.png"), full_page=True)
-    timing = {"mtu_change_to_new_goodput_ms": round(seconds * 1000, 1),
-              "before": before, "after": after}
+    for mtu in MTUS[1:]:
+        times.append(change_mtu(page, mtu))
+        browser.wait_idle(page)
+    assert browser.goodput_text(page) == \
+        f"{predict(mtu_bytes=MTUS[-1])['goodput_mbps']:,.0f} Mbit/s"
+    median = sorted(times)[len(times) // 2]
+    timing = {"mtu_change_to_new_goodput_ms": [round(t, 1) for t in times],
+              "median_ms": round(median, 1), "target_ms": TARGET_MS, "before": before,
+              "after": after}
     (artifacts() / "browser-timing.json").write_text(json.dumps(timing, indent=1) + "\n")
-    print(f"MTU 1500 → 9000: goodput {before} → {after} in {seconds * 1000:.0f} ms")
+    print(f"MTU changes: goodput on screen in {[round(t) for t in times]} ms, "
+          f"median {median:.0f} ms (target {TARGET_MS:.0f} ms)")
+    assert median < TARGET_MS, times
 
 
 @pytest.mark.timeout(300)

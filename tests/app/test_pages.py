@@ -25,6 +25,13 @@ def frame_with(at: AppTest, column: str) -> pd.DataFrame:
     raise AssertionError(f"no dataframe with a {column!r} column")
 
 
+def sweep_caption(at: AppTest) -> str:
+    """The sweep's one caption line that counts its predictions."""
+    lines = [c.value for c in at.caption if " predictions (" in c.value]
+    assert len(lines) == 1, [c.value for c in at.caption]
+    return lines[0]
+
+
 def open_page(app: AppTest, page: str, **params: str) -> AppTest:
     app.query_params.update({"page": page, **params})
     app.run()
@@ -69,10 +76,10 @@ def test_sweep_overlays_the_measured_points_of_the_axis(app: AppTest) -> None:
     open_page(app, "sweep")
     app.selectbox(key="w.sweep.axis").set_value("rcvbuf_bytes").run()
     assert not app.error
-    caption = " ".join(c.value for c in app.caption)
     # t-base-1, t-base-2 (212992), t-bigbuf and t-pub-002 (6815744); t-pub-001 states
     # no buffer, so it has no place on this axis.
-    assert "4 measured points" in caption
+    assert sweep_caption(app) == ("25 predictions (analytic) · 4 measured points with every "
+                                  "other condition as in the sidebar")
 
 
 def test_sweep_on_the_send_buffer_skips_points_that_state_none(app: AppTest) -> None:
@@ -83,8 +90,9 @@ def test_sweep_on_the_send_buffer_skips_points_that_state_none(app: AppTest) -> 
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
     assert len(frame_with(app, "sndbuf_bytes")) == 25
-    caption = " ".join(c.value for c in app.caption)
-    assert "0 measured points" in caption  # no run of the test catalog states one
+    # No run of the test catalog states one.
+    assert sweep_caption(app) == ("25 predictions (analytic) · 0 measured points with every "
+                                  "other condition as in the sidebar")
 
 
 def test_sweep_second_axis_cc_defaults_to_what_the_stack_runs(app: AppTest) -> None:
@@ -106,6 +114,51 @@ def test_sweep_udp_payload_axis_ends_at_the_sidebar_mtu(app: AppTest, mtu: int) 
     assert not app.exception and not app.error, [e.value for e in app.error]
     payload = frame_with(app, "udp_payload_bytes")["udp_payload_bytes"]
     assert (payload.min(), payload.max()) == (1200, mtu - 28)
+
+
+def test_sweep_caps_the_number_of_points(app: AppTest) -> None:
+    """9 pairs × 3 MTUs × 200 RTTs = 5,400 predictions: refused with the reason, at once."""
+    from quiclab.app.sweep import MAX_SWEEP_POINTS
+
+    app.query_params["app"] = "perf"  # which quicly implements
+    open_page(app, "sweep", server="lsquic,quiche,quicly", client="lsquic,quiche,quicly",
+              sweep_points="200", sweep_axis2="mtu_bytes", sweep_values="1500,4000,9000")
+    assert MAX_SWEEP_POINTS == 2400
+    assert [w.value for w in app.warning] == [
+        "This sweep has 5,400 points (9 pair(s) × 3 second-axis value(s) × 200 axis values): "
+        "the app draws at most 2,400. Fewer points, pairs or values, or `quiclab sweep` from "
+        "the command line."]
+    assert not app.dataframe and not app.get("vega_lite_chart")
+    app.text_input(key="w.sweep.values.mtu_bytes").set_value("1500").run()  # 1,800 points
+    assert not app.warning
+    assert len(frame_with(app, "mtu_bytes")) == 9 * 200
+
+
+def test_sweep_keeps_the_pairs_the_models_accept(app: AppTest, predict: Predict,
+                                                 app_env: AppData) -> None:
+    """quicly has no HTTP/3: one error line, the other pair's curve is drawn, and the
+    table names the engine's and the models' versions."""
+    from quiclab.models.registry import Registry
+
+    open_page(app, "sweep", server="lsquic,quicly", sweep_points="3")
+    assert [e.value for e in app.error] == [
+        "quicly → lsquic: app='h3' is impossible: allowed perf | hq (quicly as server has no h3)"]
+    table = frame_with(app, "rtt_ms")
+    assert list(table["pair"]) == ["lsquic → lsquic"] * 3
+    expected = predict(rtt_ms=50.0)
+    assert table["goodput_mbps"].iloc[1] == pytest.approx(expected["goodput_mbps"], rel=1e-12)
+    versions = Registry.load(app_env.models).versions()
+    assert set(table["engine_version"]) == {expected["engine_version"]}
+    assert set(table["server_model"]) == {f"lsquic {versions['lsquic']}"}
+    assert set(table["client_model"]) == {f"lsquic {versions['lsquic']}"}
+
+
+def test_sweep_says_why_no_point_can_match(app: AppTest) -> None:
+    open_page(app, "sweep", pipeline="mukherjee-best", sweep_points="3")
+    assert sweep_caption(app) == (
+        "3 predictions (analytic) · 0 measured points with every other condition as in the "
+        "sidebar (the catalog does not record pipeline=mukherjee-best: its measurements are "
+        "taken at the default (pipeline=none), so none can match)")
 
 
 def test_sweep_refuses_an_empty_range(app: AppTest) -> None:
@@ -167,7 +220,8 @@ def test_reproductions_show_findings_checks_and_figure(
     tiny_png(root / "repro-a" / "repro-a.png")
     open_page(app, "reproductions")
     metrics = {m.label: m.value for m in app.metric}
-    assert metrics == {"Findings": "3", "Pass": "1", "Fail": "1", "Not covered": "1"}
+    assert metrics == {"Findings": "3", "Verdicts (finding × engine)": "3", "Pass": "1",
+                       "Fail": "1", "Not covered": "1"}
     assert list(frame_with(app, "claim")["finding"]) == ["gain", "acks"]  # pass and fail
     assert list(frame_with(app, "check")["predicted"]) == [7.1, 90000.0]
     assert len(app.get("image")) == 1
@@ -221,7 +275,8 @@ def test_data_page_runs_sql_and_draws_a_chart(app: AppTest) -> None:
                  "FROM runs GROUP BY source ORDER BY source")
     result = frame_with(app, "n")
     assert list(result["source"]) == ["fresh", "qir10g"]
-    assert list(result["n"]) == [1, len(RUNS) - 1]
+    fresh = sum(r["source"] == "fresh" for r in RUNS)
+    assert list(result["n"]) == [fresh, len(RUNS) - fresh]
     assert len(app.get("vega_lite_chart")) == 1
     app.selectbox(key="w.data.kind").set_value("bar").run()
     assert not app.exception and len(app.get("vega_lite_chart")) == 1
@@ -349,7 +404,9 @@ def test_reproductions_page_reads_what_quiclab_reproduce_writes(
     findings = pd.read_csv(root / "findings.csv")
     open_page(app, "reproductions")
     metrics = {m.label: m.value for m in app.metric}
-    assert metrics["Findings"] == str(len(findings))
+    assert metrics["Findings"] == str(len(findings.drop_duplicates(["reproduction",
+                                                                     "finding"])))
+    assert metrics["Verdicts (finding × engine)"] == str(len(findings))
     assert metrics["Pass"] == str(int((findings["verdict"] == "pass").sum()))
     assert app.selectbox(key="w.repro.name").value == name
     checks = pd.read_csv(root / name / f"{name}.csv")

@@ -23,10 +23,19 @@ from quiclab.app.charts import (
 )
 from quiclab.app.config import parse_config, script_arguments
 from quiclab.app.explore import ChartParams, quick_chart
-from quiclab.app.measured import COLUMNS, index_rows, match, measured_points, pair_rows
+from quiclab.app.measured import (
+    COLUMNS,
+    index_rows,
+    match,
+    measured_points,
+    pair_rows,
+    unrecorded,
+    unrecorded_reason,
+)
 from quiclab.app.reproductions import find_reproductions, read_table, verdicts
 from quiclab.app.urlstate import Selection, decode, encode
 from quiclab.cli import build_parser
+from quiclab.errors import ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.paths import Paths
 from quiclab.sim.engine import get_engine
@@ -47,6 +56,31 @@ def test_url_round_trip_keeps_every_changed_field() -> None:
     assert "loss_pct" not in params  # defaults stay out of the URL
     back, page, problems = decode(params, ["lsquic", "quiche"])
     assert (back, page, problems) == (selection, "sweep", [])
+
+
+def test_url_round_trip_of_a_request_workload() -> None:
+    """encode writes ``workload`` before ``request_bytes``: decode applies them together."""
+    base = Scenario(workload="requests", request_bytes=10000, requests=1000, connections=4,
+                    streams=8, rcvbuf_bytes=100000, seed=2**53 + 1)
+    selection = Selection(base, ("lsquic",), ("lsquic",), ("analytic",))
+    params = encode(selection)
+    assert list(params)[4:] == ["rcvbuf_bytes", "streams", "workload", "request_bytes",
+                                "requests", "connections", "seed"]
+    assert (params["workload"], params["request_bytes"], params["seed"]) == (
+        "requests", "10000", "9007199254740993")
+    back, page, problems = decode(params, ["lsquic"])
+    assert (back, page, problems) == (selection, "whatif", [])
+
+
+def test_url_fields_are_applied_together_then_one_by_one() -> None:
+    """A refused value is one warning of its own; the fields that need each other stay."""
+    selection, _, problems = decode({"workload": "requests", "request_bytes": "10000",
+                                     "requests": "0", "mtu_bytes": "9000",
+                                     "udp_payload_bytes": "8000"}, ["lsquic"])
+    assert problems == ["URL: requests=0 is impossible: allowed > 0 when workload=requests"]
+    base = selection.base
+    assert (base.workload, base.request_bytes, base.requests) == ("bulk", 10000, 0)
+    assert (base.mtu_bytes, base.udp_payload_bytes) == (9000, 8000)
 
 
 def test_url_problems_are_reported_and_the_rest_kept() -> None:
@@ -150,6 +184,47 @@ def test_matching_runs_and_published_points(con: duckdb.DuckDBPyConnection) -> N
     bigger = measured_points(con, Scenario(rcvbuf_bytes=6815744), CPU)
     assert ids(bigger) == ["t-bigbuf", "t-pub-001", "t-pub-002"]
     assert bigger.set_index("id").loc["t-pub-002", "bound"] == "upper_limit"
+
+
+def test_matching_compares_size_packet_cores_and_workload(
+        con: duckdb.DuckDBPyConnection) -> None:
+    """Transfer size, packet size, cores and workload are conditions too."""
+    small = Scenario(transfer_bytes=209715200)
+    assert ids(measured_points(con, small, CPU)) == ["t-200mib", "t-pub-001"]
+    # The fresh run used 8952-byte datagrams: the default (the stack's own) accepts it.
+    assert ids(measured_points(con, Scenario(mtu_bytes=9000, udp_payload_bytes=8952),
+                               CPU)) == ["t-fresh"]
+    assert ids(measured_points(con, Scenario(mtu_bytes=9000, udp_payload_bytes=8000),
+                               CPU)) == []
+    # t-base-2 ran on core 16; a scenario pinned elsewhere does not match it.
+    assert ids(measured_points(con, Scenario(server_core=16), CPU)) == [
+        "t-base-1", "t-base-2", "t-pub-001"]
+    assert ids(measured_points(con, Scenario(server_core=0), CPU)) == ["t-base-1",
+                                                                      "t-pub-001"]
+    requests = Scenario(workload="requests", request_bytes=10000, requests=1000)
+    assert ids(measured_points(con, requests, CPU)) == ["t-requests"]
+    assert ids(measured_points(con, requests.with_(connections=4), CPU)) == []
+    assert ids(measured_points(con, requests.with_(request_bytes=1000), CPU)) == []
+
+
+@pytest.mark.parametrize(("fields", "why"), [
+    ({"pipeline": "mukherjee-best"}, "pipeline=mukherjee-best"),
+    ({"cpu_ghz": 2.0}, "cpu_ghz=2.0"),
+    ({"base_rtt_us": 100.0}, "base_rtt_us=100.0"),
+    ({"queue_bdp": 0.5}, "queue_bdp=0.5"),
+    ({"queue_bytes": 100000}, "queue_bytes=100000"),
+])
+def test_settings_the_catalog_cannot_record_match_nothing(
+        con: duckdb.DuckDBPyConnection, fields: dict, why: str) -> None:
+    scenario = Scenario(**fields)
+    assert measured_points(con, scenario, CPU).empty
+    assert unrecorded(scenario) == [why]
+    name = why.split("=")[0]
+    assert unrecorded_reason([why]) == (
+        f"the catalog does not record {why}: its measurements are taken at the default "
+        f"({name}={getattr(Scenario(), name)}), so none can match")
+    # A sweep along that setting does not exclude them (the sweep says why it draws none).
+    assert unrecorded(scenario, free=(name,)) == []
 
 
 def test_matching_builds_fresh_runs_and_free_axes(con: duckdb.DuckDBPyConnection) -> None:
@@ -278,7 +353,15 @@ def test_user_sql_is_capped_and_interrupted(appdata: AppData) -> None:
 def test_sweep_grid_table_and_downloads(appdata: AppData) -> None:
     import io
 
-    from quiclab.app.sweep import SweepParams, _parquet, axis_values, grid, sweep_table
+    from quiclab.app.sweep import (
+        SweepParams,
+        _download,
+        axis_values,
+        full_rows,
+        grid,
+        point_count,
+        sweep_table,
+    )
     from quiclab.app.urlstate import Selection
 
     params = SweepParams("mtu_bytes", 1280, 9000, 5, False, "gso", (True, False), "analytic")
@@ -287,13 +370,95 @@ def test_sweep_grid_table_and_downloads(appdata: AppData) -> None:
     assert axis_values(log) == [106496, 212992, 425984, 851968, 1703936, 3407872, 6815744]
     selection = Selection(Scenario(), ("lsquic", "quiche"), ("lsquic",))
     scenarios = grid(selection, params)
-    assert len(scenarios) == 2 * 2 * 5
-    engine = get_engine("analytic", Registry.load(appdata.models))
-    table = sweep_table(engine.predict_batch(scenarios), params)
+    assert len(scenarios) == point_count(selection, params) == 2 * 2 * 5
+    registry = Registry.load(appdata.models)
+    predictions = get_engine("analytic", registry).predict_batch(scenarios)
+    table = sweep_table(predictions)
     assert list(table["pair"].unique()) == ["lsquic → lsquic", "quiche → lsquic"]
     assert table["goodput_lo_mbps"].notna().all()
-    back = pd.read_parquet(io.BytesIO(_parquet(table)))
-    pd.testing.assert_frame_equal(back, table, check_dtype=False)
-    csv = pd.read_csv(io.StringIO(table.to_csv(index=False)))
+    # Column by column, the same values as each Prediction's own row.
+    rows = full_rows(predictions)
+    for column in ("pair", "mtu_bytes", "gso", "goodput_mbps", "limit", "server_cpu_util",
+                   "engine_version", "requests_per_s"):
+        assert list(table[column].fillna(-1)) == list(rows[column].fillna(-1)), column
+    rates = [json.loads(r) for r in rows["rates_mbps"]]
+    assert list(table["rate_link_mbps"]) == [r["link"] for r in rates]
+    versions = registry.versions()
+    assert list(table["server_model"].unique()) == [f"lsquic {versions['lsquic']}",
+                                                    f"quiche {versions['quiche']}"]
+    assert set(table["client_model"]) == {f"lsquic {versions['lsquic']}"}
+    # Downloads are made on a click: every field of every prediction.
+    back = pd.read_parquet(io.BytesIO(_download(lambda: rows, "parquet")()))
+    pd.testing.assert_frame_equal(back, rows, check_dtype=False)
+    csv = pd.read_csv(io.StringIO(_download(lambda: rows, "csv")().decode()))
     assert list(csv["goodput_mbps"]) == pytest.approx(list(table["goodput_mbps"]))
-    assert list(csv.columns) == list(table.columns)
+    assert list(csv.columns) == list(rows.columns)
+    assert list(csv["scenario_key"]) == [s.key() for s in scenarios]
+
+
+def test_sweep_point_count_is_pairs_values_and_points() -> None:
+    from quiclab.app.sweep import SweepParams, point_count
+    from quiclab.app.urlstate import Selection
+
+    six = tuple(f"s{i}" for i in range(6))
+    params = SweepParams("rtt_ms", 0, 100, 200, False, "mtu_bytes", (1500, 4000, 9000),
+                         "analytic")
+    assert point_count(Selection(Scenario(), six, six), params) == 36 * 3 * 200
+    log = SweepParams("streams", 1, 4, 50, True, None, (), "analytic")
+    assert point_count(Selection(Scenario(), ("a",), ("b",)), log) == 4  # whole numbers
+
+
+# -- formatting, pairs the models refuse, provenance ---------------------------------------
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (3084.85, "3,085"), (522.1, "522"), (99.96, "100"), (52.23, "52.2"), (7.864, "7.86"),
+    (0.5123, "0.512"), (0.002666, "0.00267"), (0.0, "0"), (float("nan"), "—"),
+])
+def test_three_significant_digits(value: float, text: str) -> None:
+    from quiclab.app.charts import three_digits
+
+    assert three_digits(value) == text
+
+
+def test_a_pair_the_models_refuse_is_one_line(appdata: AppData) -> None:
+    from quiclab.app.resources import predict_by_pair
+
+    engine = get_engine("analytic", Registry.load(appdata.models))
+    scenarios = [Scenario(server=s) for s in ("lsquic", "quicly", "quiche")]
+    with pytest.raises(ScenarioError):
+        engine.predict_batch(scenarios)
+    predictions, errors = predict_by_pair(engine.predict_batch, scenarios)
+    assert [p.scenario.server for p in predictions] == ["lsquic", "quiche"]
+    assert errors == ["quicly → lsquic: app='h3' is impossible: allowed perf | hq "
+                      "(quicly as server has no h3)"]
+
+
+def test_sweep_chart_colours_measured_points_by_curve(predictions: list,
+                                                     con: duckdb.DuckDBPyConnection) -> None:
+    from quiclab.app.charts import measured_curves
+
+    measured = measured_points(con, Scenario(), CPU, free=("link_gbps", "gso"))
+    assert ids(measured) == ["t-base-1", "t-base-2", "t-pub-001"]  # the last states no gso
+    measured.loc[measured["id"] == "t-base-2", "gso"] = False
+    sweep = pd.concat([prediction_table(predictions).assign(link_gbps=10.0, gso=g)
+                       for g in (True, False)], ignore_index=True)
+    curves = sweep.assign(curve=sweep["pair"] + " · gso=" + sweep["gso"].astype(str))
+    assert measured_curves(measured, curves, "gso") == [
+        "lsquic → lsquic · gso=True", "lsquic → lsquic · gso=False", None]
+    assert measured_curves(measured, curves, None) == ["lsquic → lsquic"] * 3
+    spec = sweep_chart(sweep, measured, "link_gbps", "gso")
+    vega_lite_valid(spec)
+    coloured = [layer for layer in spec["layer"] if "shape" in layer["encoding"]]
+    assert [len(layer["data"]["values"]) for layer in coloured] == [2, 1]
+    assert {v["curve"] for v in coloured[0]["data"]["values"]} <= set(curves["curve"])
+    assert "color" not in coloured[1]["encoding"]  # grey, not a legend entry
+
+
+def test_findings_are_counted_apart_from_their_verdicts() -> None:
+    from quiclab.app.reproductions import finding_count
+
+    findings = pd.DataFrame({"reproduction": ["a", "a", "a", "b"],
+                             "finding": ["x", "x", "y", "x"],
+                             "engine": ["analytic", "des", "analytic", "analytic"]})
+    assert (finding_count(findings), len(findings)) == (3, 4)
