@@ -151,15 +151,15 @@ def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog,
         call = rs.call_share.value * T
         segment = rs.segment_share.value * T
         rest = T - crypto_pkt - crypto_byte * S - call - segment - per_byte_plain * S
-        note, k = "", 1.0
+        note, scale = "", 1.0
         if rest < 0.05 * T:
             # Shares from different sources can over-explain T; keep 5 % for the
             # protocol and scale the kernel shares down to fit.
             over = 0.05 * T - rest
-            k = max(0.0, 1.0 - over / max(call + segment, 1e-9))
-            call, segment = call * k, segment * k
+            scale = max(0.0, 1.0 - over / max(call + segment, 1e-9))
+            call, segment = call * scale, segment * scale
             rest = T - crypto_pkt - crypto_byte * S - call - segment - per_byte_plain * S
-            note = f"; kernel shares scaled × {k:.3g} to fit T"
+            note = f"; kernel shares scaled × {scale:.3g} to fit T"
             if rest < 0:
                 # Crypto and bytes alone exceed T: the protocol share is clamped
                 # to 0, so the role's costs add up to more than T. Say by how much.
@@ -167,10 +167,10 @@ def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog,
         rel_lo, rel_hi = rs.T.lo / T, rs.T.hi / T
 
         def share_source(share: Value) -> str:
-            if k == 1.0:
+            if scale == 1.0:
                 return f"derived: {share.value:.3g} × T; share {share.source}"
-            return (f"derived: {share.value * k:.3g} × T (the share {share.value:.3g} scaled "
-                    f"× {k:.3g} to fit T); share {share.source}")
+            return (f"derived: {share.value * scale:.3g} × T (the share {share.value:.3g} "
+                    f"scaled × {scale:.3g} to fit T); share {share.source}")
         return RoleCosts(
             ns_per_packet=Param(max(rest, 0.0), max(rest, 0.0) * rel_lo, max(rest, 0.0) * rel_hi,
                                 "ns",

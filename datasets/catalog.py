@@ -284,8 +284,9 @@ class Catalog:
     def delete_other_versions(self, sweep: str, content_hash: str) -> int:
         """Delete the ``predictions`` of ``sweep`` made from another content hash (an
         earlier spec or model set; a rerun writes the current ones). Returns how many."""
-        row = self.con.execute("DELETE FROM predictions WHERE sweep = ? AND content_hash "
-                               "IS DISTINCT FROM ?", [sweep, content_hash]).fetchone()
+        row = self.con.execute("DELETE FROM predictions WHERE sweep = ? AND kind = 'sweep' "
+                               "AND content_hash IS DISTINCT FROM ?",
+                               [sweep, content_hash]).fetchone()
         return int(row[0]) if row else 0
 
     def _insert_arrow(self, table: str, columns: Sequence[str], rows: Sequence[dict[str, Any]],

@@ -22,6 +22,7 @@ import contextlib
 import json
 import signal
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -183,8 +184,20 @@ class LocalExecutor:
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Terminate a pool's worker processes (SIGTERM: no traceback, nothing written)."""
-    processes = getattr(pool, "_processes", None) or {}
+    """Terminate a pool's worker processes (SIGTERM: no traceback, nothing written).
+
+    Python 3.14 has ``terminate_workers``; before it, only the pool's private
+    process table reaches them. If neither exists, say so: the interrupt then
+    waits for the running tasks."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if callable(terminate):
+        terminate()
+        return
+    processes = getattr(pool, "_processes", None)
+    if processes is None:
+        warnings.warn("cannot reach the pool's workers: the interrupt waits for the "
+                      "tasks they are running", RuntimeWarning, stacklevel=2)
+        return
     for process in list(processes.values()):
         if process.is_alive():
             process.terminate()

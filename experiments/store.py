@@ -22,6 +22,7 @@ nothing else already computed is lost.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -36,7 +37,16 @@ TMP_SUFFIX = ".tmp"
 #: Appended to the name of a part that cannot be read (it no longer matches *.parquet).
 CORRUPT_SUFFIX = ".corrupt"
 #: What reading a damaged Parquet file raises (ArrowInvalid, ArrowIOError, …).
+#: What a damaged part raises when read: ArrowInvalid (bad magic bytes), or an
+#: OSError without an errno (a column's metadata that does not deserialize).
+#: An OSError with one (permissions, a full disk) is not the part's fault:
+#: :func:`damaged` tells them apart and the store lets those propagate.
 UNREADABLE = (pa.ArrowException, OSError)
+
+
+def damaged(err: BaseException) -> bool:
+    """Whether ``err`` from reading a part says the part itself is bad."""
+    return not (isinstance(err, OSError) and err.errno is not None)
 
 
 def write_atomic_bytes(path: Path, data: bytes) -> None:
@@ -91,6 +101,8 @@ class PartStore:
                     continue
                 table = pq.read_table(path, columns=["scenario_key"])
             except UNREADABLE as err:
+                if not damaged(err):
+                    raise
                 self.move_aside(path, err)
                 continue
             keys.update(table.column("scenario_key").to_pylist())
@@ -100,7 +112,8 @@ class PartStore:
         """Rename an unreadable part to ``<name>.corrupt`` (kept for a post-mortem,
         no longer read) and record it in :attr:`set_aside`. Returns the new path."""
         target = path.with_name(path.name + CORRUPT_SUFFIX)
-        os.replace(path, target)
+        with contextlib.suppress(FileNotFoundError):  # another process set it aside first
+            os.replace(path, target)
         text = str(err).strip().splitlines()
         self.set_aside.append((path, target, f"{type(err).__name__}: "
                                              f"{text[0] if text else 'unreadable'}"))
@@ -141,6 +154,8 @@ class PartStore:
             try:
                 tables.append(pq.read_table(path))
             except UNREADABLE as err:
+                if not damaged(err):
+                    raise
                 self.move_aside(path, err)
         if not tables:
             return pa.table({"scenario_key": pa.array([], pa.string()),

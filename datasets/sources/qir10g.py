@@ -388,6 +388,7 @@ def _assemble(run: RunParts, result: qp.ExperimentResult | None,
             goodput = filesize * 8 / runtime / 1e6
     app = "tcp" if s_impl == "tcp+tls" else ("hq" if "msquic" in (s_impl, c_impl) else "h3")
     status = "ok" if (goodput or reported) else "failed"
+    failure = "runner reported failure"
     if run.log and run.log.succeeded is False:
         status = "failed"
     if status == "failed":
@@ -403,6 +404,8 @@ def _assemble(run: RunParts, result: qp.ExperimentResult | None,
                   f"runtime {runtime:.6g} s gives {goodput:.0f} Mbit/s for {filesize} B, "
                   f"above the {link_mbps:.0f} Mbit/s link: goodput is NULL", "end")
             goodput = None
+            if not reported:  # no goodput at all: not an ok run
+                status, failure = "failed", "timestamps give a goodput above the link"
     row: dict[str, Any] = {
         "run_id": run_id, "source": SOURCE, "experiment": exp.experiment,
         "setting": exp.setting, "logdir": run.logdir,
@@ -412,7 +415,7 @@ def _assemble(run: RunParts, result: qp.ExperimentResult | None,
         "server_impl": s_impl, "client_impl": c_impl, "server_build": s_build,
         "client_build": c_build, "server_version": versions.get("server"),
         "client_version": versions.get("client"), "repetition": run.repetition,
-        "status": status, "failure_reason": None if status == "ok" else "runner reported failure",
+        "status": status, "failure_reason": None if status == "ok" else failure,
         "filesize_bytes": filesize, "start_ns": start_ns, "end_ns": end_ns,
         "runtime_s": runtime, "goodput_mbps": goodput, "goodput_reported_mbps": reported,
         "app": app, **{k: v for k, v in cond.items() if k != "rcvbuf_bytes"},

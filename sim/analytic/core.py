@@ -618,7 +618,11 @@ def _finish(c, i, y, transfer_bytes, payload, s_cores, r_cores):
     ss_rounds = _log(_max(w_target / 10.0, 1.0)) * inv_log2
     packets = _ceil(transfer_bytes / payload)
     need = _ceil(_log(packets / 10.0 + 1.0) * inv_log2 - 1e-9)
-    startup = 1.5 * rtt + _min((need - 1.0) * rtt_eff + 0.5 * rtt, ss_rounds * rtt_eff)
+    # A transfer that ends within slow start (its rounds no more than the rounds to
+    # the steady window, however few a lossy or slow path leaves) pays its rounds
+    # and the last packets' half RTT; a longer one the rounds to the steady window.
+    in_ss = need - 1.0 <= ss_rounds
+    startup = 1.5 * rtt + _where(in_ss, (need - 1.0) * rtt_eff + 0.5 * rtt, ss_rounds * rtt_eff)
     sent_in_ss = _min(transfer_bytes, 2.0 * w_target * payload)
     duration = _max(startup + _max(transfer_bytes - sent_in_ss, 0.0) * 8.0 / goodput,
                     1.5 * rtt + transfer_bytes * 8.0 / goodput)

@@ -272,16 +272,15 @@ def test_des_runs_on_the_button_and_equals_the_cli(app: AppTest, predict: Predic
     assert des[1] == "- seed 7 · run 2"
 
 
-def test_analytic_answers_in_under_200_ms(app: AppTest) -> None:
-    """The page's own measure, the whole script run (warm caches), against the 200 ms
-    target; the browser's share is test_browser.py's."""
+def test_every_answer_states_its_time(app: AppTest) -> None:
+    """Each rerun's caption states the whole script run's time (what `quiclab bench
+    app` reads and compares with the 200 ms target; a unit test does not time)."""
     app.run()
     times = []
     for mtu in (9000, 1500, 4000, 1400, 8000, 3000, 1280):
         app.number_input(key="w.mtu_bytes").set_value(mtu).run()
         times.append(answer_ms(app))
-    times.sort()
-    assert times[len(times) // 2] < 200, times
+    assert len(times) == 7 and all(t >= 1 for t in times), times
 
 
 def test_the_answer_time_covers_the_whole_run(app: AppTest,

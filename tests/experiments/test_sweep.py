@@ -323,3 +323,18 @@ def test_a_rerun_of_an_edited_spec_replaces_the_sweeps_old_rows(
     assert (rows["sweep"] == "sweep-other").sum() == 1  # other sweeps are left alone
     assert main(args) == 0  # the same spec again: nothing to replace
     assert "replacing" not in capsys.readouterr().out
+
+
+def test_a_part_the_os_cannot_read_is_not_set_aside() -> None:
+    """Only a damaged part is renamed: an OS error with an errno (permissions, a
+    full disk) is the machine's, and the part may be fine."""
+    import errno
+
+    import pyarrow as pa
+
+    from quiclab.experiments.store import damaged
+
+    assert damaged(pa.ArrowInvalid("Parquet magic bytes not found"))
+    assert damaged(OSError("Couldn't deserialize thrift"))
+    assert not damaged(PermissionError(errno.EACCES, "Permission denied"))
+    assert not damaged(OSError(errno.ENOSPC, "No space left on device"))

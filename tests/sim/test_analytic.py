@@ -243,6 +243,13 @@ def test_a_short_transfer_counts_only_the_slow_start_rounds_it_needs():
     w = g * rtt / (payload * 8)
     expected = 1.5 * rtt + math.log2(w / 10) * rtt + (1e9 - 2 * w * payload) * 8 / g
     assert long.duration_s == pytest.approx(expected, rel=1e-3)
+    # A worse path (loss, a slow link: a steady window near the initial 10
+    # packets) never finishes a short transfer sooner than a clean one.
+    for worse in ({"loss_pct": 1.0}, {"loss_pct": 5.0}, {"link_gbps": 0.01}):
+        for size in (1, 10 * payload, 30 * payload):
+            clean = e.predict(base.with_(transfer_bytes=size)).duration_s
+            assert e.predict(base.with_(transfer_bytes=size, **worse)).duration_s >= clean, \
+                (worse, size)
 
 
 def test_notes_name_what_the_analytic_engine_does_not_model():
