@@ -41,6 +41,7 @@ from quiclab.app.urlstate import Selection
 from quiclab.errors import QuiclabError, ScenarioError
 from quiclab.sim.engine import ENGINES
 from quiclab.sim.prediction import Prediction
+from quiclab.sim.resolve import IP_UDP_HEADER_BYTES
 from quiclab.sim.scenario import CCS, Scenario, coerce, field_names
 
 #: Sweepable numeric fields: (default low, default high, logarithmic by default);
@@ -59,8 +60,6 @@ AXES: dict[str, tuple[float, float, bool]] = {
     "queue_bdp": (0.1, 10.0, True),
     "transfer_bytes": (10**6, 2**33, True),
 }
-#: IPv4 and UDP headers: the largest UDP payload is the MTU minus this.
-UDP_IP_HEADERS = 28
 #: Fields a second axis may take (values typed as a comma-separated list).
 SECOND_AXES = ("none", "gso", "gro", "cipher", "app", "cc", "cpu", "mtu_bytes", "rtt_ms",
                "loss_pct", "rcvbuf_bytes", "link_gbps", "streams", "pin", "pipeline",
@@ -155,7 +154,7 @@ def axis_defaults(axis: str, base: Scenario) -> tuple[float, float, bool]:
     at the largest one its MTU carries (``mtu_bytes`` − 28)."""
     lo, hi, log = AXES[axis]
     if axis == "udp_payload_bytes":
-        hi = min(hi, base.mtu_bytes - UDP_IP_HEADERS)
+        hi = min(hi, base.mtu_bytes - IP_UDP_HEADER_BYTES)
     return lo, hi, log
 
 

@@ -42,6 +42,7 @@ from quiclab.app.resources import (
 )
 from quiclab.app.urlstate import Selection
 from quiclab.errors import QuiclabError
+from quiclab.models.costmodel import variant_cost_factor
 from quiclab.models.registry import Registry
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario
@@ -286,10 +287,8 @@ def model_provenance(registry: Registry, scenario: Scenario,
                 "version": registry.versions().get(base, model.version)}
         if variant:
             spec = registry.models[base].variants.get(variant, {})
-            factor = spec.get("cost_factor", 1.0)
-            factor = factor.get("value", 1.0) if isinstance(factor, dict) else factor
             rows.append({**head, "parameter": f"variant {variant}: cost_factor",
-                         "value": float(factor), "unit": "×",
+                         "value": variant_cost_factor(spec), "unit": "×",
                          "source": f"{spec.get('description', '')} — "
                                    f"{spec.get('cost_factor_source') or spec.get('source')}"})
         params = dict(model.role(role).items())

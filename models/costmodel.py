@@ -322,6 +322,13 @@ OMITTED_AT_DEFAULT = frozenset({"ack_threshold_fixed", "ack_threshold_floor_pack
 RENO_FRIENDLY_MODES = ("acks", "time", "time-srtt")
 
 
+def variant_cost_factor(spec: dict[str, Any]) -> float:
+    """A variant's ``cost_factor``: a number, or a Param-like dict with ``value`` (1.0
+    when the variant sets none)."""
+    factor = spec.get("cost_factor", 1.0)
+    return float(factor.get("value", 1.0) if isinstance(factor, dict) else factor)
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Calibrated cost model of one implementation (both roles).
@@ -368,9 +375,7 @@ class CostModel:
             known = ", ".join(sorted(self.variants)) or "none"
             raise KeyError(f"{self.implementation}@{variant}: unknown variant (known: {known})")
         spec = self.variants[variant]
-        factor = float(spec.get("cost_factor", {}).get("value", 1.0)
-                       if isinstance(spec.get("cost_factor"), dict)
-                       else spec.get("cost_factor", 1.0))
+        factor = variant_cost_factor(spec)
         sender, receiver = self.sender, self.receiver
         crypto = self.crypto
         roles = set(spec.get("cost_roles") or ROLES)

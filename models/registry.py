@@ -20,6 +20,7 @@ from quiclab.models.costmodel import CostModel
 from quiclab.models.cpus import CpuCatalog
 from quiclab.models.pipelines import HostParams
 from quiclab.models.testbeds import Testbeds
+from quiclab.paths import tree_digest
 
 INTEROP_SCHEMA = "quiclab.interop/1"
 #: The calibrated pipeline/placement parameters beside the cost models (issue 11).
@@ -237,17 +238,6 @@ def _packaged_text(name: str) -> str:
     return resources.files("quiclab.models").joinpath(name).read_text()
 
 
-_CODE_DIGEST: str | None = None
-
-
 def models_code_digest() -> str:
     """SHA-256 (10 hex digits) of the Python of ``quiclab.models``, read once per process."""
-    global _CODE_DIGEST
-    if _CODE_DIGEST is None:
-        root = Path(__file__).resolve().parent
-        h = hashlib.sha256()
-        for path in sorted(root.rglob("*.py")):
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
-        _CODE_DIGEST = h.hexdigest()[:10]
-    return _CODE_DIGEST
+    return tree_digest(Path(__file__).resolve().parent, (".py",))[:10]

@@ -20,6 +20,8 @@ Environment variables (each overridden by its flag):
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -74,3 +76,15 @@ class Paths:
     @property
     def cache(self) -> Path:
         return self.data_dir / "cache"
+
+
+@functools.cache
+def tree_digest(root: Path, suffixes: tuple[str, ...]) -> str:
+    """SHA-256 (hex) of the files under ``root`` with these suffixes: each one's
+    path relative to ``root`` and its bytes, in sorted order; read once per process."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in suffixes and path.is_file():
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()

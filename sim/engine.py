@@ -7,8 +7,6 @@ can be compared on the same work (DESIGN.md, "Rules of the house").
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from quiclab.errors import ScenarioError
 from quiclab.models.registry import Registry
+from quiclab.paths import tree_digest
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import DEFAULT_SNDBUF_BYTES, Scenario
 
@@ -25,17 +24,10 @@ ENGINES = ("analytic", "des", "ns3")
 STOCHASTIC_ENGINES = ("des", "ns3")
 
 
-@functools.cache
 def code_digest() -> str:
     """SHA-256 (16 hex digits) of every source file of the engines (``quiclab.sim``:
     Python, ns-3 C++), read once per process."""
-    root = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        if path.suffix in (".py", ".cc", ".h") and path.is_file():
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    return tree_digest(Path(__file__).resolve().parent, (".py", ".cc", ".h"))[:16]
 
 
 def versioned(base: str) -> str:

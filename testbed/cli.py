@@ -228,11 +228,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     def body() -> int:
         _check_repeat(args.repeat)
-        sweep_plan(args.spec, args.repeat, args.bytes)  # the whole spec, before anything runs
+        plan = sweep_plan(args.spec, args.repeat, args.bytes)  # the whole spec, before any run
         session = _session(args)
         with _locked():
             done = sweep_summary(session, args.spec, repeat=args.repeat,
-                                 transfer_bytes=args.bytes)
+                                 transfer_bytes=args.bytes, plan=plan)
         print(f"{len(done.results)} runs, {done.failed} failed, {done.skipped} already in "
               f"the catalog ({done.points} points)")
         return 1 if done.failed else 0

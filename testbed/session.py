@@ -25,12 +25,13 @@ import yaml
 
 from quiclab import yamlio
 from quiclab.errors import QuiclabError, ScenarioError, SpecError
+from quiclab.experiments.axes import MAX_AXIS_VALUES
 from quiclab.sim.scenario import coerce
 from quiclab.testbed import record
 from quiclab.testbed.config import NOT_TESTBED, RunConfig, coerce_knob
 from quiclab.testbed.runner import PACKAGE_DIR, RunResult, Testbed
 from quiclab.testbed.stacks import STACKS, TESTBED_KNOBS
-from quiclab.testbed.stacks import get as get_stack
+from quiclab.testbed.stacks import select as select_stacks
 
 
 @dataclass
@@ -153,7 +154,6 @@ TESTBED_SPEC_KEYS = {"repeat", "knobs", "servers", "clients", "bytes"}
 #: Keys of a point besides Scenario fields and testbed knobs.
 PAIR_KEYS = ("implementation", "server", "client")
 #: Largest number of values one range axis may give (a typo should not plan forever).
-MAX_AXIS_VALUES = 100_000
 #: Largest number of repetitions per point.
 MAX_REPEAT = 10_000
 
@@ -463,9 +463,12 @@ def sweep_plan(spec_path: Path, repeat: int | None = None, transfer_bytes: int |
 
 
 def sweep_summary(session: Session, spec_path: Path, repeat: int | None = None,
-                  transfer_bytes: int | None = None) -> SweepSummary:
-    """:func:`sweep`, also saying how many runs were skipped as already recorded."""
-    reps, points = sweep_plan(spec_path, repeat, transfer_bytes, session.testbed.stacks)
+                  transfer_bytes: int | None = None,
+                  plan: tuple[int, list[Any]] | None = None) -> SweepSummary:
+    """:func:`sweep`, also saying how many runs were skipped as already recorded.
+    ``plan``: the spec's :func:`sweep_plan`, when the caller already made it."""
+    reps, points = plan or sweep_plan(spec_path, repeat, transfer_bytes,
+                                      session.testbed.stacks)
     out: list[RunResult] = []
     before = session.skipped
     for i, (point, config) in enumerate(points, 1):
@@ -473,12 +476,6 @@ def sweep_summary(session: Session, spec_path: Path, repeat: int | None = None,
                     f"{point.changes or ''} {point.knobs or ''}".rstrip())
         out += session.run(config, reps, first=0, resume=True)
     return SweepSummary(out, len(points), session.skipped - before)
-
-
-def _check_stacks(session: Session, names: list[str]) -> None:
-    """Every stack name known to this testbed, before anything runs (TestbedError)."""
-    for name in names:
-        get_stack(name, session.testbed.stacks)
 
 
 def matrix(session: Session, stacks: Iterable[str], repeat: int = 3,
@@ -492,7 +489,7 @@ def matrix(session: Session, stacks: Iterable[str], repeat: int = 3,
     before the first run.
     """
     names = list(stacks)
-    _check_stacks(session, names)
+    select_stacks(names, session.testbed.stacks)  # every name known, before anything runs
     table = session.testbed.stacks
     planned: dict[tuple[str, str], RunConfig | str] = {}
     for server in names:
@@ -539,7 +536,7 @@ def noise(session: Session, stacks: Iterable[str], repeat: int = 10,
     every name and configuration is checked before the first run.
     """
     names = list(stacks)
-    _check_stacks(session, names)
+    select_stacks(names, session.testbed.stacks)  # every name known, before anything runs
     planned = {(name, pin): RunConfig.build(name, name, {"pin": pin},
                                             transfer_bytes=transfer_bytes,
                                             experiment=experiment)
