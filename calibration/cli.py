@@ -25,9 +25,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "<data dir>/models-fresh)")
     p.add_argument("--report", metavar="DIR",
                    help="report directory (default <data dir>/reports/calibration)")
-    p.add_argument("--cv", default="experiments", choices=("none", "experiments", "pairs", "all"),
-                   help="cross-validation: leave one experiment out (default), leave one "
-                        "implementation pair out (slow), both, or none")
+    p.add_argument("--cv", default="experiments",
+                   choices=("none", "testbeds", "experiments", "pairs", "all"),
+                   help="cross-validation: leave one testbed out (the error to expect on "
+                        "your own testbed), leave one experiment out (default), leave one "
+                        "implementation pair out (slow), all three, or none")
     p.add_argument("--max-nfev", type=int, default=400,
                    help="evaluation budget of the joint fit (default 400)")
     p.set_defaults(func=run_calibrate)
@@ -63,6 +65,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     written = cal.write(out)
     print(f"wrote {len(written)} model files to {out}")
     cv: dict[str, object] = {}
+    if args.cv in ("testbeds", "all"):
+        cv["testbeds"] = cvmod.leave_one_testbed_out(frames, cal, progress=progress)
     if args.cv in ("experiments", "all"):
         cv["experiments"] = cvmod.leave_one_experiment_out(frames, cal, progress=progress)
     if args.cv in ("pairs", "all"):

@@ -26,7 +26,8 @@ from quiclab.sim.scenario import QIR_TRANSFER_BYTES, Scenario
 #: Testbed each seed describes (applied where a point's row leaves a field empty);
 #: the stated values of quiclab.models.testbeds — the calibration refines the
 #: ones a document leaves out (the seed-000 path's base RTT).
-DOCUMENT_DEFAULTS: dict[str, dict[str, Any]] = {k: dict(v.fields) for k, v in STATED.items()}
+DOCUMENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    doc: {**v.fields, "testbed": v.id} for v in STATED.values() for doc in v.documents}
 #: Builds a document measured under another name (seed 001 §5: "the baseline
 #: implementation of mvfst supports GSO and GRO").
 DOCUMENT_NAMES: dict[str, dict[str, str]] = {"001": {"mvfst": "mvfst@gso"}}
@@ -66,6 +67,11 @@ class Evidence:
     #: "" (a value), "lower" (the goodput is at least this) or "upper" (at most this):
     #: a one-sided point constrains the fit only when a prediction violates it.
     bound: str = ""
+
+    @property
+    def testbed(self) -> str:
+        """The testbed the item was measured on (its Scenario's)."""
+        return self.scenario.testbed
 
     def errors_pct(self, predicted_mbps: float) -> tuple[float, float]:
         """(absolute, signed) percentage error of a prediction. A one-sided point has no
@@ -164,12 +170,18 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
     df = df[df["g"].notna() & (df["g"] > 0)]
     keys = ["experiment", "setting_group", "server_impl", "server_build", "client_impl",
             "client_build", "cipher", "rcvbuf_bytes", "cpu", "app"]
+    if "testbed" not in df.columns:
+        # Catalogs written before runs recorded their testbed: the published QIR-10G
+        # dataset's runs were all made on its hosts; fresh runs on the defaults' testbed.
+        df["testbed"] = defaults.get("testbed", "qir10g")
+    df["testbed"] = df["testbed"].fillna(defaults.get("testbed", "qir10g"))
     if source == "fresh":
         # Fresh runs vary the path per setting: keep every setting its own cell.
         keys.append("setting")
     # Settings that are repetitions of the same conditions (run1/run2, crypto run2/run3)
     # form one cell; the buffer experiment's setting is its buffer size.
     df["setting_group"] = df["experiment"]
+    keys.append("testbed")
     out = []
     for key, cell in df.groupby(keys, dropna=False):
         exp, _, s_impl, s_build, c_impl, c_build, cipher, rcvbuf, cpu, app = key[:10]
@@ -191,6 +203,7 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
             "app": "h3" if app in ("h3", "tcp") else app,
             "transfer_bytes": filesize,
             "cpu": cpu if isinstance(cpu, str) else "AMD EPYC 7543",
+            "testbed": str(key[-1]),
         })
         for name in ("mtu_bytes", "link_gbps", "rtt_ms", "loss_pct"):
             if name in cell and cell[name].notna().any():
@@ -216,6 +229,8 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
         ident = f"{exp}|{server}|{client}|{fields['cipher']}|{fields['rcvbuf_bytes']}"
         if source == "fresh":
             ident = f"{exp}|{key[10]}"
+        elif fields["testbed"] != "qir10g":
+            ident = f"{fields['testbed']}|{ident}"
         utils = [float(cell[c].median()) / 100.0 if c in cell and cell[c].notna().any()
                  else float("nan") for c in ("server_cpu_pct", "client_cpu_pct")]
         out.append(Evidence(Scenario.from_dict(fields), float(g.median()), str(exp), source,
@@ -247,8 +262,8 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
     starting point) unless ``testbeds`` — e.g. a model directory's calibrated
     ``testbeds.json`` — is given.
     """
-    defaults = ({k: dict(v.fields) for k, v in testbeds.items.items()} if testbeds
-                else DOCUMENT_DEFAULTS)
+    defaults = ({doc: {**tb.fields, "testbed": tb.id} for tb in testbeds.items.values()
+                 for doc in tb.documents} if testbeds else DOCUMENT_DEFAULTS)
     out: list[Evidence] = []
     skipped: list[tuple[str, str]] = []
     points = points.astype(object).where(points.notna(), None)

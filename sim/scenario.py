@@ -37,6 +37,11 @@ CIPHERS = ("aes-ni", "aes-sw", "chacha20")
 APPS = ("perf", "hq", "h3")
 CCS = ("cubic", "reno", "bbr")
 WORKLOADS = ("bulk", "requests", "handshakes")
+#: A testbed id (``models/fitted/testbeds.json``); whether it exists is checked
+#: against the registry when the scenario is resolved.
+TESTBED_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+#: The testbed id of hosts the models never saw: no testbed-specific effect applies.
+UNSEEN_TESTBED = "unseen"
 
 
 def _bool(value: object, name: str) -> bool:
@@ -102,6 +107,13 @@ class Scenario:
     request_bytes: int = 0
     requests: int = 0
     connections: int = 1
+    # --- where -----------------------------------------------------------------
+    #: The testbed the transfer runs on (``models/fitted/testbeds.json``): effects
+    #: fitted to one testbed's measurements (a pair's interplay, an unknown CPU's
+    #: speed) act only on predictions for that testbed. ``unseen`` is a testbed the
+    #: models never saw — a user's own hosts. The default is the testbed whose
+    #: baseline the other defaults reproduce (QIR-10G, seed 002 §3.2).
+    testbed: str = "qir10g"
     # --- reproducibility ------------------------------------------------------
     seed: int = 0
     run: int = 0
@@ -137,6 +149,10 @@ class Scenario:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ScenarioError(name, value, "a non-empty name")
+        if not isinstance(self.testbed, str) or not TESTBED_ID.fullmatch(self.testbed):
+            raise ScenarioError("testbed", self.testbed,
+                                "a testbed id: lower-case letters, digits and '-' (e.g. "
+                                "qir10g, koenig25, uclouvain, unseen)")
         for name, (lo, hi) in self.RANGES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):

@@ -69,7 +69,7 @@ def registry() -> Registry:
                         rx_stall_min_us=300.0, rx_stall_alpha=2.0),
         synthetic_model("pair", sender_ns=4000, receiver_ns=800),
         synthetic_model("acks", sender_ns=2000, receiver_ns=800, ack_ns=2000),
-        interop=Interop(server_effect={"pair": math.log(0.7)}),
+        interop=Interop.for_testbed("qir10g", server_effect={"pair": math.log(0.7)}),
     )
 
 

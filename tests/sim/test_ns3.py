@@ -66,7 +66,7 @@ def registry() -> Registry:
         # GSO batches of 44 into a slower GRO receiver (TRANSPORT.md "Receive buffer").
         synthetic_model("gro", sender_ns=1000, receiver_ns=1500, supports_gso=True,
                         supports_gro=True, gso_max_segments=44),
-        interop=Interop(server_effect={"pair": -0.3}),
+        interop=Interop.for_testbed("qir10g", server_effect={"pair": -0.3}),
     )
 
 

@@ -164,7 +164,7 @@ def test_busy_polling_on_both_ends_removes_the_pairs_interplay_idleness() -> Non
     busy-polling I/O core never sleeps, so with both ends polling the pair runs at
     its slowest core (poll_interplay = 1); kernel I/O keeps the idleness."""
     model = synthetic_model("x", sender_ns=3000.0, receiver_ns=1500.0)
-    interop = Interop(server_effect={"x": math.log(0.5)})
+    interop = Interop.for_testbed("qir10g", server_effect={"x": math.log(0.5)})
     reg = synthetic_registry(model, interop=interop)
     reg = Registry(reg.models, reg.cpus, reg.interop, source="synthetic",
                    track_versions=False, host=_host(handoff_ns=0.0))
