@@ -25,7 +25,7 @@ from quiclab.paths import tree_digest
 INTEROP_SCHEMA = "quiclab.interop/2"
 #: One set of effects for every testbed; read as QIR-10G's.
 INTEROP_SCHEMA_V1 = "quiclab.interop/1"
-#: The calibrated pipeline/placement parameters beside the cost models (issue 11).
+#: The calibrated pipeline/placement parameters beside the cost models.
 PIPELINE_FILE = "pipeline.json"
 TESTBEDS_FILE = "testbeds.json"
 
