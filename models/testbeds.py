@@ -57,6 +57,8 @@ class Testbed:
     """One testbed: its id, the documents measured on it, its Scenario defaults
     (with a source for each) and, for hosts of unknown CPU, a fitted speed."""
 
+    __test__ = False  # not a pytest test class
+
     id: str
     description: str
     fields: dict[str, Any]
@@ -169,6 +171,8 @@ def on_testbed(fields: dict[str, Any], testbeds: Testbeds) -> dict[str, Any]:
 
 class Testbeds:
     """Testbeds by id; a seed's document id (``"000"``) is an alias of its testbed."""
+
+    __test__ = False  # not a pytest test class
 
     def __init__(self, items: dict[str, Testbed], source: str = "<stated>"):
         self.items = dict(items)

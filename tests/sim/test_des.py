@@ -168,7 +168,8 @@ def test_ack_cost_on_the_sender(registry: Registry) -> None:
 
 
 def test_pair_interplay_idles_the_sender(registry: Registry) -> None:
-    pred = des(registry).predict(Scenario(server="pair", client="fast", transfer_bytes=10 * MB))
+    pred = des(registry).predict(Scenario(server="pair", client="fast", transfer_bytes=10 * MB,
+                                          testbed="qir10g"))
     assert pred.limit == "interop"
     assert pred.goodput_mbps == pytest.approx(0.7 * BITS / 4000 * 1e3, rel=0.02)
     assert pred.server_cpu_util == pytest.approx(0.7, abs=0.03)

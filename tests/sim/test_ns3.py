@@ -124,7 +124,7 @@ def test_python_ns_module_is_never_imported() -> None:
         ("slow", "fast", {}, "sender_cpu"),
         ("fast", "slow", {}, "receiver_cpu"),
         ("gso", "gso", {"link_gbps": 40.0}, "sender_cpu"),
-        ("pair", "fast", {}, "interop"),
+        ("pair", "fast", {"testbed": "qir10g"}, "interop"),
     ],
 )
 def test_exact_regimes_match_the_analytic_engine(engine: Ns3Engine, registry: Registry,

@@ -169,7 +169,7 @@ def test_busy_polling_on_both_ends_removes_the_pairs_interplay_idleness() -> Non
     reg = Registry(reg.models, reg.cpus, reg.interop, source="synthetic",
                    track_versions=False, host=_host(handoff_ns=0.0))
     base = Scenario(server="x", client="x", link_gbps=100.0, rcvbuf_bytes=6815744,
-                    sndbuf_bytes=6815744)
+                    sndbuf_bytes=6815744, testbed="qir10g")
     assert resolve(base, reg).interop_busy == pytest.approx(0.5)
     polled = resolve(base.with_(pipeline="mukherjee-simple"), reg)
     assert polled.interop_busy == 1.0 and "busy polling on both ends" in polled.interop_source
