@@ -175,6 +175,12 @@ def test_strict_stops_at_the_first_bad_file_and_writes_nothing(tree: Path, catal
         uclouvain.load(catalog, tree, strict=True)
     assert "EverythingTesting/data/" in str(err.value.path)
     assert catalog.count("runs") == 0
+    # A file that holds no measurement is no error, even strict.
+    for bad in ("cmp/msquic_ctesting_no_GRO.txt", "batching/throughput_4_fixed_20GB_RX64_dpdk.txt",
+                "test.txt"):
+        (tree / D / bad).unlink()
+    summary = uclouvain.load(catalog, tree, strict=True)
+    assert summary.runs == 31 and [s for _, _, s in summary.issues] == ["not-measured"]
 
 
 def test_without_the_npf_the_interrupt_core_is_unknown(tree: Path, catalog: Catalog):
