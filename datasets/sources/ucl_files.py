@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from quiclab.datasets.sources.ucl_parsers import NpfTest
+from quiclab.datasets.sources.npf import NpfTest
 
 #: Where the output files live inside the dataset.
 DATA_DIR = "EverythingTesting/data/"

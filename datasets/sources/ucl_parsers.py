@@ -1,6 +1,8 @@
-"""Parsers for the output files of the UCLouvain picoquic-DPDK experiments.
+"""Parsers for the QUIC and TLS stacks' output in the UCLouvain picoquic-DPDK experiments.
 
-One function per output format; each takes a file's text and returns a
+One function per output format (the traffic generators of the proxy runs are in
+:mod:`~quiclab.datasets.sources.ucl_traffic`, the NPF test definitions in
+:mod:`~quiclab.datasets.sources.npf`); each takes a file's text and returns a
 :class:`Parsed`: the measurements (:class:`Record`, one per transfer,
 repetition or count) in file order, and what could not be read. The formats
 are the tools' own output as the authors' harness appended it to the files
@@ -20,13 +22,6 @@ scripts read it back (``EverythingTesting/scripts/simplePlotter.py``):
 ``served``                    ``Number of handshakes served : N`` /
                               ``Number of request served : N``
 ``counts``                    one integer per line (picotls handshakes)
-``iperf3``                    iperf3 reports: interval and ``sender`` /
-                              ``receiver`` summary lines, TCP or UDP, optionally
-                              prefixed with the offered rate (``300 Mbps[  5] …``)
-``udp-goodput``               the authors' UDP sender: ``final goodput : M``,
-                              ``goodput : M`` series ended by ``goodput
-                              decreased``, or ``goodput : M number of packets :
-                              P elapsed : S``
 ============================  =================================================
 
 A line a parser does not recognise, or a repetition the file ends inside (a
@@ -40,8 +35,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-from quiclab.errors import DataError
 
 
 @dataclass
@@ -78,10 +71,11 @@ class Parsed:
                              else f"line {line}: {reason}")
 
 
-_NUM = r"[0-9]+(?:\.[0-9]+)?"
+#: A decimal number as the tools print it.
+NUM = r"[0-9]+(?:\.[0-9]+)?"
 
 
-def _lines(text: str) -> list[tuple[int, str]]:
+def lines_of(text: str) -> list[tuple[int, str]]:
     """(1-based number, stripped line) of the non-empty lines."""
     return [(i, line.strip()) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
 
@@ -101,7 +95,7 @@ def _blocks(lines: list[tuple[int, str]], starts: Callable[[str, list[str]], boo
 # --- picoquic --------------------------------------------------------------
 
 PICOQUIC_RESULT = re.compile(
-    rf"^Received ([0-9]+) bytes in ({_NUM}) seconds, ({_NUM}) Mbps\.*$")  # one file: "Mbps.."
+    rf"^Received ([0-9]+) bytes in ({NUM}) seconds, ({NUM}) Mbps\.*$")  # one file: "Mbps.."
 _PICO_START = re.compile(r"^Starting Picoquic \(v([^)]*)\)")
 _PICO_EXIT = re.compile(r"^Client exit with code = (-?[0-9]+)$")
 _PICO_VALUE = re.compile(r"^(max_[a-z_]+|MAX_PKT_BURST_(?:RX|TX)|queueid)\s*:\s*([0-9]+)$")
@@ -130,7 +124,7 @@ def parse_picoquic(text: str) -> Parsed:
     line is a cut file (a problem, no record).
     """
     parsed = Parsed()
-    lines = _lines(text)
+    lines = lines_of(text)
     if not any(_PICO_START.match(t) for _, t in lines):
         for number, line in lines:
             match = PICOQUIC_RESULT.match(line)
@@ -195,7 +189,7 @@ def parse_picoquic(text: str) -> Parsed:
 
 # --- MsQuic secnetperf -------------------------------------------------------
 
-MSQUIC_RESULT = re.compile(rf"^Result: ([0-9]+) bytes @ ([0-9]+) kbps \(({_NUM}) ms\)\.?$")
+MSQUIC_RESULT = re.compile(rf"^Result: ([0-9]+) bytes @ ([0-9]+) kbps \(({NUM}) ms\)\.?$")
 _MSQUIC_STATUS = re.compile(r"^App Main returning status (-?[0-9]+)$")
 
 
@@ -205,7 +199,7 @@ def parse_msquic(text: str) -> Parsed:
     tool's own transfer time. A block without a result is a failed run, the
     last one a cut file."""
     parsed = Parsed()
-    blocks = _blocks(_lines(text), lambda line, block: line == "Started!")
+    blocks = _blocks(lines_of(text), lambda line, block: line == "Started!")
     for i, block in enumerate(blocks):
         result: Record | None = None
         status: int | None = None
@@ -234,8 +228,8 @@ def parse_msquic(text: str) -> Parsed:
 
 # --- quicly ----------------------------------------------------------------
 
-_QUICLY_TIME = re.compile(rf"^time : ({_NUM}) s\.?$")
-_QUICLY_GOODPUT = re.compile(rf"^Goodput : ({_NUM}) Gbps$")
+_QUICLY_TIME = re.compile(rf"^time : ({NUM}) s\.?$")
+_QUICLY_GOODPUT = re.compile(rf"^Goodput : ({NUM}) Gbps$")
 
 
 def parse_quicly(text: str) -> Parsed:
@@ -244,7 +238,7 @@ def parse_quicly(text: str) -> Parsed:
     (the loader's conditions)."""
     parsed = Parsed()
     pending: tuple[int, float] | None = None
-    for number, line in _lines(text):
+    for number, line in lines_of(text):
         if (m := _QUICLY_TIME.match(line)):
             if pending is not None:
                 parsed.problem(pending[0], "", "a time without its Goodput line")
@@ -267,8 +261,8 @@ def parse_quicly(text: str) -> Parsed:
 
 _QUICHE_URL = re.compile(r"^https?://\S+$")
 _QUICHE_GOT = re.compile(r"^got ([0-9]+) bytes in total$")
-_QUICHE_MS = re.compile(rf"^({_NUM}) ms$")
-_QUICHE_GOODPUT = re.compile(rf"^goodput : ({_NUM}) Mbps$")
+_QUICHE_MS = re.compile(rf"^({NUM}) ms$")
+_QUICHE_GOODPUT = re.compile(rf"^goodput : ({NUM}) Mbps$")
 _QUICHE_NOISE = ("inside", "done!!!")
 
 
@@ -276,7 +270,7 @@ def parse_quiche(text: str) -> Parsed:
     """quiche ``http3-client`` (the authors' build): per run the URL, ``got N bytes
     in total``, the transfer time ``T ms`` and ``goodput : M Mbps``."""
     parsed = Parsed()
-    blocks = _blocks(_lines(text), lambda line, block: bool(_QUICHE_URL.match(line)))
+    blocks = _blocks(lines_of(text), lambda line, block: bool(_QUICHE_URL.match(line)))
     for i, block in enumerate(blocks):
         got = ms = mbps = None
         url = None
@@ -305,7 +299,7 @@ def parse_quiche(text: str) -> Parsed:
 # --- picotls over TCP ----------------------------------------------------------
 
 PICOTLS_RESULT = re.compile(
-    rf"^received ([0-9]+) bytes in ({_NUM}) seconds \(([0-9]+\.[0-9]+)(?:\.[0-9]+)?Mbps\); "
+    rf"^received ([0-9]+) bytes in ({NUM}) seconds \(([0-9]+\.[0-9]+)(?:\.[0-9]+)?Mbps\); "
     r"(\S+)$")
 _PICOTLS_NOISE = ("waiting for connections",)
 
@@ -317,7 +311,7 @@ def parse_picotls(text: str) -> Parsed:
     it off (``x[1:-8]``, simplePlotter.py) and so does this parser. A run whose
     server received nothing is failed."""
     parsed = Parsed()
-    blocks = _blocks(_lines(text), lambda line, block: line.startswith("server started"))
+    blocks = _blocks(lines_of(text), lambda line, block: line.startswith("server started"))
     for i, block in enumerate(blocks):
         result: Record | None = None
         for number, line in block:
@@ -351,7 +345,7 @@ def parse_served(text: str) -> Parsed:
     are the client's chatter and are passed over; a ``Number of`` line that does
     not parse is a problem."""
     parsed = Parsed()
-    for number, line in _lines(text):
+    for number, line in lines_of(text):
         if (m := _SERVED.match(line)):
             parsed.records.append(Record(number, count=int(m.group(2)),
                                          values={"counted": m.group(1)}))
@@ -364,281 +358,9 @@ def parse_counts(text: str) -> Parsed:
     """One non-negative integer per line (picotls ``cli --client``: handshakes
     completed in one run, summed over its clients by the harness's awk)."""
     parsed = Parsed()
-    for number, line in _lines(text):
+    for number, line in lines_of(text):
         if line.isdigit():
             parsed.records.append(Record(number, count=int(line)))
         else:
             parsed.problem(number, line, "not a count")
     return parsed
-
-
-# --- iperf3 -----------------------------------------------------------------------
-
-_IPERF_LINE = re.compile(
-    rf"^(?:(?P<offered>{_NUM}) Mbps(?: iteration : [0-9]+)?\s*)?\[\s*(?P<id>[0-9]+|SUM)\]\s+"
-    rf"(?P<start>{_NUM})-(?P<end>{_NUM})\s+sec\s+(?P<xfer>{_NUM}) (?P<xunit>[KMGT]?)Bytes\s+"
-    rf"(?P<rate>{_NUM}) (?P<runit>[KMGT]?)bits/sec(?P<rest>.*)$")
-_IPERF_UDP = re.compile(rf"({_NUM}) ms\s+([0-9]+)/([0-9]+) \(({_NUM})%\)")
-_IPERF_NOISE = re.compile(r"^(Connecting to host|\[ ID\]|- - -|iperf Done|Server listening|"
-                          r"Accepted connection|\[\s*[0-9]+\] local )")
-_UNITS = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-_BYTE_UNITS = {"": 1.0, "K": 1024.0, "M": 1024.0**2, "G": 1024.0**3, "T": 1024.0**4}
-
-
-def _iperf_interval(m: re.Match[str]) -> dict[str, Any]:
-    rest = m.group("rest").strip()
-    out: dict[str, Any] = {
-        "start": float(m.group("start")), "end": float(m.group("end")),
-        # iperf3 prints transfers in binary units (MBytes = MiB), rates in decimal.
-        "bytes": float(m.group("xfer")) * _BYTE_UNITS[m.group("xunit")],
-        "mbps": float(m.group("rate")) * _UNITS[m.group("runit")] / 1e6,
-        "role": rest.split()[-1] if rest.endswith(("sender", "receiver")) else None,
-    }
-    if (u := _IPERF_UDP.search(rest)):
-        out.update(jitter_ms=float(u.group(1)), lost=int(u.group(2)), datagrams=int(u.group(3)))
-    elif rest and rest.split()[0].isdigit():
-        out["retransmissions"] = int(rest.split()[0])
-    if m.group("offered"):
-        out["offered_mbps"] = float(m.group("offered"))
-    return out
-
-
-def parse_iperf3(text: str) -> Parsed:
-    """iperf3 client reports, TCP or UDP.
-
-    A run opens at ``Connecting to host``. A run with a summary gives one record
-    from its ``receiver`` line (else its ``sender`` line): transfer, duration and
-    rate as iperf3 states them. A file of interval lines only (the harness kept
-    no summary) is one run: bytes and seconds summed over its intervals. A line
-    prefixed with an offered rate (``300 Mbps[  5] … receiver``, the harness's
-    ``grep receiver`` of UDP runs at a set rate) is one record with
-    ``offered_mbps``.
-    """
-    parsed = Parsed()
-    runs: list[list[tuple[int, dict[str, Any]]]] = [[]]
-    for number, line in _lines(text):
-        if line.startswith("Connecting to host"):
-            if runs[-1]:
-                runs.append([])
-            continue
-        if (m := _IPERF_LINE.match(line)):
-            interval = _iperf_interval(m)
-            if "offered_mbps" in interval:
-                parsed.records.append(_iperf_record(number, [interval], interval))
-                continue
-            runs[-1].append((number, interval))
-        elif line.startswith("iperf3: error"):
-            parsed.records.append(Record(number, status="failed", failure=line[:120]))
-        elif not _IPERF_NOISE.match(line):
-            parsed.problem(number, line, "not an iperf3 report line")
-    for run in runs:
-        if not run:
-            continue
-        intervals = [iv for _, iv in run if iv["role"] is None]
-        summaries = {iv["role"]: (n, iv) for n, iv in run if iv["role"] is not None}
-        summary = summaries.get("receiver") or summaries.get("sender")
-        if summary is not None:
-            number, chosen = summary
-            record = _iperf_record(number, intervals, chosen)
-            sender = summaries.get("sender")
-            if sender and "retransmissions" in sender[1]:
-                record.values["retransmissions"] = sender[1]["retransmissions"]
-            parsed.records.append(record)
-        else:
-            seconds = sum(iv["end"] - iv["start"] for iv in intervals)
-            total = {"start": intervals[0]["start"], "end": intervals[-1]["end"],
-                     "bytes": sum(iv["bytes"] for iv in intervals),
-                     "mbps": None, "role": None}
-            for key in ("lost", "datagrams", "retransmissions"):
-                if all(key in iv for iv in intervals):
-                    total[key] = sum(iv[key] for iv in intervals)
-            record = _iperf_record(run[0][0], intervals, total)
-            record.seconds = seconds
-            record.values["summary"] = "none: intervals summed"
-            parsed.records.append(record)
-    return parsed
-
-
-def _iperf_record(number: int, intervals: list[dict[str, Any]],
-                  chosen: dict[str, Any]) -> Record:
-    values: dict[str, Any] = {"intervals": len(intervals)}
-    if chosen.get("role"):
-        values["summary"] = chosen["role"]
-    for key in ("jitter_ms", "lost", "datagrams", "retransmissions", "offered_mbps"):
-        if key in chosen:
-            values[key] = chosen[key]
-    return Record(number, bytes=round(chosen["bytes"]),
-                  seconds=chosen["end"] - chosen["start"], reported_mbps=chosen["mbps"],
-                  values=values)
-
-
-# --- the authors' UDP sender ----------------------------------------------------------
-
-_UDP_FINAL = re.compile(rf"^final goodput : ({_NUM})$")
-_UDP_POINT = re.compile(rf"^goodput : ({_NUM})$")
-_UDP_PACKETS = re.compile(r"^number of (?:packets|pkts received) : ([0-9]+)$")
-_UDP_LINE = re.compile(rf"^goodput : ({_NUM}) number of packets : ([0-9]+) elapsed : ({_NUM})$")
-_UDP_NOISE = re.compile(r"^(before start|loop start|mac : )")
-
-
-def parse_udp_goodput(text: str) -> Parsed:
-    """The authors' UDP generator/receiver (``exec_scripts/proxy*.sh``), in Mbit/s.
-
-    ``final goodput : M`` lines and ``goodput : M number of packets : P elapsed :
-    S`` lines are one record each. A series of ``goodput : M`` /
-    ``number of packets : P`` samples ended by ``goodput decreased`` is one
-    record whose rate is the series' maximum, as the authors read it
-    (``get_full_data_UDP`` in simplePlotter.py); a series the file ends inside
-    is a cut file.
-    """
-    parsed = Parsed()
-    series: list[tuple[int, float, int | None]] = []
-    for number, line in _lines(text):
-        if (m := _UDP_FINAL.match(line)):
-            parsed.records.append(Record(number, reported_mbps=float(m.group(1))))
-        elif (m := _UDP_LINE.match(line)):
-            parsed.records.append(Record(number, reported_mbps=float(m.group(1)),
-                                         seconds=float(m.group(3)),
-                                         values={"packets": int(m.group(2))}))
-        elif (m := _UDP_POINT.match(line)):
-            series.append((number, float(m.group(1)), None))
-        elif (m := _UDP_PACKETS.match(line)):
-            if series:
-                n, rate, _ = series[-1]
-                series[-1] = (n, rate, int(m.group(1)))
-        elif line == "goodput decreased":
-            if series:
-                best = max(series, key=lambda s: s[1])
-                parsed.records.append(Record(series[0][0], reported_mbps=best[1],
-                                             values={"samples": len(series),
-                                                     "packets": series[-1][2]}))
-            series = []
-        elif not _UDP_NOISE.match(line):
-            parsed.problem(number, line, "not a UDP goodput line")
-    if series:
-        parsed.problem(series[0][0], "", "the file ends inside a goodput series: cut")
-    return parsed
-
-
-#: Parser by format name (the loader's ``FileSpec.format``).
-PARSERS: dict[str, Callable[[str], Parsed]] = {
-    "picoquic": parse_picoquic, "msquic": parse_msquic, "quicly": parse_quicly,
-    "quiche": parse_quiche, "picotls": parse_picotls, "served": parse_served,
-    "counts": parse_counts, "iperf3": parse_iperf3, "udp-goodput": parse_udp_goodput,
-}
-
-
-# --- NPF test definitions -------------------------------------------------------------
-
-@dataclass
-class NpfScript:
-    """One ``%[stack:]script@role`` section: its options and command lines."""
-
-    stack: str | None
-    role: str
-    options: dict[str, str]
-    lines: list[str]
-
-    @property
-    def command(self) -> str:
-        return "\n".join(self.lines)
-
-
-@dataclass
-class NpfTest:
-    """An NPF test definition (https://github.com/tbarbette/npf, ``%section`` syntax)."""
-
-    variables: dict[str, str] = field(default_factory=dict)
-    config: dict[str, str] = field(default_factory=dict)
-    init: dict[str, list[str]] = field(default_factory=dict)
-    scripts: list[NpfScript] = field(default_factory=list)
-
-    def script(self, stack: str, role: str) -> NpfScript | None:
-        return next((s for s in self.scripts if s.stack == stack and s.role == role), None)
-
-    def stacks(self) -> list[str]:
-        return sorted({s.stack for s in self.scripts if s.stack})
-
-    def irq_cpu_list(self, role: str) -> str | None:
-        """The CPU list the NIC's interrupts are pinned to on ``role``'s host
-        (``set_irq_affinity_cpulist.sh LIST`` in its ``%init``)."""
-        for line in self.init.get(role, []):
-            if (m := re.search(r"set_irq_affinity_cpulist\.sh\s+([0-9,-]+)", line)):
-                return m.group(1)
-        return None
-
-    def nic_queues(self, role: str) -> int | None:
-        """Combined NIC queues set by ``ethtool -L IFACE combined N`` in ``%init``."""
-        for line in self.init.get(role, []):
-            if (m := re.search(r"ethtool -L \S+ combined ([0-9]+)", line)):
-                return int(m.group(1))
-        return None
-
-    def irqbalance_stopped(self, role: str) -> bool | None:
-        lines = " ".join(self.init.get(role, []))
-        if "irqbalance" not in lines:
-            return None
-        return "stop irqbalance" in lines
-
-    def choices(self, variable: str) -> dict[str, str]:
-        """``NAME={a:label,b:label}`` → {value: label}; ``NAME=v`` → {v: v}."""
-        raw = self.variables.get(variable, "")
-        if raw.startswith("{") and raw.endswith("}"):
-            out = {}
-            for item in raw[1:-1].split(","):
-                value, _, label = item.partition(":")
-                out[value.strip()] = label.strip() or value.strip()
-            return out
-        return {raw: raw} if raw else {}
-
-
-_SECTION = re.compile(r"^%(?:(?P<stack>[A-Za-z0-9_]+):)?(?P<kind>[a-z_]+)(?:@(?P<role>\w+))?"
-                      r"(?P<opts>.*)$")
-
-
-def parse_npf(text: str, path: str = "<npf>") -> NpfTest:
-    """Read an NPF test definition: ``%variables``/``%late_variables`` (``NAME=value``),
-    ``%config`` (``key=value``), ``%init@role`` and ``%[stack:]script@role opts``
-    sections; ``//`` comments are dropped. A script section without a role, or
-    a text with no section at all, raises :class:`DataError` naming the file."""
-    test = NpfTest()
-    current: tuple[str, Any] | None = None
-    seen = False
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if line.startswith("%"):
-            m = _SECTION.match(line)
-            if not m:
-                raise DataError(f"{path}:{number}", f"unreadable section header {line!r}")
-            seen = True
-            kind, role = m.group("kind"), m.group("role")
-            if kind == "script":
-                if not role:
-                    raise DataError(f"{path}:{number}", "a script section without @role",
-                                    field="section")
-                options = dict(o.split("=", 1) for o in m.group("opts").split() if "=" in o)
-                script = NpfScript(m.group("stack"), role, options, [])
-                test.scripts.append(script)
-                current = ("script", script)
-            elif kind == "init":
-                current = ("init", test.init.setdefault(role or "all", []))
-            elif kind in ("variables", "late_variables"):
-                current = ("variables", test.variables)
-            elif kind == "config":
-                current = ("config", test.config)
-            else:
-                current = ("other", None)
-            continue
-        if not line or line.startswith("//") or current is None:
-            continue
-        kind, target = current
-        if kind == "script":
-            target.lines.append(line)
-        elif kind == "init":
-            target.append(line)
-        elif kind in ("variables", "config") and "=" in line:
-            name, _, value = line.partition("=")
-            target[name.strip()] = value.strip()
-    if not seen:
-        raise DataError(path, "no NPF %section in the file")
-    return test

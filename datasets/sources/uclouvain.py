@@ -5,7 +5,8 @@ extracted folder or a clone) into ``runs``: every transfer, repetition or
 count the files hold is one row of testbed ``uclouvain``, with the
 conditions of :func:`~quiclab.datasets.sources.ucl_files.classify` (the NPF
 definitions, the harness, the file names). Each file is read by the parser of
-its format (:mod:`~quiclab.datasets.sources.ucl_parsers`). What the files do
+its format (:mod:`~quiclab.datasets.sources.ucl_parsers`,
+:mod:`~quiclab.datasets.sources.ucl_traffic`). What the files do
 not record — the hosts' CPU and clock, kernel, MTU, link rate — is NULL, never
 guessed. A file that is not a measurement, or cannot be read, is one line in
 ``ingest_issues``; a damaged or cut file is one line too, and its readable
@@ -23,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from quiclab.datasets.catalog import Catalog
-from quiclab.datasets.sources import ucl_files, ucl_parsers
+from quiclab.datasets.sources import npf as npf_files
+from quiclab.datasets.sources import ucl_files, ucl_parsers, ucl_traffic
 from quiclab.datasets.sources.files import iter_files, sha256_file
 from quiclab.errors import DataError
 
@@ -37,6 +39,15 @@ SERVER_HOST, CLIENT_HOST = "dormeur", "grincheux"
 RATE_TOLERANCE = 0.01
 
 Progress = Callable[[str, int, int | None], None]
+
+#: Parser by format name (``FileSpec.format``).
+PARSERS: dict[str, Callable[[str], ucl_parsers.Parsed]] = {
+    "picoquic": ucl_parsers.parse_picoquic, "msquic": ucl_parsers.parse_msquic,
+    "quicly": ucl_parsers.parse_quicly, "quiche": ucl_parsers.parse_quiche,
+    "picotls": ucl_parsers.parse_picotls, "served": ucl_parsers.parse_served,
+    "counts": ucl_parsers.parse_counts, "iperf3": ucl_traffic.parse_iperf3,
+    "udp-goodput": ucl_traffic.parse_udp_goodput,
+}
 
 
 @dataclass
@@ -91,11 +102,11 @@ def load(catalog: Catalog, source: Path, strict: bool = False,
             raise DataError(path, reason)
         summary.issues.append((path, reason, severity))
 
-    npf: dict[str, ucl_parsers.NpfTest] = {}
+    npf: dict[str, npf_files.NpfTest] = {}
     for rel, data in sorted(files.items()):
         if rel.endswith(".npf") and "/" not in rel:
             try:
-                npf[rel] = ucl_parsers.parse_npf(data.decode("utf-8"), rel)
+                npf[rel] = npf_files.parse_npf(data.decode("utf-8"), rel)
             except UnicodeDecodeError:
                 issue(rel, "not UTF-8 text", "skipped")
             except DataError as err:
@@ -122,7 +133,7 @@ def load(catalog: Catalog, source: Path, strict: bool = False,
         except UnicodeDecodeError:
             issue(rel, "not UTF-8 text", "skipped")
             continue
-        parsed = ucl_parsers.PARSERS[spec.format](text)
+        parsed = PARSERS[spec.format](text)
         made = [_row(rel, i, record, spec) for i, record in enumerate(parsed.records, 1)]
         problems = list(parsed.problems)
         for row in made:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from quiclab.datasets.sources import npf
 from quiclab.datasets.sources import ucl_parsers as up
+from quiclab.datasets.sources import ucl_traffic as traffic
 from quiclab.errors import DataError
 
 from . import ucl_fixtures as fx
@@ -87,26 +89,26 @@ def test_counts_served_and_bare():
 
 
 def test_iperf3_summary_intervals_and_offered_rate():
-    summary = up.parse_iperf3(fx.IPERF_TCP + fx.IPERF_TCP)
+    summary = traffic.parse_iperf3(fx.IPERF_TCP + fx.IPERF_TCP)
     assert len(summary.records) == 2 and summary.problems == []
     run = summary.records[0]
     assert run.reported_mbps == pytest.approx(8560.0) and run.seconds == 30.0
     assert run.bytes == round(29.9 * 1024**3)  # iperf3's GBytes are GiB
     assert run.values["summary"] == "receiver" and run.values["retransmissions"] == 300
-    udp = up.parse_iperf3(
+    udp = traffic.parse_iperf3(
         "[  5]   1.00-2.00   sec  80.0 MBytes   671 Mbits/sec  0.000 ms  10/100 (10%)\n"
         "[  5]   2.00-3.00   sec  80.0 MBytes   671 Mbits/sec  0.000 ms  30/100 (30%)\n")
     (run,) = udp.records
     assert run.seconds == 2.0 and run.bytes == 160 * 1024**2
     assert (run.values["lost"], run.values["datagrams"]) == (40, 200)
-    offered = up.parse_iperf3(
+    offered = traffic.parse_iperf3(
         "300 Mbps[  5]   0.00-8.00   sec   286 MBytes   300 Mbits/sec  0.007 ms  0/249976 "
         "(0%)  receiver\n")
     assert offered.records[0].values["offered_mbps"] == 300.0
 
 
 def test_udp_generator_formats():
-    parsed = up.parse_udp_goodput(
+    parsed = traffic.parse_udp_goodput(
         "final goodput : 2936.5\n"
         "goodput : 100.5 number of packets : 2000 elapsed : 2.000001\n"
         "before start\nloop start\ngoodput : 10.0\nnumber of packets : 5\n"
@@ -119,7 +121,7 @@ def test_udp_generator_formats():
 
 
 def test_npf_sections_variables_init_and_scripts():
-    test = up.parse_npf(fx.NPF, "x.npf")
+    test = npf.parse_npf(fx.NPF, "x.npf")
     assert test.choices("NB_CORES") == {"2": "1core", "4": "2cores"}
     assert test.config == {"n_runs": "3"}
     assert test.irq_cpu_list("server") == "2" and test.nic_queues("client") == 1
@@ -136,5 +138,5 @@ def test_npf_sections_variables_init_and_scripts():
 ])
 def test_npf_refuses_what_it_cannot_read(text: str, reason: str):
     with pytest.raises(DataError) as err:
-        up.parse_npf(text, "bad.npf")
+        npf.parse_npf(text, "bad.npf")
     assert reason in err.value.reason and "bad.npf" in str(err.value.path)

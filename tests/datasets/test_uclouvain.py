@@ -14,7 +14,7 @@ import pytest
 from quiclab.cli import main
 from quiclab.datasets.catalog import Catalog
 from quiclab.datasets.sources import ucl_files, uclouvain
-from quiclab.datasets.sources.ucl_parsers import parse_npf
+from quiclab.datasets.sources.npf import parse_npf
 from quiclab.errors import DataError
 
 from . import fixtures as qir_fx
