@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from quiclab.calibration.knowledge import IMPLEMENTATIONS
-from quiclab.datasets.testbeds import DOCUMENT_TESTBEDS, QIR10G, fresh_id
+from quiclab.datasets.testbeds import QIR10G, fresh_id
 from quiclab.models.testbeds import STATED, Testbeds
 from quiclab.sim.scenario import QIR_TRANSFER_BYTES, Scenario
 
@@ -70,10 +70,6 @@ class Evidence:
     #: "" (a value), "lower" (the goodput is at least this) or "upper" (at most this):
     #: a one-sided point constrains the fit only when a prediction violates it.
     bound: str = ""
-    #: The testbed the goodput was measured on (``datasets/testbeds.py``): ``qir10g``
-    #: for dataset cells, the document's testbed for published points, the runs'
-    #: ``fresh-<host>`` for fresh cells, ``uclouvain`` for :func:`uclouvain_cells`.
-    testbed: str = ""
     #: False when the testbed's CPU is unknown: the Scenario's ``cpu`` is then only
     #: a placeholder (its default), to be replaced by the testbed's fitted speed.
     cpu_known: bool = True
@@ -83,7 +79,10 @@ class Evidence:
 
     @property
     def testbed(self) -> str:
-        """The testbed the item was measured on (its Scenario's)."""
+        """The testbed the goodput was measured on (its Scenario's ``testbed``;
+        ``datasets/testbeds.py``): ``qir10g`` for dataset cells, the document's
+        testbed for published points, the runs' ``fresh-<host>`` for fresh cells,
+        ``uclouvain`` for :func:`uclouvain_cells`."""
         return self.scenario.testbed
 
     def errors_pct(self, predicted_mbps: float) -> tuple[float, float]:
@@ -183,11 +182,12 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
     df = df[df["g"].notna() & (df["g"] > 0)]
     keys = ["experiment", "setting_group", "server_impl", "server_build", "client_impl",
             "client_build", "cipher", "rcvbuf_bytes", "cpu", "app"]
+    # Runs of catalogs written before runs recorded their testbed: the published
+    # QIR-10G dataset's were all made on its hosts; a fresh run's host is not known.
+    unrecorded = defaults.get("testbed", fresh_id("unknown") if source == "fresh" else QIR10G)
     if "testbed" not in df.columns:
-        # Catalogs written before runs recorded their testbed: the published QIR-10G
-        # dataset's runs were all made on its hosts; fresh runs on the defaults' testbed.
-        df["testbed"] = defaults.get("testbed", "qir10g")
-    df["testbed"] = df["testbed"].fillna(defaults.get("testbed", "qir10g"))
+        df["testbed"] = unrecorded
+    df["testbed"] = df["testbed"].fillna(unrecorded)
     if source == "fresh":
         # Fresh runs vary the path per setting: keep every setting its own cell.
         keys.append("setting")
@@ -248,17 +248,8 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
                  else float("nan") for c in ("server_cpu_pct", "client_cpu_pct")]
         out.append(Evidence(Scenario.from_dict(fields), float(g.median()), str(exp), source,
                             ident, n=len(g), cv=float(g.std() / g.mean()) if len(g) > 1 else 0.0,
-                            server_util=utils[0], client_util=utils[1],
-                            testbed=_cell_testbed(cell, source)))
+                            server_util=utils[0], client_util=utils[1]))
     return out
-
-
-def _cell_testbed(cell: pd.DataFrame, source: str) -> str:
-    """The runs' testbed (their most common one), else the source's: ``qir10g`` for
-    the dataset, ``fresh-unknown`` for fresh runs recorded before runs had one."""
-    if "testbed" in cell and cell["testbed"].notna().any():
-        return str(cell["testbed"].mode().iloc[0])
-    return QIR10G if source != "fresh" else fresh_id("unknown")
 
 
 def uclouvain_cells(runs: pd.DataFrame) -> list[Evidence]:
@@ -358,9 +349,7 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
             skipped.append((pid, str(err)))
             continue
         value = float(row.value) * (1000.0 if row.unit == "Gbit/s" else 1.0)
-        testbed = DOCUMENT_TESTBEDS.get(doc, "")
-        out.append(Evidence(scenario, value, f"seed{doc}", "published", pid, bound=bound,
-                            testbed=testbed))
+        out.append(Evidence(scenario, value, f"seed{doc}", "published", pid, bound=bound))
         extreme = ("upper" if "highest pair of the matrix" in cond else
                    "lower" if "slowest pair of the matrix" in cond else "")
         if extreme and doc in MATRICES:
@@ -371,7 +360,7 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
                     if (other.server, other.client) == (scenario.server, scenario.client):
                         continue
                     out.append(Evidence(other, value, f"seed{doc}", "published",
-                                        f"{pid}>{s}|{c}", bound=extreme, testbed=testbed))
+                                        f"{pid}>{s}|{c}", bound=extreme))
     return out, skipped
 
 

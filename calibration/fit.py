@@ -55,10 +55,16 @@ from quiclab.calibration.assemble import (
 )
 from quiclab.calibration.cpu import CpuCostEstimator, tcp_costs
 from quiclab.calibration.crypto import TABLE3_CPU, fit_table3
-from quiclab.calibration.evidence import Evidence, dataset_cells, published_points
+from quiclab.calibration.evidence import (
+    Evidence,
+    dataset_cells,
+    published_points,
+    uclouvain_cells,
+)
 from quiclab.calibration.receiver import ack_frequency, fit_stalls
-from quiclab.models.costmodel import Behaviour, CostModel
+from quiclab.models.costmodel import Behaviour, CostModel, Param
 from quiclab.models.cpus import CpuCatalog
+from quiclab.models.pipelines import HostParams
 from quiclab.models.registry import Interop, PairEffects, Registry
 from quiclab.models.testbeds import STATED, Speed, Testbeds, for_document
 from quiclab.sim.analytic import AnalyticEngine
@@ -109,6 +115,11 @@ CALL_SHARE_GAIN: dict[str, tuple[str, str]] = {"msquic": ("kempf24-051", "kempf2
 VARIANT_ROLES: dict[tuple[str, str], tuple[str, ...]] = {("quicly", "noopt"): ("receiver",)}
 
 
+#: The published raw datasets the calibration fits (``runs.source``): the QIR-10G
+#: hosts' runs and the UCLouvain testbed's.
+DATASET_SOURCES = ("qir10g", "uclouvain")
+
+
 @dataclass
 class Frames:
     """The catalog tables calibration reads."""
@@ -118,14 +129,19 @@ class Frames:
     perf: pd.DataFrame
 
     @classmethod
-    def from_catalog(cls, catalog: Any, source: str = "qir10g") -> Frames:
+    def from_catalog(cls, catalog: Any, sources: Sequence[str] = DATASET_SOURCES) -> Frames:
+        """The runs of ``sources`` (default: the published raw datasets), every
+        published point and the perf categories of the runs' traces."""
         # ORDER BY: the same catalog content must give the same fit, bit for bit,
         # whatever order the rows were inserted in.
-        runs = catalog.df("SELECT * FROM runs WHERE source = ? ORDER BY run_id", [source])
+        marks = ", ".join("?" for _ in sources)
+        runs = catalog.df(f"SELECT * FROM runs WHERE source IN ({marks}) ORDER BY run_id",
+                          list(sources))
         points = catalog.df("SELECT * FROM published_points ORDER BY point_id")
+        testbed = ", r.testbed" if "testbed" in runs.columns else ""
         perf = catalog.df(
-            "SELECT r.server_impl, r.client_impl, r.experiment, p.side, p.category, p.share "
-            "FROM perf_categories p JOIN runs r USING (run_id) "
+            f"SELECT r.server_impl, r.client_impl, r.experiment{testbed}, p.side, p.category, "
+            "p.share FROM perf_categories p JOIN runs r USING (run_id) "
             "ORDER BY r.run_id, p.side, p.category")
         return cls(runs, points, perf)
 
@@ -133,6 +149,11 @@ class Frames:
 def _pair(e: Evidence) -> str:
     """``server|client`` of an evidence item, without build variants."""
     return f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
+
+
+def _shares_irq_core(s: Scenario) -> bool:
+    """Whether a stack of ``s`` is pinned to the core that handles the NIC's interrupts."""
+    return s.irq_core >= 0 and s.irq_core in (s.server_core, s.client_core)
 
 
 def _testbeds_of(rows: pd.DataFrame) -> pd.Series:
@@ -584,6 +605,12 @@ class Calibrator:
         out.append(FreeParam("W|quiche", math.log(16 * 2**20), math.log(16 * 2**20), 3.0,
                              math.log(16e3), math.log(2**30),
                              source="fit: seed 000 §VI-E: quiche 4.16 → 0.15 Gbit/s at +5 ms"))
+        if any(_shares_irq_core(e.scenario) for e in self.evidence_):
+            share0 = _logit(HostParams.assumed().irq_core_share.value)
+            out.append(FreeParam("I|irq_core_share", share0, share0, 1.0, -5.0, 2.0,
+                                 kind="logit",
+                                 source="fit: the same stack pinned to the interrupt core and "
+                                        "to another core (UCLouvain cmp runs, cores 2 and 4)"))
         # Hosts whose CPU is not recorded: their speed, from the testbed's own runs.
         for tb in sorted({e.testbed for e in self.evidence_}):
             speed = STATED[tb].speed if tb in STATED else None
@@ -809,6 +836,17 @@ class Calibrator:
                                     float(f"{value * math.exp(sd):.4g}"), p.source)
         return out
 
+    def host_at(self, theta: np.ndarray) -> HostParams | None:
+        """Host parameters stage C fits (the interrupt core's share), or None."""
+        names = [p.name for p in self.free_]
+        if "I|irq_core_share" not in names:
+            return None
+        share = _expit(theta[names.index("I|irq_core_share")])
+        src = self._param_source("I|irq_core_share")
+        return replace(HostParams.assumed(), irq_core_share=Param(
+            float(f"{share:.4g}"), float(f"{share * 0.8:.4g}"),
+            float(f"{min(share * 1.25, 0.95):.4g}"), "", src))
+
     def testbeds_at(self, theta: np.ndarray) -> Testbeds:
         """The stated testbeds with what ``theta`` fits (base RTTs, unknown CPUs' speeds)."""
         tb = Testbeds.stated()
@@ -833,7 +871,8 @@ class Calibrator:
         """
         specs, interop = self._apply(theta)
         registry = Registry(self._models(specs), self.cpus, interop, source="calibration",
-                            track_versions=False, testbeds=self.testbeds_at(theta))
+                            track_versions=False, testbeds=self.testbeds_at(theta),
+                            host=self.host_at(theta))
         engine = AnalyticEngine(registry)
         resolved, out = engine.evaluate(self._scenarios(theta, evidence))
         g = out.goodput_bps
@@ -859,6 +898,8 @@ class Calibrator:
                          f"W|{c}", f"W|{s}", f"D|{tb}", f"K|{tb}"):
                 if name in index:
                     sparsity[k, index[name]] = True
+            if _shares_irq_core(e.scenario) and "I|irq_core_share" in index:
+                sparsity[k, index["I|irq_core_share"]] = True
             for full in (s_full, c_full):
                 if "@" in full:
                     base, _, v = full.partition("@")
@@ -876,7 +917,10 @@ class Calibrator:
         self._initial_specs()
         evidence, self.skipped_points_ = published_points(frames.points)
         runs = frames.runs
-        cells = dataset_cells(runs)
+        ucl = runs["source"].eq("uclouvain") if "source" in runs.columns else None
+        cells = dataset_cells(runs[~ucl] if ucl is not None else runs)
+        if ucl is not None and ucl.any():
+            cells += uclouvain_cells(runs[ucl])
         self.all_evidence_ = cells + evidence
         self.evidence_ = [e for e in self.all_evidence_ if not self._excluded(e)]
         self.free_ = self._free_params()
@@ -972,6 +1016,10 @@ class Calibrator:
 
         self.host_ = HostCalibrator(self.progress).fit(frames.points, frames.perf,
                                                        self.registry_)
+        fitted_host = self.host_at(result.x)
+        if fitted_host is not None:
+            self.host_.params_ = replace(self.host_.params_,
+                                         irq_core_share=fitted_host.irq_core_share)
         self.registry_ = Registry(self.models_, self.cpus, interop, source="calibration",
                                   host=self.host_.params_, testbeds=self.testbeds_)
         pred_all = self._predict(result.x, self.all_evidence_)

@@ -220,9 +220,10 @@ class CpuCatalog:
 
 def unknown_cpu(name: str, speed: tuple[float, float, float], source: str) -> Cpu:
     """A stand-in catalog entry for hosts whose CPU model is not recorded: only
-    their fitted speed (GHz × IPC, with its interval) is known."""
+    their fitted speed (GHz × IPC, with its interval) is known (``cores`` 0: not
+    recorded either)."""
     return Cpu(name=name, vendor="unknown", microarchitecture=UNKNOWN, year=0,
-               max_ghz=0.0, base_ghz=0.0, cores=1, threads=1, numa_nodes=1,
+               max_ghz=0.0, base_ghz=0.0, cores=0, threads=0, numa_nodes=1,
                nic_numa_node=0, aes_ni=True, sources=(source,), fitted_speed=speed)
 
 

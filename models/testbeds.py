@@ -200,8 +200,9 @@ class Testbeds:
         for tb in self.items.values():
             if key.zfill(3) in tb.documents:
                 return tb
+        docs = sorted(d for t in self.items.values() for d in t.documents)
         raise KeyError(f"no testbed {key!r} (known: {', '.join(self.ids())}, or a document "
-                       f"id: {', '.join(sorted(d for t in self.items.values() for d in t.documents))})")
+                       f"id: {', '.join(docs)})")
 
     def with_fields(self, key: str, values: dict[str, Any],
                     sources: dict[str, str]) -> Testbeds:

@@ -95,6 +95,11 @@ class Scenario:
     #: NIC when ``pin``, else wherever the scheduler puts it (seed 002 §4.7).
     server_core: int = -1
     client_core: int = -1
+    #: The core that handles the NIC queue's interrupts on both hosts (-1: not a core
+    #: a stack is pinned to — irqbalance or a dedicated core). A stack pinned to it
+    #: shares that core with the kernel's packet processing (UCLouvain's testbed
+    #: pins its interrupts to core 2, and some runs the stacks too).
+    irq_core: int = -1
     # --- application --------------------------------------------------------
     transfer_bytes: int = QIR_TRANSFER_BYTES
     streams: int = 1
@@ -138,6 +143,7 @@ class Scenario:
         "udp_payload_bytes": (0, 65527),
         "server_core": (-1, 4095),
         "client_core": (-1, 4095),
+        "irq_core": (-1, 4095),
         "request_bytes": (0, 2**40),
         "requests": (0, 10**9),
         "connections": (1, 1_000_000),
@@ -163,7 +169,7 @@ class Scenario:
         for name in ("mtu_bytes", "queue_bytes", "rcvbuf_bytes", "sndbuf_bytes",
                      "transfer_bytes", "streams", "chunks", "udp_payload_bytes",
                      "request_bytes", "requests", "connections", "seed", "run",
-                     "server_core", "client_core"):
+                     "server_core", "client_core", "irq_core"):
             if not isinstance(getattr(self, name), int):
                 raise ScenarioError(name, getattr(self, name), "a whole number")
         for name in _FLOAT_FIELDS:

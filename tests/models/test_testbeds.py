@@ -38,7 +38,7 @@ def test_no_fitted_pair_effect_binds_on_another_testbed(packaged: Registry) -> N
             for other in targets:
                 if other == measured or other in fitted:
                     continue
-                busy, lo, hi, source = packaged.interop.busy(server, client, other)
+                busy, _lo, hi, source = packaged.interop.busy(server, client, other)
                 assert busy == 1.0 and hi == 1.0, (pair, measured, other)
                 assert "no pair interplay fitted" in source
                 checked += 1
@@ -132,5 +132,5 @@ def test_unknown_cpu_testbed_uses_its_fitted_speed(packaged: Registry) -> None:
 def test_testbed_names_are_checked(packaged: Registry) -> None:
     with pytest.raises(ScenarioError, match="testbed"):
         Scenario(testbed="QIR 10G")
-    with pytest.raises(ScenarioError, match="one of: .*qir10g.*unseen"):
+    with pytest.raises(ScenarioError, match=r"one of: .*qir10g.*unseen"):
         resolve(Scenario(testbed="nowhere"), packaged)
