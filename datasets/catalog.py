@@ -173,7 +173,9 @@ DDL = [
         udp_payload_bytes INTEGER, workload VARCHAR, request_bytes BIGINT, requests BIGINT,
         connections INTEGER, seed BIGINT, run INTEGER,
         goodput_mbps DOUBLE, goodput_lo_mbps DOUBLE, goodput_hi_mbps DOUBLE,
-        limit_resource VARCHAR, duration_s DOUBLE, rates_mbps JSON,
+        interval_level DOUBLE, param_lo_mbps DOUBLE, param_hi_mbps DOUBLE,
+        extrapolated VARCHAR, interval_source VARCHAR, limit_resource VARCHAR,
+        duration_s DOUBLE, rates_mbps JSON,
         server_cpu_util DOUBLE, client_cpu_util DOUBLE, server_cpu_s DOUBLE,
         client_cpu_s DOUBLE, server_packets_sent DOUBLE, server_packets_received DOUBLE,
         client_packets_sent DOUBLE, client_packets_received DOUBLE, acks DOUBLE,
@@ -189,6 +191,13 @@ DDL = [
                sum(samples) / sum(sum(samples)) OVER (PARTITION BY run_id, side) AS share
         FROM perf_stacks WHERE in_process
         GROUP BY run_id, side, category""",
+]
+
+#: Columns of ``predictions`` added after catalogs were first written (predictive
+#: intervals and the domain of validity): added to an older file when it is opened.
+PREDICTION_COLUMNS_ADDED: list[tuple[str, str]] = [
+    ("interval_level", "DOUBLE"), ("param_lo_mbps", "DOUBLE"), ("param_hi_mbps", "DOUBLE"),
+    ("extrapolated", "VARCHAR"), ("interval_source", "VARCHAR"),
 ]
 
 #: Columns of tables a user may export or query, with one-line docs (SCHEMA.md has more).
@@ -235,6 +244,10 @@ class Catalog:
         for name, kind in RUN_COLUMNS:
             if name not in have:
                 self.con.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+        have = set(self.columns("predictions"))
+        for name, kind in PREDICTION_COLUMNS_ADDED:
+            if name not in have:
+                self.con.execute(f"ALTER TABLE predictions ADD COLUMN {name} {kind}")
         self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                          [str(SCHEMA_VERSION)])
 
