@@ -307,7 +307,7 @@ class DomainBatch:
         m = len(idx)
         out = np.zeros((m, len(NUMERIC)), dtype=bool)
         dist = np.zeros((m, len(NUMERIC)))
-        who: list[list[tuple[str, np.ndarray]]] = [[] for _ in NUMERIC]
+        who: list[list[tuple[str, np.ndarray, np.ndarray]]] = [[] for _ in NUMERIC]
         cat_out: dict[str, list[str]] = {}
         for name in names:
             env = d.models.get(name)
@@ -318,7 +318,7 @@ class DomainBatch:
             dist = np.maximum(dist, dd)
             for j in range(len(NUMERIC)):
                 if o[:, j].any():
-                    who[j].append((name, o[:, j]))
+                    who[j].append((name, o[:, j], dd[:, j]))
             for f in CATEGORICAL:
                 if str(cats[f]) not in env.values[f]:
                     cat_out.setdefault(f, []).append(name)
@@ -352,7 +352,7 @@ class DomainBatch:
             if not g["out"][k, j]:
                 continue
             value = float(self.values[i, j])
-            models = tuple(mname for mname, mask in g["who"][j] if mask[k])
+            models = tuple(mname for mname, mask, _ in g["who"][j] if mask[k])
             far = max((_far(name, value, self.domain.models[mname].ranges[name])
                        for mname in models), key=lambda t: t[0])
             fields.append(Extrapolated(name, _shown(name, value), models,
@@ -381,10 +381,9 @@ class DomainBatch:
 
     def lines(self) -> list[str]:
         """The one-line description of every row ('' inside the evidence), as
-        :meth:`DomainCheck.line` gives it, built without materialising each check."""
+        :meth:`DomainCheck.line` gives it, built field by field over each group."""
         out = [""] * len(self.values)
-        cache: dict[tuple[int, float, tuple[str, ...]], str] = {}
-        for gi, (key, idx, g) in enumerate(self._groups):
+        for key, idx, g in self._groups:
             server_full, client_full = key[0], key[1]
             tail = []
             for name in CATEGORICAL:
@@ -400,34 +399,44 @@ class DomainBatch:
                 tail.append(f"pair {server_full}→{client_full} never measured")
             if not tail and not g["out"].any():
                 continue
-            ranges = [dict((m, self.domain.models[m].ranges[f]) for m, _ in g["who"][j])
-                      for j, f in enumerate(NUMERIC)]
-            who = [[(m, mask.tolist()) for m, mask in g["who"][j]] for j in range(len(NUMERIC))]
-            head_cats = [t for t in tail if not t.startswith(("no evidence", "pair "))]
-            rest = [t for t in tail if t.startswith(("no evidence", "pair "))]
-            flags = g["out"].tolist()
-            values = self.values[idx].tolist()
-            for k, (i, row_out, row_values) in enumerate(zip(idx.tolist(), flags, values,
-                                                            strict=True)):
-                parts = []
-                for j, name in enumerate(NUMERIC):
-                    if not row_out[j]:
-                        continue
-                    value = row_values[j]
-                    models = tuple(m for m, mask in who[j] if mask[k])
-                    ck = (gi * 16 + j, value, models)
-                    text = cache.get(ck)
-                    if text is None:
-                        if len(models) == 1:
-                            far = _far(name, value, ranges[j][models[0]])[1]
-                        else:
-                            far = max((_far(name, value, ranges[j][m]) for m in models),
-                                      key=lambda t: t[0])[1]
-                        text = cache[ck] = (f"{name}={_shown(name, value)} "
-                                            f"({'/'.join(models)}: {far})")
-                    parts.append(text)
-                if parts or tail:
-                    out[i] = "; ".join(parts + head_cats + rest)
+            columns = [self._field_texts(j, name, idx, g) for j, name in enumerate(NUMERIC)
+                       if g["out"][:, j].any()]
+            ending = "; ".join(tail)
+            rows = zip(*columns, strict=True) if columns else ([] for _ in idx)
+            for i, parts in zip(idx.tolist(), rows, strict=True):
+                text = "; ".join(p for p in parts if p)
+                out[i] = f"{text}; {ending}" if text and ending else text or ending
+        return out
+
+    def _field_texts(self, j: int, name: str, idx: np.ndarray, g: dict[str, Any]
+                     ) -> list[str]:
+        """Per row of a group: the text of numeric field ``j`` outside ('' inside)."""
+        unit = NUMERIC[name]
+        who = g["who"][j]
+        names = [m for m, _, _ in who]
+        masks = np.stack([mask for _, mask, _ in who], axis=1)
+        dists = np.where(masks, np.stack([d for _, _, d in who], axis=1), -np.inf)
+        worst = np.argmax(dists, axis=1).tolist()
+        combos = (masks * (1 << np.arange(len(who)))).sum(axis=1).tolist()
+        labels = {c: "/".join(n for k, n in enumerate(names) if c >> k & 1)
+                  for c in set(combos)}
+        spans = [self.domain.models[m].ranges[name] for m in names]
+        shown = [(lo, hi, _number(lo) if lo == hi else f"{_number(lo)}–{_number(hi)}")
+                 for lo, hi in spans]
+        values = self.values[idx, j].tolist()
+        out = []
+        for value, inside, w, c in zip(values, ~g["out"][:, j], worst, combos, strict=True):
+            if inside:
+                out.append("")
+                continue
+            lo, hi, span = shown[w]
+            bound = hi if value > hi else lo
+            if bound > 0 and value > 0:
+                r = value / bound if value > hi else bound / value
+                far = ("×" if value > hi else "÷") + (f"{r:.2g}" if r < 10 else str(round(r)))
+            else:
+                far = f"{value - bound:+.3g} {unit}"
+            out.append(f"{name}={value:.4g} ({labels[c]}: {span} {unit}, {far})")
         return out
 
 

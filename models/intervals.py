@@ -147,7 +147,6 @@ class IntervalModel:
         self._lo = np.array([self.clip.get(f, (-math.inf, math.inf))[0] for f in FEATURES])
         self._hi = np.array([self.clip.get(f, (-math.inf, math.inf))[1] for f in FEATURES])
         self._alphas: dict[float, dict[str, tuple[float, float, bool]]] = {}
-        self._described: dict[tuple[Any, ...], str] = {}
 
     # -- applying ------------------------------------------------------------
     def sigma(self, rows: np.ndarray) -> np.ndarray:
@@ -174,8 +173,8 @@ class IntervalModel:
         names = [bin_of(s, self.bins) for s in situations]
         lo, hi, sig, used, thin = self.band_arrays(goodput_mbps, rows, names, level, link_mbps)
         level = self.level if level is None else level
-        return [Band(float(lo[i]), float(hi[i]), level, float(sig[i]), used[i],
-                     self.describe(rows[i], float(sig[i]), used[i], level, bool(thin[i])))
+        texts = self.describe_many(rows, sig, used, level, thin)
+        return [Band(float(lo[i]), float(hi[i]), level, float(sig[i]), used[i], texts[i])
                 for i in range(len(situations))]
 
     def band_arrays(self, goodput_mbps: Sequence[float], rows: np.ndarray,
@@ -207,23 +206,35 @@ class IntervalModel:
     def describe(self, row: Sequence[float], sigma: float, b: str, level: float,
                  thin: bool = False) -> str:
         """Which residuals set a band, and what widened it (one line)."""
-        key = (tuple(round(float(x), 2) for x in row), round(sigma, 4), b, level, thin)
-        if key in self._described:
-            return self._described[key]
+        return self.describe_many(np.atleast_2d(np.asarray(row, dtype=float)),
+                                  np.array([sigma]), [b], level, np.array([thin]))[0]
+
+    def describe_many(self, rows: np.ndarray, sigma: np.ndarray, bins: Sequence[str],
+                      level: float, thin: np.ndarray) -> list[str]:
+        """:meth:`describe` for every row of a batch (one column of text per feature)."""
         kinds = self.provenance.get("fold_kinds", {})
         n = self.provenance.get("residuals", len(self.residuals))
         made = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
-        x = np.clip(np.asarray(row, dtype=float), self._lo, self._hi)
-        factors = [f"{name} ×{math.exp(c * v):.2g}" for name, c, v in
-                   zip(FEATURES, self._coef, x, strict=True) if v and abs(c * v) > 0.01]
-        text = (f"{level * 100:g} % band from {n} held-out residuals (folds: {made}); "
-                f"{b} bin of {len(self.scores.get(b, ()))}; σ {sigma:.3f} = base "
-                f"{math.exp(self.intercept):.3f}" + "".join(f" · {f}" for f in factors))
-        if thin:
-            text += f" (too few residuals in the {b} bin for {level * 100:g} %: the widest seen)"
-        if len(self._described) < 10_000:
-            self._described[key] = text
-        return text
+        head = {b: (f"{level * 100:g} % band from {n} held-out residuals (folds: {made}); "
+                    f"{b} bin of {len(self.scores.get(b, ()))}; σ ")
+                for b in set(bins)}
+        tail = {b: (f" (too few residuals in the {b} bin for {level * 100:g} %: the widest "
+                    "seen)") for b in set(bins)}
+        base = f" = base {math.exp(self.intercept):.3f}"
+        x = np.clip(np.atleast_2d(rows), self._lo, self._hi)
+        effect = x * self._coef
+        columns = []
+        for j, name in enumerate(FEATURES):
+            active = (x[:, j] != 0) & (np.abs(effect[:, j]) > 0.01)
+            if active.any():
+                factor = np.exp(effect[:, j]).tolist()
+                columns.append([f" · {name} ×{f:.2g}" if a else ""
+                                for f, a in zip(factor, active.tolist(), strict=True)])
+        factors = ["".join(parts) for parts in zip(*columns, strict=True)] if columns \
+            else [""] * len(bins)
+        return [f"{head[b]}{s:.3f}{base}{f}" + (tail[b] if t else "")
+                for b, s, f, t in zip(bins, sigma.tolist(), factors, thin.tolist(),
+                                      strict=True)]
 
     # -- storage -------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

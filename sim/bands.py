@@ -84,9 +84,10 @@ def band_columns(registry: Any, scenarios: Sequence[Any], limits: Sequence[str],
     rows = np.zeros((n, len(FEATURES)))
     regimes = [REGIMES.get(k, "cpu") for k in limits]
     col = {name: j for j, name in enumerate(FEATURES)}
-    for r in REGIME_NAMES:
+    codes = np.array([REGIME_NAMES.index(g) for g in regimes])
+    for k, r in enumerate(REGIME_NAMES):
         if f"regime:{r}" in col:
-            rows[:, col[f"regime:{r}"]] = [g == r for g in regimes]
+            rows[:, col[f"regime:{r}"]] = codes == k
     if f"engine:{engine}" in col:
         rows[:, col[f"engine:{engine}"]] = 1.0
     if batch is not None:
@@ -100,8 +101,9 @@ def band_columns(registry: Any, scenarios: Sequence[Any], limits: Sequence[str],
     lo, hi, sigma, used, thin = model.band_arrays(goodput_mbps, rows, bins, level, link_mbps)
     stale = f"; {registry.intervals_stale}" if registry.intervals_stale else ""
     absent = "" if batch is not None else f"; {NO_DOMAIN}"
-    source = [model.describe(rows[i], float(sigma[i]), used[i], level, bool(thin[i]))
-              + stale + absent for i in range(n)]
+    source = model.describe_many(rows, sigma, used, level, thin)
+    if stale or absent:
+        source = [text + stale + absent for text in source]
     return BandColumns(lo, hi, level, lines, source)
 
 
