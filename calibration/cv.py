@@ -70,7 +70,7 @@ def _describe_held(cal: Calibrator, held: pd.DataFrame) -> None:
 
     items = [e for e in cal.all_evidence_ if cal._excluded(e)]
     scenarios = cal._scenarios(cal.theta_, items)
-    _resolved, out = AnalyticEngine(cal.registry_).evaluate(scenarios)
+    resolved, out = AnalyticEngine(cal.registry_).evaluate(scenarios)
     held["engine"] = "analytic"
     held["limit"] = [LIMIT_NAMES[int(k)] for k in out.limit]
     held["rates_mbps"] = [json.dumps({name: float(out.rates_bps[i, k]) / 1e6
@@ -85,6 +85,7 @@ def _describe_held(cal: Calibrator, held: pd.DataFrame) -> None:
     held["extrapolated_fields"] = [",".join(c.names) for c in checks]
     held["pair_fields"] = [",".join(c.pair_fields) for c in checks]
     held["extrapolation"] = [c.distance for c in checks]
+    held["cpu_scaled"] = [r.cpu.target != r.cpu.reference for r in resolved]
 
 
 def leave_one_experiment_out(frames: Frames, full: Calibrator, max_nfev: int = 60,

@@ -117,7 +117,9 @@ def session_residuals(runs: pd.DataFrame, points: pd.DataFrame, host: Any,
                 "scenario": json.dumps(e.scenario.to_dict(), sort_keys=True),
                 "pair_in_evidence": check.pair_measured, "cpu_in_evidence": check.cpu_measured,
                 "extrapolated": check.line(), "extrapolated_fields": ",".join(check.names),
-                "pair_fields": ",".join(check.pair_fields), "extrapolation": check.distance})
+                "pair_fields": ",".join(check.pair_fields), "extrapolation": check.distance,
+                # This host's models are fitted on this host's CPU.
+                "cpu_scaled": False})
         if progress:
             progress(f"sessions: {session} ({len(cells)} cells) predicted by models of {source}")
     return pd.DataFrame(out)

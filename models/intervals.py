@@ -12,13 +12,13 @@ The residuals come from predictions made by models that never saw the item
 (leave one experiment out, leave one pair out, leave one testbed out, fresh
 sessions predicted by models fitted on another session; ``quiclab calibrate``
 writes them here with their provenance). The difficulty ``σ(x)`` is a
-log-linear model of |r| (scikit-learn's ``PoissonRegressor``: log link) on what
-the residuals show drives error: the limiting regime, the engine, whether the
-pair, the CPU and each knob lie inside the evidence (:mod:`quiclab.models.domain`)
-and how far outside. ``α_lo``, ``α_hi`` are the conformal percentiles of the
-normalised residuals r / σ at the stated level, per Mondrian bin (a group of
-regimes with its own error shape); so the band is asymmetric where the model
-errs more one way than the other.
+log-linear model of the error's size (scikit-learn's ``Ridge`` on log |r|) on
+what the residuals show drives error: the limiting regime, the engine, whether the
+pair, the CPU and each knob lie inside the evidence (:mod:`quiclab.models.domain`),
+how far outside, and whether the CPU is another than the models' reference.
+``α_lo``, ``α_hi`` are the conformal percentiles of the signed normalised
+residuals r / σ at the stated level (in one pooled bin, or per Mondrian bin of
+regimes: ``bins``), so the band is as asymmetric as the residuals are.
 
 Features are clipped to the range the residuals cover: a scenario further out
 than any held-out item gets the band of the furthest such item, not an
@@ -73,15 +73,18 @@ class Situation:
     distance: float = 0.0
     #: Knobs inside both models' evidence but outside the measured pair's own.
     pair_knobs_outside: int = 0
+    #: The scenario's CPU is not the models' reference CPU: costs were moved by the CPU
+    #: rule (and the hosts, NICs and kernel are another testbed's).
+    cpu_scaled: bool = False
 
     @classmethod
-    def of(cls, limit: str, engine: str, check: Any) -> Situation:
+    def of(cls, limit: str, engine: str, check: Any, cpu_scaled: bool = False) -> Situation:
         """From a Prediction's limit and engine and a
         :class:`~quiclab.models.domain.DomainCheck`."""
         knobs = sum(1 for f in check.fields if f.field != "cpu")
         return cls(REGIMES.get(limit, "cpu"), engine, bool(check.pair_measured),
                    bool(check.cpu_measured), not check.unmeasured, knobs,
-                   float(check.distance), len(check.pair_fields))
+                   float(check.distance), len(check.pair_fields), cpu_scaled)
 
 
 #: Feature names of the difficulty model, in order (see :func:`feature_row`).
@@ -90,6 +93,7 @@ FEATURES: tuple[str, ...] = (
     *(f"engine:{e}" for e in ENGINE_NAMES if e != "analytic"),
     "pair never measured", "cpu microarchitecture never measured", "model never measured",
     "knobs outside the evidence", "log distance outside", "outside the pair's own evidence",
+    "another CPU than the reference",
 )
 
 
@@ -99,7 +103,7 @@ def feature_row(s: Situation) -> list[float]:
             *(float(s.engine == e) for e in ENGINE_NAMES if e != "analytic"),
             float(not s.pair_measured), float(not s.cpu_measured), float(not s.model_measured),
             float(s.knobs_outside), min(float(s.distance), MAX_DISTANCE),
-            float(s.pair_knobs_outside > 0)]
+            float(s.pair_knobs_outside > 0), float(s.cpu_scaled)]
 
 
 def bin_of(s: Situation, bins: dict[str, str]) -> str:

@@ -63,6 +63,26 @@ def architectures(registry: Any, scenarios: Sequence[Any]) -> list[str]:
     return out
 
 
+def cpu_scaled(registry: Any, scenarios: Sequence[Any]) -> np.ndarray:
+    """Whether each Scenario's CPU differs from its models' reference CPU (the CPU rule
+    moves the costs: another testbed's hosts)."""
+    cache: dict[tuple[str, str, str], bool] = registry.__dict__.setdefault("_scaled_cache", {})
+    out = np.zeros(len(scenarios), dtype=bool)
+    for i, s in enumerate(scenarios):
+        key = (s.cpu, s.server, s.client)
+        value = cache.get(key)
+        if value is None:
+            try:
+                name = registry.cpus.find(s.cpu).name
+                refs = {registry.model(side).reference_cpu for side in (s.server, s.client)}
+                value = any(ref != name for ref in refs)
+            except Exception:  # an unknown name or model: resolve() refuses it anyway
+                value = True
+            cache[key] = value
+        out[i] = value
+    return out
+
+
 def band_columns(registry: Any, scenarios: Sequence[Any], limits: Sequence[str], engine: str,
                  goodput_mbps: np.ndarray, param_lo_mbps: np.ndarray,
                  param_hi_mbps: np.ndarray, link_mbps: np.ndarray | None = None
@@ -97,6 +117,7 @@ def band_columns(registry: Any, scenarios: Sequence[Any], limits: Sequence[str],
         rows[:, col["knobs outside the evidence"]] = batch.knobs_outside
         rows[:, col["log distance outside"]] = np.minimum(batch.distance, MAX_DISTANCE)
         rows[:, col["outside the pair's own evidence"]] = batch.pair_knobs_outside > 0
+    rows[:, col["another CPU than the reference"]] = cpu_scaled(registry, scenarios)
     bins = [model.bins.get(g, "all") for g in regimes]
     lo, hi, sigma, used, thin = model.band_arrays(goodput_mbps, rows, bins, level, link_mbps)
     stale = f"; {registry.intervals_stale}" if registry.intervals_stale else ""
