@@ -234,6 +234,16 @@ class IntervalModel:
                 factor = np.exp(effect[:, j]).tolist()
                 columns.append([f" · {name} ×{f:.2g}" if a else ""
                                 for f, a in zip(factor, active.tolist(), strict=True)])
+        raw = np.atleast_2d(rows)
+        for j, name in enumerate(FEATURES):
+            # A situation no residual had (a regime no held-out item reached, an engine
+            # without residuals of its own): its band is the others', and says so.
+            if (name.startswith(("regime:", "engine:")) and self._hi[j] <= 0
+                    and (raw[:, j] > 0).any()):
+                what = name.split(":", 1)[1]
+                note = (f" · no held-out residual in the {what} regime" if name[0] == "r"
+                        else f" · no held-out residual of the {what} engine")
+                columns.append([note if v > 0 else "" for v in raw[:, j].tolist()])
         factors = ["".join(parts) for parts in zip(*columns, strict=True)] if columns \
             else [""] * len(bins)
         return [f"{head[b]}{s:.3f}{base}{f}" + (tail[b] if t else "")
