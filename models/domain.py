@@ -227,16 +227,15 @@ class Domain:
         """:meth:`check` for many Scenarios at once (numpy over each group of scenarios
         that share the implementations and categorical conditions)."""
         n = len(scenarios)
-        values = np.empty((n, len(NUMERIC)))
-        values[:, 0] = np.fromiter((s.mtu_bytes for s in scenarios), float, n)
-        values[:, 1] = np.fromiter((s.rtt_ms + s.base_rtt_us / 1e3 for s in scenarios), float, n)
-        values[:, 2] = np.fromiter((s.loss_pct for s in scenarios), float, n)
-        values[:, 3] = np.fromiter((s.rcvbuf_bytes for s in scenarios), float, n)
-        values[:, 4] = np.fromiter((s.link_gbps for s in scenarios), float, n)
+        # NUMERIC's order: MTU, round-trip time (added + base), loss, buffer, link.
+        values = np.array([(s.mtu_bytes, s.rtt_ms + s.base_rtt_us / 1e3, s.loss_pct,
+                            s.rcvbuf_bytes, s.link_gbps) for s in scenarios],
+                          dtype=float).reshape(n, len(NUMERIC))
+        flag = ("false", "true")
         groups: dict[tuple[Any, ...], list[int]] = {}
-        for i, (s, arch) in enumerate(zip(scenarios, archs, strict=True)):
-            key = (s.server, s.client, arch, "true" if s.gso else "false",
-                   "true" if s.gro else "false", s.app, s.workload, s.cipher)
+        keys = [(s.server, s.client, arch, flag[s.gso], flag[s.gro], s.app, s.workload,
+                 s.cipher) for s, arch in zip(scenarios, archs, strict=True)]
+        for i, key in enumerate(keys):
             groups.setdefault(key, []).append(i)
         batch = DomainBatch(self, values, n)
         for key, idx in groups.items():

@@ -231,9 +231,12 @@ class IntervalModel:
         for j, name in enumerate(FEATURES):
             active = (x[:, j] != 0) & (np.abs(effect[:, j]) > 0.01)
             if active.any():
-                factor = np.exp(effect[:, j]).tolist()
-                columns.append([f" · {name} ×{f:.2g}" if a else ""
-                                for f, a in zip(factor, active.tolist(), strict=True)])
+                # One text per distinct value (most features take a few).
+                values, which = np.unique(np.where(active, effect[:, j], np.nan),
+                                          return_inverse=True)
+                texts = ["" if v != v else f" · {name} ×{math.exp(v):.2g}"
+                         for v in values.tolist()]
+                columns.append([texts[k] for k in which.tolist()])
         raw = np.atleast_2d(rows)
         for j, name in enumerate(FEATURES):
             # A situation no residual had (a regime no held-out item reached, an engine
