@@ -7,12 +7,14 @@ leave one testbed out or fresh sessions predicted by another session's models):
 
 1. residuals in log ratio, ``r = log(measured / predicted)``; one-sided points
    (bounds) and items without a prediction are left out;
-2. a difficulty model σ(x): scikit-learn's ``Ridge`` regression of log |r| on
-   the features of :mod:`quiclab.models.intervals` (regime, engine, pair/CPU/
-   model/knobs inside the evidence or not, how far outside, another CPU than
-   the reference), so σ is the typical error's size (robust to the heavy
-   tail); its features are clipped at prediction time to the range the
-   residuals cover;
+2. a difficulty model σ(x): a ridge regression of log |r| on the features of
+   :mod:`quiclab.models.intervals` (regime, engine, pair/CPU/model/knobs inside
+   the evidence or not, how far outside, another CPU than the reference), so σ
+   is the typical error's size (robust to the heavy tail); the coefficients of
+   being outside the evidence are bounded at 0 from below (:data:`MONOTONE`:
+   further out is never surer), so it is scipy's bounded least squares rather
+   than scikit-learn's ``Ridge``; its features are clipped at prediction time to
+   the range the residuals cover;
 3. the normalised residuals r / σ (per Mondrian bin, if any: :data:`BINS`), from
    which ``crepes``' conformal predictive system takes the percentiles of any
    level at prediction time.
@@ -43,6 +45,7 @@ import pandas as pd
 
 from quiclab.models.intervals import (
     DEFAULT_LEVEL,
+    bin_label,
     FEATURES,
     REGIMES,
     IntervalModel,
@@ -58,15 +61,15 @@ MIN_BIN = 20
 #: The difficulty never falls below this (log units ≈ 1 %: repetitions of one
 #: QIR-10G cell vary by ~1 %, seed 002 §3): no band is of zero width.
 SIGMA_FLOOR = 0.01
-#: The L2 penalty of the difficulty model per residual (Ridge's alpha / n).
+#: The L2 penalty of the difficulty model per residual (alpha / n of a ridge); see BIN_BY.
 ALPHA = 0.05
-#: Mondrian bins (regime → bin) of the normalised residuals. One pooled bin: with the
-#: regime already in σ, bins per regime gave no better held-out coverage on the
-#: leave-one-experiment-out residuals (dataset 94 → 97 %, published 85 → 88 % at
-#: 90 % nominal, with the bands of the dataset cells 1.6 → 1.9 wide), and regimes
-#: that no held-out item reached have no residuals of their own. None: a bin per
-#: regime with MIN_BIN residuals.
-BINS: dict[str, str] = {}
+#: What the Mondrian bins of the normalised residuals are (models/intervals.py
+#: BIN_BY). One pooled bin: chosen with ALPHA by the mean 90 % interval score
+#: (Gneiting and Raftery 2007) of the leave-one-experiment-out items judged fold by
+#: fold — 1.685 pooled against 1.946 with a bin for predictions on another CPU than
+#: the reference (whose 28 residuals put the two-sided 90 % percentiles at their
+#: extremes, a ×25 miss) and 1.699–1.856 for other penalties.
+BIN_BY = "none"
 #: Columns every residual frame needs.
 COLUMNS = ("ident", "source", "fold", "fold_kind", "engine", "limit", "observed_mbps",
            "predicted_mbps", "pair_in_evidence", "cpu_in_evidence", "extrapolated_fields",
@@ -111,6 +114,13 @@ def situation_of(row: Any) -> Situation:
                      len(pair_fields), bool(getattr(row, "cpu_scaled", False)))
 
 
+def situations_scaled(df: pd.DataFrame) -> list[bool]:
+    """Per residual: whether its CPU was another than the models' reference."""
+    if "cpu_scaled" not in df.columns:
+        return [False] * len(df)
+    return [bool(v) for v in df["cpu_scaled"].fillna(False)]
+
+
 def features_of(df: pd.DataFrame) -> np.ndarray:
     return np.array([feature_row(situation_of(r)) for r in df.itertuples(index=False)],
                     dtype=float).reshape(len(df), len(FEATURES))
@@ -120,12 +130,12 @@ class IntervalCalibrator:
     """Learn an :class:`IntervalModel` from residuals (scikit-learn style: ``fit`` → ``model_``)."""
 
     def __init__(self, level: float = DEFAULT_LEVEL, alpha: float = ALPHA,
-                 bins: dict[str, str] | None = BINS, min_bin: int = MIN_BIN,
+                 bin_by: str = BIN_BY, min_bin: int = MIN_BIN,
                  sigma_floor: float = SIGMA_FLOOR, features: Sequence[str] | None = None):
         self.level = level
         self.alpha = alpha
-        #: regime → Mondrian bin; None: one bin per regime with enough residuals.
-        self.bins = bins
+        #: What the Mondrian bins are (none, regime, cpu); a bin needs MIN_BIN residuals.
+        self.bin_by = bin_by
         self.min_bin = min_bin
         self.sigma_floor = sigma_floor
         #: Features the difficulty model may use (None: all of FEATURES); the others
@@ -134,8 +144,6 @@ class IntervalCalibrator:
 
     def fit(self, residuals: pd.DataFrame, provenance: dict[str, Any] | None = None,
             models_digest: str = "") -> IntervalCalibrator:
-        from sklearn.linear_model import Ridge
-
         if len(residuals) < MIN_BIN:
             raise ValueError(f"{len(residuals)} held-out residuals: an interval model "
                              f"needs at least {MIN_BIN} (a two-sided 90 % band, 19)")
@@ -150,16 +158,10 @@ class IntervalCalibrator:
         # Features the residuals never vary carry no information: coefficient 0.
         varied = use & (x.max(axis=0) > x.min(axis=0))
         if varied.any():
-            from threadpoolctl import threadpool_limits
-
-            # The penalty grows with the residuals (alpha per residual), so it weighs
-            # like a prior of a fixed strength against each feature's evidence.
-            ridge = Ridge(alpha=self.alpha * len(r))
-            # A few hundred rows: BLAS threads only contend (and change nothing).
-            with threadpool_limits(limits=1):
-                ridge.fit(x[:, varied], y)
-            coef[varied] = ridge.coef_
-            intercept = float(ridge.intercept_)
+            coef[varied], intercept = _bounded_ridge(
+                x[:, varied], y, self.alpha * len(r),
+                np.array([MONOTONE.get(f, -np.inf) for f, v in zip(FEATURES, varied,
+                                                                   strict=True) if v]))
         else:
             intercept = float(y.mean())
         clip = {f: (float(x[:, j].min()), float(x[:, j].max())) for j, f in enumerate(FEATURES)}
@@ -167,15 +169,13 @@ class IntervalCalibrator:
                                                       [c[1] for c in clip.values()]) @ coef),
                            self.sigma_floor)
         score = r / sigma
-        regimes = residuals["regime"].to_numpy()
-        bins = self.bins if self.bins is not None else {
-            g: g for g in sorted(set(regimes)) if (regimes == g).sum() >= self.min_bin}
+        labels = np.array([bin_label(self.bin_by, g, s) for g, s in
+                           zip(residuals["regime"], situations_scaled(residuals), strict=True)])
         scores: dict[str, tuple[float, ...]] = {"all": tuple(np.sort(score))}
-        for name in sorted(set(bins.values())):
-            members = np.isin(regimes, [k for k, v in bins.items() if v == name])
+        for name in sorted(set(labels) - {"all"}):
+            members = labels == name
             if members.sum() >= self.min_bin:
                 scores[name] = tuple(np.sort(score[members]))
-        bins = {k: v for k, v in bins.items() if v in scores}
         kinds = residuals.groupby("fold_kind").size().to_dict()
         prov = {"residuals": len(residuals),
                 "fold_kinds": {str(k): int(v) for k, v in sorted(kinds.items())},
@@ -187,14 +187,39 @@ class IntervalCalibrator:
                 **(provenance or {})}
         self.model_ = IntervalModel(
             level=self.level, features=FEATURES, intercept=intercept, coef=tuple(coef),
-            clip=clip, sigma_floor=self.sigma_floor, bins=bins, scores=scores,
+            clip=clip, sigma_floor=self.sigma_floor, bin_by=self.bin_by, scores=scores,
             provenance=prov, residuals=_residual_records(residuals, sigma),
-            estimator=(f"difficulty: sklearn Ridge(alpha={self.alpha:g} × residuals) of "
+            estimator=(f"difficulty: ridge regression (alpha={self.alpha:g} × residuals; "
+                       "scipy lsq_linear, extrapolation coefficients ≥ 0) of "
                        "log |log(measured/predicted)|; percentiles: crepes "
                        "ConformalPredictiveSystem of r / sigma"
-                       + (" (Mondrian by regime bin)" if len(scores) > 1 else "")),
+                       + (f" (Mondrian bins by {self.bin_by})" if len(scores) > 1 else "")),
             models_digest=models_digest)
         return self
+
+
+#: Features whose coefficient may not be negative: being further outside the evidence,
+#: or on a pair, CPU or model it never measured, cannot make a prediction surer. (On
+#: the leave-one-experiment-out residuals an unconstrained fit gave the log distance
+#: −0.13: its largest distances are seed 000's, a testbed whose other errors the
+#: CPU features already carry.)
+MONOTONE: dict[str, float] = {name: 0.0 for name in FEATURES
+                              if not name.startswith(("regime:", "engine:"))}
+
+
+def _bounded_ridge(x: np.ndarray, y: np.ndarray, alpha: float, lower: np.ndarray
+                   ) -> tuple[np.ndarray, float]:
+    """Ridge regression (unpenalised intercept) with lower bounds on the coefficients:
+    scipy's bounded least squares on the centred data, augmented by √alpha·I rows."""
+    from scipy.optimize import lsq_linear
+
+    mx, my = x.mean(axis=0), y.mean()
+    a = np.vstack([x - mx, math.sqrt(alpha) * np.eye(x.shape[1])])
+    b = np.concatenate([y - my, np.zeros(x.shape[1])])
+    fit = lsq_linear(a, b, bounds=(lower, np.full(x.shape[1], np.inf)), method="bvls",
+                     tol=1e-12)
+    coef = fit.x
+    return coef, float(my - mx @ coef)
 
 
 def _residual_records(df: pd.DataFrame, sigma: np.ndarray) -> list[dict[str, Any]]:
@@ -226,22 +251,40 @@ def stored_residuals(model: IntervalModel) -> pd.DataFrame:
     return residual_frame([frame])
 
 
+#: How the judging interval models are nested (:func:`cross_conformal`).
+NESTS = ("fold", "items")
+#: Folds of the ``items`` nesting (measurements dealt round-robin in ident order).
+ITEM_FOLDS = 10
+
+
 def cross_conformal(residuals: pd.DataFrame, calibrator: IntervalCalibrator,
-                    levels: Sequence[float] = REPORT_LEVELS) -> pd.DataFrame:
+                    levels: Sequence[float] = REPORT_LEVELS, nest: str = "fold"
+                    ) -> pd.DataFrame:
     """Every residual judged by an interval model that never saw it.
 
-    For each fold (``group``: fold kind and fold), the model is fitted on the
-    residuals of the other folds minus every residual of the same measurements
-    (``ident``), then gives the fold's items their bands at each level. Returns
-    the residual rows with ``lo_<L>``/``hi_<L>`` (Mbit/s), ``inside_<L>`` and
-    ``width_<L>`` (hi / lo) per level, and ``sigma``."""
+    ``nest="fold"``: for each cross-validation fold (``group``: fold kind and fold,
+    e.g. one experiment, one seed's testbed, one pair, one session) the model is
+    fitted without that fold's residuals — the coverage a new experiment, testbed,
+    pair or session gets. ``nest="items"``: the measurements are dealt into
+    :data:`ITEM_FOLDS` folds and each is judged by a model fitted on the others
+    (cross-conformal prediction over items; other items of the same experiment
+    may calibrate it). Either way every other residual of the same measurement
+    (``ident``: an item held out by two fold kinds has two) is left out too.
+    Returns the residual rows with ``lo_<L>``/``hi_<L>`` (Mbit/s), ``inside_<L>``
+    and ``width_<L>`` (hi / lo) per level, ``sigma`` and ``nest``."""
+    if nest not in NESTS:
+        raise ValueError(f"nest={nest!r}: allowed {' | '.join(NESTS)}")
+    if nest == "items":
+        idents = sorted(residuals["ident"].unique())
+        deal = {ident: str(k % ITEM_FOLDS) for k, ident in enumerate(idents)}
+        residuals = residuals.assign(group=residuals["ident"].map(deal))
     out = []
     for group in sorted(residuals["group"].unique()):
         test = residuals[residuals["group"] == group]
         train = residuals[(residuals["group"] != group)
                           & ~residuals["ident"].isin(set(test["ident"]))]
         model = IntervalCalibrator(level=calibrator.level, alpha=calibrator.alpha,
-                                   bins=calibrator.bins, min_bin=calibrator.min_bin,
+                                   bin_by=calibrator.bin_by, min_bin=calibrator.min_bin,
                                    sigma_floor=calibrator.sigma_floor,
                                    features=calibrator.features).fit(train).model_
         judged = test.copy()
@@ -256,7 +299,7 @@ def cross_conformal(residuals: pd.DataFrame, calibrator: IntervalCalibrator,
             judged[f"width_{tag}"] = judged[f"hi_{tag}"] / judged[f"lo_{tag}"]
             judged["sigma"] = [b.sigma for b in bands]
             judged[f"bin_{tag}"] = [b.bin for b in bands]
-        out.append(judged)
+        out.append(judged.assign(nest=nest))
     return pd.concat(out, ignore_index=True)
 
 
@@ -266,8 +309,12 @@ def _tag(level: float) -> str:
 
 def coverage_table(judged: pd.DataFrame, by: Sequence[str] = ("source", "regime"),
                    levels: Sequence[float] = REPORT_LEVELS) -> pd.DataFrame:
-    """Per group (and per ``by[0]`` alone, and ALL): items, coverage (% inside) and the
-    median width (hi / lo) at each level."""
+    """Per nesting (``nest``, when the items were judged several ways), per group (and
+    per ``by[0]`` alone, and ALL): items, coverage (% inside) and the median width
+    (hi / lo) at each level."""
+    if "nest" in judged.columns and judged["nest"].nunique() > 1:
+        return pd.concat([coverage_table(judged[judged["nest"] == n], by, levels)
+                          for n in NESTS if (judged["nest"] == n).any()], ignore_index=True)
     rows = []
 
     def row(keys: dict[str, str], g: pd.DataFrame) -> dict[str, Any]:
@@ -286,7 +333,10 @@ def coverage_table(judged: pd.DataFrame, by: Sequence[str] = ("source", "regime"
         for key, g in judged.groupby(by[0], sort=True):
             rows.append(row({by[0]: str(key), **{b: "(all)" for b in by[1:]}}, g))
     rows.append(row({b: "ALL" for b in by}, judged))
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if "nest" in judged.columns and len(judged):
+        table.insert(0, "nest", str(judged["nest"].iloc[0]))
+    return table
 
 
 def extremes(judged: pd.DataFrame, level: float = 0.9, n: int = 5) -> pd.DataFrame:
@@ -376,7 +426,8 @@ def write_intervals(held: Sequence[pd.DataFrame], models_dir: Path, report_dir: 
 
     residuals = residual_frame(held)
     calibrator = IntervalCalibrator(level=level)
-    judged = cross_conformal(residuals, calibrator)
+    judged = pd.concat([cross_conformal(residuals, calibrator, nest=n) for n in NESTS],
+                       ignore_index=True)
     table = coverage_table(judged)
     model = calibrator.fit(residuals, provenance, models_digest(models_dir)).model_
     model.coverage = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}
@@ -393,14 +444,18 @@ def judge_stored(model: IntervalModel) -> pd.DataFrame:
     """The cross-conformal judgement of the residuals an interval model stores (the
     same folds and settings ``quiclab calibrate`` measured its coverage with)."""
     residuals = stored_residuals(model)
-    return cross_conformal(residuals, IntervalCalibrator(level=model.level))
+    calibrator = IntervalCalibrator(level=model.level)
+    return pd.concat([cross_conformal(residuals, calibrator, nest=n) for n in NESTS],
+                     ignore_index=True)
 
 
 COVERAGE_TEXT = (
     "Coverage is measured, not claimed: every held-out item (a prediction by models that "
     "never saw it: leave one experiment out, leave one pair out, other fold kinds where "
     "present, fresh sessions predicted by another session's models) is judged by an "
-    "interval model fitted without that item's fold and without any other residual of the "
-    "same measurement (cross-conformal). `coverage_50_pct` / `coverage_90_pct`: share of "
-    "items inside their 50 % / 90 % band (nominal 50 and 90); `median_width_*`: median of "
-    "hi / lo.")
+    "interval model that never saw its residual, nor any other residual of the same "
+    "measurement. `nest` fold: the judging model is fitted without the item's whole fold "
+    "(a new experiment, testbed, pair or session); items: without the item's tenth of the "
+    "measurements (cross-conformal over items). `coverage_50_pct` / `coverage_90_pct`: "
+    "share of items inside their 50 % / 90 % band (nominal 50 and 90); `median_width_*`: "
+    "median of hi / lo.")

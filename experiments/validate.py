@@ -571,8 +571,9 @@ def coverage_report(registries: dict[str, Any], sources: list[str]) -> dict[str,
     if not judged or not sum(len(j) for j in judged):
         return {}
     items = pd.concat(judged, ignore_index=True)
-    return {"coverage": coverage_table(items), "outside": outside(items),
-            "extremes": extremes(items), "degenerate": degenerate(items), "items": items}
+    strict = items[items["nest"] == "fold"] if "nest" in items.columns else items
+    return {"coverage": coverage_table(items), "outside": outside(strict),
+            "extremes": extremes(strict), "degenerate": degenerate(strict), "items": items}
 
 
 def _coverage_md(tables: dict[str, pd.DataFrame]) -> list[str]:

@@ -17,8 +17,9 @@ what the residuals show drives error: the limiting regime, the engine, whether t
 pair, the CPU and each knob lie inside the evidence (:mod:`quiclab.models.domain`),
 how far outside, and whether the CPU is another than the models' reference.
 ``α_lo``, ``α_hi`` are the conformal percentiles of the signed normalised
-residuals r / σ at the stated level (in one pooled bin, or per Mondrian bin of
-regimes: ``bins``), so the band is as asymmetric as the residuals are.
+residuals r / σ at the stated level, per Mondrian bin (``bin_by``: the
+reference CPU against another, by default), so the band is as asymmetric and as
+heavy-tailed as the residuals of its kind are.
 
 Features are clipped to the range the residuals cover: a scenario further out
 than any held-out item gets the band of the furthest such item, not an
@@ -106,9 +107,22 @@ def feature_row(s: Situation) -> list[float]:
             float(s.pair_knobs_outside > 0), float(s.cpu_scaled)]
 
 
-def bin_of(s: Situation, bins: dict[str, str]) -> str:
-    """The Mondrian bin of a situation: its regime's bin, else ``all``."""
-    return bins.get(s.regime, "all")
+#: What the Mondrian bins of the normalised residuals are: one pooled bin (``none``),
+#: one per regime, or the models' reference CPU against another (``cpu``).
+BIN_BY = ("none", "regime", "cpu")
+
+
+def bin_label(bin_by: str, regime: str, cpu_scaled: bool) -> str:
+    """The Mondrian bin of a situation (``all`` when there are none)."""
+    if bin_by == "regime":
+        return regime
+    if bin_by == "cpu":
+        return "another CPU" if cpu_scaled else "reference CPU"
+    return "all"
+
+
+def bin_of(s: Situation, bin_by: str) -> str:
+    return bin_label(bin_by, s.regime, s.cpu_scaled)
 
 
 @dataclass(frozen=True)
@@ -133,7 +147,7 @@ class IntervalModel:
     coef: tuple[float, ...]
     clip: dict[str, tuple[float, float]]
     sigma_floor: float
-    bins: dict[str, str]  # regime → bin name
+    bin_by: str  # BIN_BY: what the Mondrian bins are
     scores: dict[str, tuple[float, ...]]  # bin → sorted normalised residuals
     provenance: dict[str, Any] = field(default_factory=dict)
     residuals: list[dict[str, Any]] = field(default_factory=list)
@@ -174,7 +188,7 @@ class IntervalModel:
         """One Band per prediction (vectorised over the batch)."""
         rows = np.array([feature_row(s) for s in situations], dtype=float).reshape(
             len(situations), len(FEATURES))
-        names = [bin_of(s, self.bins) for s in situations]
+        names = [bin_of(s, self.bin_by) for s in situations]
         lo, hi, sig, used, thin = self.band_arrays(goodput_mbps, rows, names, level, link_mbps)
         level = self.level if level is None else level
         texts = self.describe_many(rows, sig, used, level, thin)
@@ -267,7 +281,7 @@ class IntervalModel:
                            "clip": {k: [float(v[0]), float(v[1])]
                                     for k, v in self.clip.items()},
                            "sigma_floor": self.sigma_floor},
-            "bins": dict(sorted(self.bins.items())),
+            "bin_by": self.bin_by,
             "scores": {k: [float(v) for v in vals] for k, vals in sorted(self.scores.items())},
             "models_digest": self.models_digest,
             "provenance": self.provenance, "coverage": self.coverage,
@@ -288,7 +302,7 @@ class IntervalModel:
                 level=float(data["level"]), features=tuple(d["features"]),
                 intercept=float(d["intercept"]), coef=tuple(float(c) for c in d["coef"]),
                 clip={k: (float(v[0]), float(v[1])) for k, v in d["clip"].items()},
-                sigma_floor=float(d["sigma_floor"]), bins=dict(data["bins"]),
+                sigma_floor=float(d["sigma_floor"]), bin_by=str(data["bin_by"]),
                 scores={k: tuple(float(x) for x in v) for k, v in data["scores"].items()},
                 provenance=dict(data.get("provenance", {})),
                 residuals=list(data.get("residuals", [])),

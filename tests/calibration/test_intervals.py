@@ -82,7 +82,7 @@ def test_bands_follow_what_drives_error(residuals: pd.DataFrame):
     assert "pair never measured" in far.source and "held-out residuals" in far.source
     # With a Mondrian bin per regime, the window regime's over-prediction shows: its
     # band sits mostly below the prediction.
-    binned = IntervalCalibrator(bins=None).fit(residuals).model_
+    binned = IntervalCalibrator(bin_by="regime").fit(residuals).model_
     window = binned.bands([100.0], [Situation("window", "analytic")])[0]
     assert window.bin == "window" and 100.0 / window.lo_mbps > window.hi_mbps / 100.0
 
