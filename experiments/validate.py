@@ -572,7 +572,8 @@ def coverage_report(registries: dict[str, Any], sources: list[str]) -> dict[str,
         return {}
     items = pd.concat(judged, ignore_index=True)
     strict = items[items["nest"] == "fold"] if "nest" in items.columns else items
-    return {"coverage": coverage_table(items), "outside": outside(strict),
+    return {"coverage": coverage_table(items),
+            "engines": coverage_table(items, by=("source", "engine")), "outside": outside(strict),
             "extremes": extremes(strict), "degenerate": degenerate(strict), "items": items}
 
 
@@ -589,7 +590,9 @@ def _coverage_md(tables: dict[str, pd.DataFrame]) -> list[str]:
     bad = tables["degenerate"]
     return ["## Predictive intervals: coverage of held-out items", "", COVERAGE_TEXT, "",
             _fmt_table(tables["coverage"], floats=2), "",
-            f"### Items outside their 90 % band ({len(miss)})", "",
+            "Per engine (each engine's residuals: the held-out items predicted again by it "
+            "with their fold's models):", "", _fmt_table(tables["engines"], floats=2), "",
+            f"### Items outside their 90 % band ({len(miss)}, judged fold by fold)", "",
             _fmt_table(miss[shown], floats=1) if len(miss) else "None.", "",
             "### Widest and narrowest 90 % bands, with what set them", "",
             _fmt_table(tables["extremes"], floats=3), "",
