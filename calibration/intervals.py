@@ -241,7 +241,8 @@ def _residual_records(df: pd.DataFrame, sigma: np.ndarray) -> list[dict[str, Any
                     "pair_fields": str(row.pair_fields or ""),
                     "extrapolation": min(float(row.extrapolation or 0.0), 50.0),
                     "cpu_scaled": bool(getattr(row, "cpu_scaled", False)),
-                    "extrapolated": str(getattr(row, "extrapolated", "") or "")})
+                    "extrapolated": str(getattr(row, "extrapolated", "") or ""),
+                    "scenario": str(getattr(row, "scenario", "") or "")})
     return out
 
 
@@ -291,8 +292,10 @@ def cross_conformal(residuals: pd.DataFrame, calibrator: IntervalCalibrator,
                                    features=calibrator.features).fit(train).model_
         judged = test.copy()
         situations = [situation_of(r) for r in test.itertuples(index=False)]
+        link = _link_rates(test)
         for level in levels:
-            bands = model.bands(test["predicted_mbps"].to_numpy(), situations, level)
+            # As at prediction time (sim/bands.py), no band reaches above the link.
+            bands = model.bands(test["predicted_mbps"].to_numpy(), situations, level, link)
             tag = _tag(level)
             judged[f"lo_{tag}"] = [b.lo_mbps for b in bands]
             judged[f"hi_{tag}"] = [b.hi_mbps for b in bands]
@@ -303,6 +306,22 @@ def cross_conformal(residuals: pd.DataFrame, calibrator: IntervalCalibrator,
             judged[f"bin_{tag}"] = [b.bin for b in bands]
         out.append(judged.assign(nest=nest))
     return pd.concat(out, ignore_index=True)
+
+
+def _link_rates(df: pd.DataFrame) -> np.ndarray | None:
+    """Each item's nominal link rate (Mbit/s, the Scenario's ``link_gbps``), or None
+    when the frame carries no scenario; an item without one gets no cap."""
+    import json
+
+    if "scenario" not in df.columns:
+        return None
+    out = []
+    for text in df["scenario"]:
+        try:
+            out.append(float(json.loads(text)["link_gbps"]) * 1e3)
+        except (TypeError, ValueError, KeyError):
+            out.append(math.inf)
+    return np.array(out)
 
 
 def _tag(level: float) -> str:

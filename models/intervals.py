@@ -201,7 +201,7 @@ class IntervalModel:
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
         """(lo, hi, σ, bin used, too-few-residuals flag) per prediction, from feature
         rows (n × FEATURES) and Mondrian bin names. ``link_mbps`` caps ``hi``: no
-        measurement exceeds the link."""
+        measurement exceeds the nominal link rate."""
         level = self.level if level is None else level
         check_level(level)
         g = np.asarray(goodput_mbps, dtype=float)
@@ -243,7 +243,7 @@ class IntervalModel:
         effect = x * self._coef
         columns = []
         for j, name in enumerate(FEATURES):
-            active = (x[:, j] != 0) & (np.abs(effect[:, j]) > 0.01)
+            active = (x[:, j] != 0) & (np.abs(effect[:, j]) > 0.05)
             if active.any():
                 # One text per distinct value (most features take a few).
                 values, which = np.unique(np.where(active, effect[:, j], np.nan),

@@ -28,7 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from quiclab.models.intervals import FEATURES, MAX_DISTANCE, REGIME_NAMES, REGIMES
+from quiclab.models.intervals import (
+    FEATURES,
+    MAX_DISTANCE,
+    REGIME_NAMES,
+    REGIMES,
+    bin_label,
+)
 from quiclab.sim.prediction import Prediction
 
 #: interval_source when the models carry no interval model.
@@ -117,8 +123,9 @@ def band_columns(registry: Any, scenarios: Sequence[Any], limits: Sequence[str],
         rows[:, col["knobs outside the evidence"]] = batch.knobs_outside
         rows[:, col["log distance outside"]] = np.minimum(batch.distance, MAX_DISTANCE)
         rows[:, col["outside the pair's own evidence"]] = batch.pair_knobs_outside > 0
-    rows[:, col["another CPU than the reference"]] = cpu_scaled(registry, scenarios)
-    bins = [model.bins.get(g, "all") for g in regimes]
+    scaled = cpu_scaled(registry, scenarios)
+    rows[:, col["another CPU than the reference"]] = scaled
+    bins = [bin_label(model.bin_by, g, s) for g, s in zip(regimes, scaled.tolist(), strict=True)]
     lo, hi, sigma, used, thin = model.band_arrays(goodput_mbps, rows, bins, level, link_mbps)
     stale = f"; {registry.intervals_stale}" if registry.intervals_stale else ""
     absent = "" if batch is not None else f"; {NO_DOMAIN}"
@@ -133,11 +140,9 @@ def with_band(pred: Prediction, registry: Any) -> Prediction:
     g = np.array([pred.goodput_mbps])
     p_lo = pred.goodput_lo_mbps if math.isfinite(pred.goodput_lo_mbps) else pred.goodput_mbps
     p_hi = pred.goodput_hi_mbps if math.isfinite(pred.goodput_hi_mbps) else pred.goodput_mbps
-    link = pred.rates_mbps.get("link")
     cols = band_columns(registry, [pred.scenario], [pred.limit], pred.engine, g,
                         np.array([p_lo]), np.array([p_hi]),
-                        np.array([link]) if link is not None and pred.scenario.workload == "bulk"
-                        else None)
+                        np.array([pred.scenario.link_gbps * 1e3]))
     return replace(pred, goodput_lo_mbps=float(cols.lo_mbps[0]),
                    goodput_hi_mbps=float(cols.hi_mbps[0]), interval_level=cols.level,
                    param_lo_mbps=p_lo, param_hi_mbps=p_hi,

@@ -179,7 +179,7 @@ class AnalyticEngine:
             goodput = out.goodput_bps[idx] / 1e6
             cols = band_columns(self.registry, [resolved[i].scenario for i in bulk], limits,
                                 self.name, goodput, params[:, 0], params[:, 1],
-                                out.rates_bps[idx, 3] / 1e6)
+                                np.array([resolved[i].scenario.link_gbps * 1e3 for i in bulk]))
             lo, hi = cols.lo_mbps.tolist(), cols.hi_mbps.tolist()
             for k, i in enumerate(bulk):
                 preds[i] = self._prediction(resolved[i], out, i, limits[k], (
