@@ -166,3 +166,34 @@ def test_residual_frames_are_checked_and_bounds_left_out():
         residual_frame([frame.drop(columns="extrapolation")])
     with pytest.raises(ValueError, match="at least"):
         IntervalCalibrator().fit(residual_frame([frame.head(19)]))
+
+
+def test_another_engine_predicts_the_held_out_items_with_their_folds_models(tmp_path):
+    """engine_residuals: each held-out item predicted again by the DES with the models
+    of the fold that held it out (written by calibration/cv.py), rows kept alike."""
+    import json
+
+    from quiclab.calibration.intervals import engine_residuals
+    from quiclab.models.testing import synthetic_model
+    from quiclab.sim.scenario import Scenario
+
+    folds = {}
+    for fold, ns in (("a", 3000.0), ("b", 6000.0)):
+        folder = tmp_path / fold
+        folder.mkdir()
+        (folder / "fast.json").write_text(synthetic_model("fast", sender_ns=ns,
+                                                          receiver_ns=ns / 2).dumps())
+        folds[fold] = folder
+    scenario = Scenario(server="fast", client="fast", transfer_bytes=5_000_000)
+    held = pd.DataFrame([{**synthetic(folds=1).iloc[0].to_dict(), "ident": f"x{fold}",
+                          "fold": fold, "fold_models": str(folder),
+                          "scenario": json.dumps(scenario.to_dict())}
+                         for fold, folder in folds.items()])
+    des = engine_residuals(held, "des", granularity="batch")
+    assert list(des["engine"]) == ["des", "des"] and list(des["ident"]) == ["xa", "xb"]
+    # Twice the per-packet cost in fold b: about half the goodput.
+    ratio = des["predicted_mbps"].iloc[0] / des["predicted_mbps"].iloc[1]
+    assert 1.7 < ratio < 2.3
+    assert (des["limit"] == "sender_cpu").all()
+    with pytest.raises(ValueError, match="fold_models"):
+        engine_residuals(held.drop(columns="fold_models"), "des")
