@@ -195,8 +195,8 @@ def write_fresh_band(args: argparse.Namespace, runs: object, points: object, hos
         "evidence": len(cells), "sources": ["fresh"],
         "written_by": "quiclab calibrate --source fresh (the calibration cells)"}) \
         .dump(out / FILE)
-    sessions = session_labels(runs).nunique()  # type: ignore[arg-type]
-    held = session_residuals(runs, points, host, progress)  # type: ignore[arg-type]
+    sessions = session_labels(runs).nunique()
+    held = session_residuals(runs, points, host, progress)
     if held.empty:
         print(f"{sessions} fresh session(s): intervals need each session predicted by "
               "another session's models (two sessions with calibration runs); "

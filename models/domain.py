@@ -198,7 +198,7 @@ class Domain:
                        provenance: dict[str, Any] | None = None) -> Domain:
         by_model: dict[str, list[dict[str, Any]]] = {}
         by_pair: dict[str, list[dict[str, Any]]] = {}
-        variants = set()
+        variants: set[str] = set()
         arch: dict[str, str] = {}
         for s in scenarios:
             if s.cpu not in arch:

@@ -144,7 +144,8 @@ class Registry:
     def interval_level(self, level: float) -> None:
         check_level(level)
         self._level = float(level)
-        if getattr(self, "_versions", None) is not None and "calibration" not in self._versions:
+        cached = getattr(self, "_versions", None)
+        if cached is not None and "calibration" not in cached:
             self._versions = None  # the level is part of what a prediction depends on
 
     # -- loading ------------------------------------------------------------

@@ -129,10 +129,10 @@ def band_columns(registry: Any, scenarios: Sequence[Any], limits: Sequence[str],
     lo, hi, sigma, used, thin = model.band_arrays(goodput_mbps, rows, bins, level, link_mbps)
     stale = f"; {registry.intervals_stale}" if registry.intervals_stale else ""
     absent = "" if batch is not None else f"; {NO_DOMAIN}"
-    source = model.describe_many(rows, sigma, used, level, thin)
+    texts = model.describe_many(rows, sigma, used, level, thin)
     if stale or absent:
-        source = [text + stale + absent for text in source]
-    return BandColumns(lo, hi, level, lines, source)
+        texts = [text + stale + absent for text in texts]
+    return BandColumns(lo, hi, level, lines, texts)
 
 
 def with_band(pred: Prediction, registry: Any) -> Prediction:

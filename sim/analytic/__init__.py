@@ -195,7 +195,7 @@ class AnalyticEngine:
                                         out.rates_bps[requests], self.name, self.version)
             for i, pred in zip(requests, answered, strict=True):
                 preds[i] = with_band(pred, self.registry)
-        return preds  # type: ignore[return-value]
+        return [p for p in preds if p is not None]
 
     @staticmethod
     def _param_interval(r: Resolved, out: Outputs, i: int, limit: str) -> tuple[float, float]:
