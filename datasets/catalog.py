@@ -196,6 +196,28 @@ TABLES = ("runs", "cpu_samples", "perf_stacks", "perf_categories", "published_po
           "sources", "files", "ingest_issues", "processed_check", "cpus", "predictions")
 
 
+#: A DuckDB file starts with three 4 KiB headers (one file header, two database
+#: headers) before its blocks (duckdb/src/storage/single_file_block_manager.cpp).
+FILE_HEADERS_BYTES = 3 * 4096
+_DAMAGED_HINT = ("; the file was left as it is: move it aside and run `quiclab data ingest` "
+                 "to build a new one")
+
+
+def _first_line(err: BaseException, limit: int = 160) -> str:
+    """DuckDB's message, first line, at most ``limit`` characters (its lock message
+    goes on with a PID and a link)."""
+    lines = str(err).strip().splitlines()
+    text = lines[0] if lines else type(err).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _damaged(err: BaseException) -> bool:
+    """Whether a DuckDB error says the file itself is bad (not a lock or a query)."""
+    text = str(err).lower()
+    return any(word in text for word in ("not a valid duckdb", "could not read enough",
+                                         "corrupt", "checksum", "serializ", "invalid"))
+
+
 class Catalog:
     """A DuckDB catalog file. Use as a context manager or call :meth:`close`.
 
@@ -210,11 +232,41 @@ class Catalog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.con = self._connect(read_only)
-        except duckdb.IOException as err:
-            raise DataError(self.path, f"cannot open catalog ({err})") from None
+        except duckdb.Error as err:
+            raise DataError(self.path, f"cannot open catalog ({_first_line(err)})"
+                                       + _DAMAGED_HINT * _damaged(err)) from None
         self.read_only = read_only
-        if not read_only:
-            self.ensure_schema()
+        try:
+            self._check_complete()
+            if not read_only:
+                self.ensure_schema()
+        except BaseException:
+            self.con.close()
+            raise
+
+    def _check_complete(self) -> None:
+        """Refuse a catalog file shorter than the blocks its header lists (cut by a full
+        disk or a copy): DuckDB opens it and fails only at the first read of a missing
+        block, in the middle of a command. Nothing is written to such a file."""
+        try:
+            row = self.con.execute("SELECT block_size, total_blocks "
+                                   "FROM pragma_database_size()").fetchone()
+        except duckdb.Error as err:
+            raise self.damaged(err) from None
+        if row is None or not self.path.is_file():
+            return
+        block_size, blocks = int(row[0] or 0), int(row[1] or 0)
+        need = FILE_HEADERS_BYTES + blocks * block_size
+        have = self.path.stat().st_size
+        if blocks and have < need:
+            raise DataError(self.path, f"damaged catalog: {have:,d} bytes where its header "
+                                       f"lists {blocks} blocks ({need:,d} bytes); a cut "
+                                       f"copy?{_DAMAGED_HINT}")
+
+    def damaged(self, err: BaseException) -> DataError:
+        """The one-line DataError for a DuckDB error met while reading this file."""
+        hint = _DAMAGED_HINT if _damaged(err) else ""
+        return DataError(self.path, f"catalog cannot be read ({_first_line(err)}){hint}")
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         # Another process (a sweep, the app) may hold the write lock for a moment.
@@ -257,6 +309,24 @@ class Catalog:
             self.con.execute("ROLLBACK")
             raise
         self.con.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def replacing(self, source: str, location: object, rows: int,
+                  why: str = "") -> Iterator[duckdb.DuckDBPyConnection]:
+        """The transaction in which a loader replaces the rows of ``source``.
+
+        Every loader deletes its source's old rows and writes the new ones inside
+        it. A source that yielded no rows (a wrong folder, a file of another format,
+        every file skipped) is refused before anything is deleted: DataError naming
+        ``location`` and ``why`` (the first problem met), and the rows already in the
+        catalog stay as they were.
+        """
+        if rows <= 0:
+            because = f" ({why})" if why else ""
+            raise DataError(location, f"no {source} rows could be read{because}; "
+                                      "nothing was replaced: the catalog is unchanged")
+        with self.transaction() as con:
+            yield con
 
     def upsert(self, table: str, rows: Sequence[dict[str, Any]],
                key: Sequence[str] | None = None) -> int:
@@ -315,9 +385,12 @@ class Catalog:
 
     # -- reading ------------------------------------------------------------
     def tables(self) -> list[str]:
-        rows = self.con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
-            "ORDER BY table_name").fetchall()
+        try:
+            rows = self.con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+                "ORDER BY table_name").fetchall()
+        except duckdb.Error as err:
+            raise self.damaged(err) from None
         return [r[0] for r in rows]
 
     def columns(self, table: str) -> list[str]:
@@ -330,7 +403,10 @@ class Catalog:
 
     def count(self, table: str) -> int:
         self.columns(table)
-        row = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+        try:
+            row = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+        except duckdb.Error as err:
+            raise self.damaged(err) from None
         return int(row[0]) if row else 0
 
     def query(self, sql: str, params: Iterable[Any] | None = None) -> duckdb.DuckDBPyRelation:

@@ -104,11 +104,15 @@ def run_ingest(args: argparse.Namespace) -> int:
         # replace the runs already in the catalog with none.
         if src.is_dir() and _kind(src) == "qir10g" and not _has_results(src):
             raise DataError(src, "no QIR-10G results/ or published-point CSVs found")
+    # Published points are read (and a folder that yields none refused) before the
+    # catalog is opened for writing.
+    parsed = {src: published.read(src, strict=args.strict) for src in sources
+              if _kind(src) == "published"}
     with Catalog(args.catalog) as catalog:
         catalog.upsert("cpus", [c.to_row() for c in CpuCatalog.packaged().cpus])
         for src in sources:
-            if _kind(src) == "published":
-                n = published.load(catalog, src, strict=args.strict)
+            if src in parsed:
+                n = published.write(catalog, parsed[src])
                 issues = catalog.con.execute(
                     "SELECT path, coalesce('[' || field || '] ', '') || reason "
                     "FROM ingest_issues WHERE source = ?", [published.SOURCE]).fetchall()

@@ -28,17 +28,15 @@ def fail(source: str, path: str, message: str) -> SpecError:
 
 
 def read_text(path: Any) -> str:
-    """A hand-written file's text (UTF-8); SpecError naming the file if it cannot be read
-    or is not UTF-8 text, e.g. ``s.yaml: not UTF-8 text (byte 17)``."""
-    from pathlib import Path
+    """A hand-written file's text (UTF-8, at most ``yamlio.MAX_CHARS``); SpecError naming
+    the file if it cannot be read, is too large or is not UTF-8 text, e.g.
+    ``s.yaml: not UTF-8 text (byte 17)``."""
+    from quiclab.errors import DataError
 
-    file = Path(path)
     try:
-        return file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SpecError(f"{file}: not UTF-8 text (byte {err.start})") from None
-    except OSError as err:
-        raise SpecError(f"{file}: cannot be read ({err.strerror or err})") from None
+        return yamlio.read(path, "spec")
+    except DataError as err:
+        raise SpecError(str(err)) from None
 
 
 def load_yaml(path: Any) -> dict[str, Any]:

@@ -87,16 +87,9 @@ def load_mapping(path: Path) -> dict[str, Any]:
 
     from quiclab import yamlio
 
-    if path.is_dir():
-        raise DataError(path, "is a directory, not a scenario file")
-    if not path.is_file():
+    if not path.exists():
         raise DataError(path, "no such file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise DataError(path, f"not UTF-8 text (byte {err.start})") from None
-    except OSError as err:
-        raise DataError(path, f"cannot be read ({err.strerror or err})") from None
+    text = yamlio.read(path, "scenario file")  # size, UTF-8, not a directory
     if path.suffix.lower() == ".json":
         # JSON is YAML too, but YAML would let a trailing comma or a repeated key pass.
         try:

@@ -15,6 +15,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,8 @@ from quiclab.datasets.catalog import Catalog
 from quiclab.datasets.sources import qir_parsers as qp
 from quiclab.datasets.sources.files import iter_files, sha256_file
 from quiclab.datasets.sources.perf import CategoryMapping, fold_zstd, process_prefix
-from quiclab.errors import DataError
+from quiclab.errors import DataError, ScenarioError, excerpt
+from quiclab.sim.scenario import whole_number
 
 SOURCE = "qir10g"
 PARSER_VERSION = "qir10g-parser-2"  # 2: pidstat intervals, goodput alignment, TCP ACKs
@@ -243,7 +245,9 @@ def load(catalog: Catalog, source: Path, strict: bool = False, with_perf: bool =
             perf_jobs.append((row["run_id"], side, impl, blob,
                               f"{logdir}/{pair}/goodput/{rep}/{side}/out.perf.zst"))
 
-    with catalog.transaction():
+    why = (f"{summary.skipped[0][0]}: {summary.skipped[0][1]}" if summary.skipped
+           else "no run folders under results/")
+    with catalog.replacing(SOURCE, source, len(rows), why):
         catalog.con.execute("DELETE FROM runs WHERE source = ?", [SOURCE])
         catalog.con.execute("DELETE FROM cpu_samples WHERE run_id LIKE 'q10g-%'")
         catalog.con.execute("DELETE FROM perf_stacks WHERE run_id LIKE 'q10g-%'")
@@ -537,9 +541,10 @@ def _check_processed(catalog: Catalog, processed: dict[str, bytes], rows: list[d
             logdir = logdir[logdir.index("results/"):] if "results/" in logdir else logdir
             pair = f"{line.get('server')}_{line.get('client')}"
             try:
-                rep = int(line.get("repetition", ""))
-            except ValueError:
-                issue(path, f"row {reader.line_num}: bad repetition", "repetition")
+                rep = whole_number("repetition", line.get("repetition") or "")
+            except ScenarioError:
+                issue(path, f"row {reader.line_num}: {excerpt(line.get('repetition'))} is not "
+                            "a whole number", "repetition")
                 continue
             run = lookup.get((logdir, pair, rep))
             if run is None:
@@ -550,7 +555,16 @@ def _check_processed(catalog: Catalog, processed: dict[str, bytes], rows: list[d
                 raw_text = line.get(col, "")
                 if raw_text in ("", None):
                     continue
-                processed_value = float(raw_text)
+                try:
+                    processed_value = float(raw_text)
+                except ValueError:  # a word where the authors' file has numbers
+                    issue(path, f"row {reader.line_num}: {excerpt(raw_text)} is not a number",
+                          col)
+                    continue
+                if not math.isfinite(processed_value):
+                    issue(path, f"row {reader.line_num}: {excerpt(raw_text)} is not a finite "
+                                "number", col)
+                    continue
                 mine = run.get(ours)
                 if mine is None:
                     summary.processed_mismatches.append(
