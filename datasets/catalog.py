@@ -249,8 +249,9 @@ class Catalog:
         disk or a copy): DuckDB opens it and fails only at the first read of a missing
         block, in the middle of a command. Nothing is written to such a file."""
         try:
-            row = self.con.execute("SELECT block_size, total_blocks "
-                                   "FROM pragma_database_size()").fetchone()
+            rows = self.con.execute("SELECT block_size, total_blocks "
+                                    "FROM pragma_database_size()").fetchall()
+            row = rows[0] if rows else None
         except duckdb.Error as err:
             raise self.damaged(err) from None
         if row is None or not self.path.is_file():
@@ -354,10 +355,10 @@ class Catalog:
     def delete_other_versions(self, sweep: str, content_hash: str) -> int:
         """Delete the ``predictions`` of ``sweep`` made from another content hash (an
         earlier spec or model set; a rerun writes the current ones). Returns how many."""
-        row = self.con.execute("DELETE FROM predictions WHERE sweep = ? AND kind = 'sweep' "
-                               "AND content_hash IS DISTINCT FROM ?",
-                               [sweep, content_hash]).fetchone()
-        return int(row[0]) if row else 0
+        rows = self.con.execute("DELETE FROM predictions WHERE sweep = ? AND kind = 'sweep' "
+                                "AND content_hash IS DISTINCT FROM ?",
+                                [sweep, content_hash]).fetchall()
+        return int(rows[0][0]) if rows else 0
 
     def _insert_arrow(self, table: str, columns: Sequence[str], rows: Sequence[dict[str, Any]],
                       verb: str = "INSERT") -> None:
@@ -404,10 +405,10 @@ class Catalog:
     def count(self, table: str) -> int:
         self.columns(table)
         try:
-            row = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+            rows = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()
         except duckdb.Error as err:
             raise self.damaged(err) from None
-        return int(row[0]) if row else 0
+        return int(rows[0][0]) if rows else 0
 
     def query(self, sql: str, params: Iterable[Any] | None = None) -> duckdb.DuckDBPyRelation:
         return self.con.sql(sql, params=list(params) if params is not None else None)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from quiclab.errors import DataError
+from quiclab.errors import DataError, excerpt
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("query", help='e.g. "SELECT server_impl, median(goodput_mbps) FROM runs '
                                  'GROUP BY 1"')
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--max-rows", type=_row_cap, default=MAX_ROWS, metavar="N",
+                   help=f"print at most N rows (default {MAX_ROWS}; 0 = all); a note on "
+                        "stderr says when rows were left out (`data export` writes them all)")
     p.set_defaults(func=run_sql)
 
     p = dsub.add_parser("export", help="write a table (or query) to Parquet or CSV")
@@ -51,6 +54,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = dsub.add_parser("summary", help="runs per experiment and pair with median goodput, "
                                         "CPU and packet figures")
     p.set_defaults(func=run_summary)
+
+
+#: Rows `data sql` prints unless told otherwise (a terminal's worth; `export` writes all).
+MAX_ROWS = 200
+
+
+def _row_cap(text: str) -> int:
+    """``--max-rows``: a whole number ≥ 0 (argparse turns the error into one line)."""
+    from quiclab.errors import ScenarioError
+    from quiclab.sim.scenario import whole_number
+
+    try:
+        value = whole_number("--max-rows", text)
+    except ScenarioError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 0, got {excerpt(text)}")
+    return value
 
 
 def _progress() -> Any:
@@ -228,8 +249,10 @@ def read_only_statement(sql: str) -> str:
     if not allowed:
         hint = "; write files with `quiclab data export`" if kind in (
             duckdb.StatementType.COPY, duckdb.StatementType.EXPORT) else ""
-        raise DataError("sql", f"{_statement_name(text)} is not allowed: "
-                               f"{READ_ONLY_HELP}{hint}")
+        # The statement's own kind ("WITH … DELETE" is a DELETE), else its first word.
+        name = kind.name if kind is not None and kind.name not in (
+            "INVALID", "PRAGMA", "CALL") else _statement_name(text)
+        raise DataError("sql", f"{name} is not allowed: {READ_ONLY_HELP}{hint}")
     return sql
 
 
@@ -239,26 +262,58 @@ def run_sql(args: argparse.Namespace) -> int:
     from quiclab.datasets.catalog import Catalog
 
     query = read_only_statement(args.query)
+    cap = getattr(args, "max_rows", MAX_ROWS)
     with Catalog(args.catalog, read_only=True) as catalog:
         try:
-            df = catalog.df(query)
+            relation = catalog.con.sql(query)
+            # Only cap + 1 rows leave DuckDB: a query of 10⁸ rows prints at once.
+            df = relation_df(relation.limit(cap + 1) if cap else relation, relation.types)
         except duckdb.Error as err:
             raise DataError("sql", str(err).splitlines()[0]) from None
+    more = bool(cap) and len(df) > cap
+    if more:
+        df = df.iloc[:cap]
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
     elif args.format == "json":
         print(df.to_json(orient="records", date_format="iso"))
     else:
         print(format_table(df))
+    if more:
+        print(f"quiclab: showed the first {cap} rows; more exist (--max-rows 0 prints all, "
+              "`quiclab data export` writes them to a file)", file=sys.stderr)
     return 0
 
 
-def format_table(df: Any, max_rows: int = 200) -> str:
+#: DuckDB's whole-number types: ``sum()`` of BIGINT is a HUGEINT, which pandas gets as
+#: float64 and prints as 5.06e+05.
+_WHOLE_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
+                "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT")
+
+
+def relation_df(relation: Any, types: Any) -> Any:
+    """A DuckDB relation as a DataFrame whose whole-number columns stay whole numbers."""
+    df = relation.df()
+    for column, kind in zip(df.columns, types, strict=False):
+        if str(kind) in _WHOLE_TYPES and df[column].dtype.kind == "f":
+            values = df[column].dropna()
+            if values.abs().le(2**53).all():  # exact in a float, and so in an Int64
+                df[column] = df[column].astype("Int64")
+    return df
+
+
+def format_table(df: Any) -> str:
+    """``df`` as text: whole numbers as such, other floats to 4 significant digits."""
     import pandas as pd
 
-    with pd.option_context("display.max_rows", max_rows, "display.max_columns", 50,
-                           "display.width", 200, "display.float_format", "{:,.4g}".format):
-        return df.to_string(index=False)
+    def number(value: float) -> str:
+        if value == value and abs(value) < 1e15 and float(value).is_integer():
+            return f"{value:,.0f}"
+        return f"{value:,.4g}"
+
+    with pd.option_context("display.max_columns", 50, "display.width", 200,
+                           "display.float_format", number):
+        return str(df.to_string(index=False))
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -270,20 +325,41 @@ def run_export(args: argparse.Namespace) -> int:
     if target.suffix not in (".parquet", ".csv"):
         raise DataError(target, "choose a .parquet or .csv file name", field="--to")
     with Catalog(args.catalog, read_only=True) as catalog:
-        is_query = args.table.lstrip().lower().startswith(("select", "with"))
-        if not is_query and args.table not in catalog.tables():
-            raise DataError(args.catalog, f"no table {args.table!r} "
-                                          f"(tables: {', '.join(catalog.tables())})")
-        query = args.table if is_query else f'SELECT * FROM "{args.table}"'
-        fmt = "PARQUET" if target.suffix == ".parquet" else "CSV, HEADER"
-        target.parent.mkdir(parents=True, exist_ok=True)
+        tables = catalog.tables()
+        if args.table in tables:
+            # The relation API takes the name and the path as values: nothing is pasted
+            # into SQL, so a quote in either is just a character.
+            relation = catalog.con.table(args.table)
+        elif re.match(r"(?is)\s*(select|with|from|values|table|\()", args.table):
+            # One read-only statement (no ";", no COPY), as `data sql` runs it.
+            try:
+                relation = catalog.con.sql(read_only_statement(args.table))
+            except duckdb.Error as err:
+                raise DataError("export", str(err).splitlines()[0]) from None
+        else:
+            raise DataError(args.catalog, f"no table {excerpt(args.table)} "
+                                          f"(tables: {', '.join(tables)})")
+        writable_parent(target, "--to")
         try:
-            catalog.con.execute(f"COPY ({query}) TO '{target}' (FORMAT {fmt})")
+            if target.suffix == ".parquet":
+                relation.write_parquet(str(target))
+            else:
+                relation.write_csv(str(target), header=True)
+            n = relation.aggregate("count(*)").fetchall()[0]
         except duckdb.Error as err:
-            raise DataError("export", str(err).splitlines()[0]) from None
-        n = catalog.con.execute(f"SELECT count(*) FROM ({query})").fetchone()
+            raise DataError(target, str(err).splitlines()[0], field="--to") from None
     print(f"wrote {n[0] if n else 0:,d} rows to {target}")
     return 0
+
+
+def writable_parent(target: Path, flag: str) -> None:
+    """``target``'s folder exists and is writable, and ``target`` is no folder; else
+    DataError naming ``flag`` (:func:`quiclab.paths.writable_folder`)."""
+    from quiclab.paths import writable_folder
+
+    writable_folder(target.parent, flag)
+    if target.is_dir():
+        raise DataError(target, "is a folder: give a file name", field=flag)
 
 
 SUMMARY_SQL = """
