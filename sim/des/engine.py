@@ -128,7 +128,8 @@ class DesEngine:
             return [self.predict(s) for s in scenarios]
         workers = min(self.workers, len(scenarios), os.cpu_count() or 1)
         with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
-                                 initargs=(self.registry, self.options())) as pool:
+                                 initargs=(self.registry, self.options(),
+                                           os.getpid())) as pool:
             return list(pool.map(_predict_in_worker, scenarios, chunksize=1))
 
     def run(self, resolved: Resolved) -> RunResult:
@@ -154,8 +155,11 @@ class DesEngine:
 _WORKER: DesEngine | None = None
 
 
-def _init_worker(registry: Registry, options: dict[str, Any]) -> None:
+def _init_worker(registry: Registry, options: dict[str, Any], parent_pid: int) -> None:
     global _WORKER
+    from quiclab.procs import die_with_parent
+
+    die_with_parent(parent_pid)  # a killed `predict --runs` leaves no worker behind
     _WORKER = DesEngine(registry, **options)
 
 
