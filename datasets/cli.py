@@ -31,11 +31,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_ingest)
 
     p = dsub.add_parser("list", help="list the catalog's tables with row counts")
-    p.set_defaults(func=run_list)
+    p.set_defaults(func=run_list, writes=False)
 
     p = dsub.add_parser("info", help="columns and row count of one table")
     p.add_argument("table")
-    p.set_defaults(func=run_info)
+    p.set_defaults(func=run_info, writes=False)
 
     p = dsub.add_parser("sql", help="run a read-only SQL query")
     p.add_argument("query", help='e.g. "SELECT server_impl, median(goodput_mbps) FROM runs '
@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-rows", type=_row_cap, default=MAX_ROWS, metavar="N",
                    help=f"print at most N rows (default {MAX_ROWS}; 0 = all); a note on "
                         "stderr says when rows were left out (`data export` writes them all)")
-    p.set_defaults(func=run_sql)
+    p.set_defaults(func=run_sql, writes=False)
 
     p = dsub.add_parser("export", help="write a table (or query) to Parquet or CSV")
     p.add_argument("table", help="table name, or a SELECT query")
@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = dsub.add_parser("summary", help="runs per experiment and pair with median goodput, "
                                         "CPU and packet figures")
-    p.set_defaults(func=run_summary)
+    p.set_defaults(func=run_summary, writes=False)
 
 
 #: Rows `data sql` prints unless told otherwise (a terminal's worth; `export` writes all).

@@ -8,6 +8,7 @@ workers now have the kernel kill them when their parent dies
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -77,10 +78,8 @@ def test_kill_9_of_the_sweep_leaves_no_worker_running(tmp_path: Path, models_dir
         assert not left, f"workers {sorted(left)} outlived the killed sweep"
     finally:
         for pid in workers:  # only the processes this test started
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         if proc.poll() is None:
             proc.kill()
             proc.wait()
