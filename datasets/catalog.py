@@ -211,7 +211,7 @@ def _first_line(err: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _damaged(err: BaseException) -> bool:
+def says_damaged(err: BaseException) -> bool:
     """Whether a DuckDB error says the file itself is bad (not a lock or a query)."""
     text = str(err).lower()
     return any(word in text for word in ("not a valid duckdb", "could not read enough",
@@ -234,7 +234,7 @@ class Catalog:
             self.con = self._connect(read_only)
         except duckdb.Error as err:
             raise DataError(self.path, f"cannot open catalog ({_first_line(err)})"
-                                       + _DAMAGED_HINT * _damaged(err)) from None
+                                       + _DAMAGED_HINT * says_damaged(err)) from None
         self.read_only = read_only
         try:
             self._check_complete()
@@ -266,7 +266,7 @@ class Catalog:
 
     def damaged(self, err: BaseException) -> DataError:
         """The one-line DataError for a DuckDB error met while reading this file."""
-        hint = _DAMAGED_HINT if _damaged(err) else ""
+        hint = _DAMAGED_HINT if says_damaged(err) else ""
         return DataError(self.path, f"catalog cannot be read ({_first_line(err)}){hint}")
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:

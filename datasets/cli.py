@@ -269,7 +269,7 @@ def run_sql(args: argparse.Namespace) -> int:
             # Only cap + 1 rows leave DuckDB: a query of 10⁸ rows prints at once.
             df = relation_df(relation.limit(cap + 1) if cap else relation, relation.types)
         except duckdb.Error as err:
-            raise DataError("sql", str(err).splitlines()[0]) from None
+            raise _query_error(catalog, "sql", err) from None
     more = bool(cap) and len(df) > cap
     if more:
         df = df.iloc[:cap]
@@ -283,6 +283,16 @@ def run_sql(args: argparse.Namespace) -> int:
         print(f"quiclab: showed the first {cap} rows; more exist (--max-rows 0 prints all, "
               "`quiclab data export` writes them to a file)", file=sys.stderr)
     return 0
+
+
+def _query_error(catalog: Any, what: str, err: Exception) -> DataError:
+    """A query's DuckDB error as one line: the catalog's file when the file is bad
+    (a damaged block), else the query's own problem."""
+    from quiclab.datasets.catalog import says_damaged
+
+    if says_damaged(err):
+        return catalog.damaged(err)
+    return DataError(what, (str(err).strip().splitlines() or [type(err).__name__])[0])
 
 
 #: DuckDB's whole-number types: ``sum()`` of BIGINT is a HUGEINT, which pandas gets as
@@ -319,7 +329,7 @@ def format_table(df: Any) -> str:
 def run_export(args: argparse.Namespace) -> int:
     import duckdb
 
-    from quiclab.datasets.catalog import Catalog
+    from quiclab.datasets.catalog import Catalog, says_damaged
 
     target = Path(args.to)
     if target.suffix not in (".parquet", ".csv"):
@@ -335,7 +345,7 @@ def run_export(args: argparse.Namespace) -> int:
             try:
                 relation = catalog.con.sql(read_only_statement(args.table))
             except duckdb.Error as err:
-                raise DataError("export", str(err).splitlines()[0]) from None
+                raise _query_error(catalog, "export", err) from None
         else:
             raise DataError(args.catalog, f"no table {excerpt(args.table)} "
                                           f"(tables: {', '.join(tables)})")
@@ -347,6 +357,8 @@ def run_export(args: argparse.Namespace) -> int:
                 relation.write_csv(str(target), header=True)
             n = relation.aggregate("count(*)").fetchall()[0]
         except duckdb.Error as err:
+            if says_damaged(err):
+                raise catalog.damaged(err) from None
             raise DataError(target, str(err).splitlines()[0], field="--to") from None
     print(f"wrote {n[0] if n else 0:,d} rows to {target}")
     return 0
