@@ -176,8 +176,7 @@ def _kept(err: QuiclabError, rows: int, out: Path) -> QuiclabError:
     """``err`` with a note that the sweep's computed rows are kept in its parts."""
     from quiclab.errors import DataError
 
-    note = (f"; the sweep's {rows} rows are kept in {out}/parts: run the same command "
-            "again to write them to the catalog")
+    note = f"; the sweep's {rows} rows are kept in {out}/parts (run again to write them)"
     if isinstance(err, DataError):
         return DataError(err.path, err.reason + note, err.field)
     return QuiclabError(f"{err}{note}")

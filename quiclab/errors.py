@@ -19,8 +19,9 @@ from typing import Any
 
 #: Longest quoted value in a message (characters of its repr, the cut marked "…").
 EXCERPT_CHARS = 60
-#: Longest message, in characters, of any QuiclabError (a terminal line or two).
-MAX_MESSAGE_CHARS = 400
+#: Longest message, in characters, of any QuiclabError (room for two long paths and
+#: a library's own first line; a few terminal lines at most).
+MAX_MESSAGE_CHARS = 500
 
 
 def _repr() -> reprlib.Repr:

@@ -104,13 +104,16 @@ def writable_folder(folder: Path, flag: str) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise DataError(folder, "is a file, not a folder", field=flag) from None
+    except NotADirectoryError:
+        raise DataError(folder, "a file is in the way (one of its parents is not a folder)",
+                        field=flag) from None
     except OSError as err:
         raise DataError(folder, f"cannot be created ({err.strerror or err})",
                         field=flag) from None
     if not folder.is_dir():
         raise DataError(folder, "is not a folder", field=flag)
-    # access(2) answers EROFS for a read-only file system as well as EACCES.
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        raise DataError(folder, "cannot be written (Read-only file system)", field=flag)
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise DataError(folder, "cannot be written (read-only file system or no "
-                                "permission)", field=flag)
+        raise DataError(folder, "cannot be written (Permission denied)", field=flag)
     return folder
