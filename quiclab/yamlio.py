@@ -73,6 +73,11 @@ def load(text: str) -> Any:
         return yaml.load(text, Loader=_loader())  # a SafeLoader subclass
     except RecursionError:  # a guard below should have stopped it first
         raise yaml.YAMLError(f"nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as err:
+        # PyYAML's constructors of explicitly tagged values ("!!int " with nothing after
+        # it, "!!float x") fail with Python's own errors, not a YAMLError.
+        raise yaml.YAMLError(f"a value cannot be read ({type(err).__name__}: "
+                             f"{excerpt(str(err))})") from None
 
 
 def where(err: Exception) -> str:
