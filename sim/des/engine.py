@@ -278,7 +278,7 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
                      f"{closed_form / (goodput / 1e6):,.1f}× the simulated goodput; the "
                      f"limit's rate is the goodput simulated here")
     losses = tot["rcvbuf_drops"] + tot["queue_drops"] + tot["path_losses"]
-    # Busy polling, runtime threads and placement notes (issue 11).
+    # Busy polling, runtime threads and placement notes (sim/cores.py).
     return annotate(Prediction(
         scenario=s,
         engine=engine,
