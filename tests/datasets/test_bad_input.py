@@ -83,7 +83,7 @@ def test_a_raw_folder_whose_every_run_is_unreadable_does_not_replace_the_runs(
     empty = tmp_path / "empty"
     (empty / "results" / "x").mkdir(parents=True)
     (empty / "results" / "x" / "notes.txt").write_text("nothing here\n")
-    with pytest.raises(DataError, match="no qir10g rows could be read .*catalog is unchanged"):
+    with pytest.raises(DataError, match=r"no qir10g rows could be read .*catalog is unchanged"):
         qir10g.load(catalog, empty, with_perf=False)
     assert catalog.count("runs") == runs
 
