@@ -19,6 +19,8 @@ Loaders take the connection (``load(catalog)``), as SimPy components take ``env`
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -240,6 +242,9 @@ class Catalog:
             self._check_complete()
             if not read_only:
                 self.ensure_schema()
+        except duckdb.Error as err:  # a damaged block met while reading the schema
+            self.con.close()
+            raise self.damaged(err) from None
         except BaseException:
             self.con.close()
             raise
@@ -281,15 +286,33 @@ class Catalog:
         raise AssertionError("unreachable")
 
     def ensure_schema(self) -> None:
+        """Create what is missing; on a current catalog, write nothing at all (so that a
+        command refused after opening for writing leaves the file byte for byte)."""
         for stmt in DDL:
-            self.con.execute(stmt)
+            view = re.match(r"\s*CREATE OR REPLACE VIEW (\w+)", stmt)
+            if view is None:
+                self.con.execute(stmt)  # CREATE … IF NOT EXISTS: no write when present
+                continue
+            # A view is replaced only when its definition changed (its hash in meta).
+            key, digest = f"view:{view.group(1)}", hashlib.sha256(stmt.encode()).hexdigest()
+            exists = self.con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?",
+                                      [view.group(1)]).fetchall()[0][0]
+            stored = self.con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchall()
+            if not exists or stored != [(digest,)]:
+                self.con.execute(stmt)
+                self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, digest])
         # Columns added after a file was created (nullable; older rows read NULL).
         have = set(self.columns("runs"))
         for name, kind in RUN_COLUMNS:
             if name not in have:
                 self.con.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
-        self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                         [str(SCHEMA_VERSION)])
+        # Written only when it changes: opening a current catalog for writing writes
+        # nothing, so a command refused afterwards leaves the file as it was.
+        have_version = self.con.execute(
+            "SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        if have_version != [(str(SCHEMA_VERSION),)]:
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                             [str(SCHEMA_VERSION)])
 
     def close(self) -> None:
         self.con.close()
@@ -306,10 +329,13 @@ class Catalog:
         self.con.execute("BEGIN TRANSACTION")
         try:
             yield self.con
-        except BaseException:
-            self.con.execute("ROLLBACK")
+            self.con.execute("COMMIT")
+        except BaseException as err:
+            with contextlib.suppress(duckdb.Error):  # a damaged file may refuse even this
+                self.con.execute("ROLLBACK")
+            if isinstance(err, duckdb.Error) and says_damaged(err):
+                raise self.damaged(err) from None  # one line naming the file
             raise
-        self.con.execute("COMMIT")
 
     @contextlib.contextmanager
     def replacing(self, source: str, location: object, rows: int,
@@ -342,6 +368,16 @@ class Catalog:
         if unknown:
             raise DataError(f"catalog table {table}", f"unknown column(s) {', '.join(unknown)}")
         used = [c for c in cols if any(c in r for r in rows)]
+        try:
+            self._upsert(table, rows, used, key)
+        except duckdb.Error as err:
+            if says_damaged(err):
+                raise self.damaged(err) from None
+            raise
+        return len(rows)
+
+    def _upsert(self, table: str, rows: Sequence[dict[str, Any]], used: list[str],
+                key: Sequence[str] | None) -> None:
         verb = "INSERT OR REPLACE" if key is None else "INSERT"
         if key is not None:
             # Tables without a primary key: delete matching keys first (idempotent ingest).
@@ -350,7 +386,6 @@ class Catalog:
             for values in keys:
                 self.con.execute(f"DELETE FROM {table} WHERE {where}", list(values))
         self._insert_arrow(table, used, rows, verb)
-        return len(rows)
 
     def delete_other_versions(self, sweep: str, content_hash: str) -> int:
         """Delete the ``predictions`` of ``sweep`` made from another content hash (an
@@ -395,9 +430,12 @@ class Catalog:
         return [r[0] for r in rows]
 
     def columns(self, table: str) -> list[str]:
-        rows = self.con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-            "ORDER BY ordinal_position", [table]).fetchall()
+        try:
+            rows = self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                "ORDER BY ordinal_position", [table]).fetchall()
+        except duckdb.Error as err:
+            raise self.damaged(err) from None
         if not rows:
             raise DataError(self.path, f"no table {table!r} (tables: {', '.join(self.tables())})")
         return [r[0] for r in rows]

@@ -130,7 +130,6 @@ def run_ingest(args: argparse.Namespace) -> int:
     parsed = {src: published.read(src, strict=args.strict) for src in sources
               if _kind(src) == "published"}
     with Catalog(args.catalog) as catalog:
-        catalog.upsert("cpus", [c.to_row() for c in CpuCatalog.packaged().cpus])
         for src in sources:
             if src in parsed:
                 n = published.write(catalog, parsed[src])
@@ -159,6 +158,8 @@ def run_ingest(args: argparse.Namespace) -> int:
                 print(f"  {len(s.processed_mismatches)} run/column disagreements — see "
                       "`quiclab data sql \"SELECT * FROM processed_check WHERE rel_diff > 1e-6\"`"
                       " and datasets/SCHEMA.md for the reasons")
+        # The CPU catalog last: a source refused above leaves the file untouched.
+        catalog.upsert("cpus", [c.to_row() for c in CpuCatalog.packaged().cpus])
         print(f"catalog: {args.catalog}")
     return 0
 
