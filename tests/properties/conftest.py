@@ -2,8 +2,8 @@
 
 - ``fast`` (the default; ``make test``): a few dozen examples per property, derandomised
   so that CI runs the same examples every time, no example database on disk;
-- ``long`` (``make test-slow`` sets ``QUICLAB_HYPOTHESIS_PROFILE=long``): hundreds to
-  thousands of examples per property, fresh random ones each run.
+- ``long`` (``make test-slow`` sets ``QUICLAB_HYPOTHESIS_PROFILE=long``): ten times as
+  many examples per property (100 to 3000), fresh random ones each run.
 
 Properties whose every example is costly (a catalog opened, a dataset ingested) are
 marked ``slow`` and run only under ``long``; their fast versions run a handful.
@@ -24,7 +24,7 @@ settings.load_profile(os.environ.get("QUICLAB_HYPOTHESIS_PROFILE", "fast"))
 
 
 def examples(fast: int, long: int | None = None) -> int:
-    """Examples for one property under the active profile (``long`` defaults to 25×)."""
+    """Examples for one property under the active profile (``long`` defaults to 10×)."""
     if settings().max_examples >= 1000:  # the long profile
-        return long if long is not None else 25 * fast
+        return long if long is not None else 10 * fast
     return fast

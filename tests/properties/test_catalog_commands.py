@@ -69,7 +69,7 @@ def test_a_damaged_catalog_is_read_or_refused_and_kept(tmp_path_factory, built,
 
 
 @pytest.mark.slow
-@settings(max_examples=examples(15, 400))
+@settings(max_examples=examples(15, 200))
 @given(data=st.data())
 def test_a_damaged_catalog_is_read_or_refused_and_kept_long(tmp_path_factory, built,
                                                            published_dir, data):
@@ -88,7 +88,7 @@ QUERIES = st.one_of(st.lists(st.one_of(SQL_BITS, st.text(max_size=6)), max_size=
                     .map(" ".join), st.text(max_size=60))
 
 
-@settings(max_examples=examples(40, 1500))
+@settings(max_examples=examples(40))
 @given(query=QUERIES, fmt=st.sampled_from(["table", "csv", "json"]),
        cap=st.sampled_from(["0", "1", "200", "-1", "x"]))
 def test_any_query_is_answered_or_refused_and_the_catalog_is_unchanged(
@@ -119,7 +119,7 @@ TABLES = st.one_of(st.sampled_from(
      "SELECT * FROM x", "COPY runs TO 'y.csv'"]), QUERIES)
 
 
-@settings(max_examples=examples(50, 1200))
+@settings(max_examples=examples(50))
 @given(table=TABLES, name=NAMES)
 def test_export_writes_exactly_its_file_or_is_refused(tmp_path_factory, built, table, name):
     work = tmp_path_factory.mktemp("export")

@@ -166,7 +166,7 @@ def test_ingesting_a_tree_with_a_damaged_file_loses_nothing(tmp_path_factory, qi
 
 
 @pytest.mark.slow
-@settings(max_examples=examples(6, 300))
+@settings(max_examples=examples(6, 100))
 @given(data=st.data(), strict=st.booleans())
 def test_ingesting_a_tree_with_a_damaged_file_loses_nothing_long(tmp_path_factory, qir_tree,
                                                                   data, strict):

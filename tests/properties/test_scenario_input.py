@@ -34,7 +34,7 @@ def test_coerce_gives_the_fields_type_or_one_line_naming_the_field(name, value):
     assert isinstance(result, kind) and not (kind is int and isinstance(result, bool))
 
 
-@settings(max_examples=examples(100, 3000))
+@settings(max_examples=examples(100))
 @given(fields=st.dictionaries(FIELD_NAMES, VALUES, max_size=6))
 def test_from_dict_builds_a_scenario_or_refuses_in_one_line(fields):
     try:
@@ -77,7 +77,7 @@ def test_whole_number_reads_or_refuses_any_scalar(value):
     assert isinstance(number, int) and not isinstance(number, bool)
 
 
-@settings(max_examples=examples(25, 400))
+@settings(max_examples=examples(25, 250))
 @given(items=st.lists(st.builds(lambda k, v: f"{k}={v}", st.sampled_from(FIELDS),
                                 st.one_of(NUMBERISH, st.text(max_size=20))),
                       min_size=1, max_size=3))

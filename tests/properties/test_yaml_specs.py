@@ -39,7 +39,7 @@ def _dump(data: object) -> str:
         return str(data)
 
 
-@settings(max_examples=examples(200, 5000))
+@settings(max_examples=examples(200))
 @given(text=st.one_of(YAML_TEXT, VALUES.map(_dump)))
 def test_the_yaml_loader_parses_or_raises_a_yaml_error(text):
     try:
@@ -54,7 +54,7 @@ SCENARIO_FILES = st.one_of(
     YAML_TEXT)
 
 
-@settings(max_examples=examples(25, 500))
+@settings(max_examples=examples(25, 250))
 @given(text=SCENARIO_FILES, suffix=st.sampled_from([".yaml", ".json"]))
 def test_predict_scenario_file_is_a_prediction_or_one_line(tmp_path_factory, text, suffix):
     path = tmp_path_factory.mktemp("scenario") / f"s{suffix}"
@@ -69,7 +69,7 @@ def _load_sweep(path: Path) -> None:
         assert_one_line(str(err), (str(path),))
 
 
-@settings(max_examples=examples(40, 1000))
+@settings(max_examples=examples(40))
 @given(spec=st.sampled_from(SHIPPED), data=st.data())
 def test_a_damaged_shipped_sweep_spec_loads_or_is_one_line(tmp_path_factory, spec, data):
     path = tmp_path_factory.mktemp("spec") / spec.name
@@ -96,7 +96,7 @@ SWEEPS = st.fixed_dictionaries(
               "engine_options": VALUES, "record": VALUES, "chunk": VALUES})
 
 
-@settings(max_examples=examples(60, 1500))
+@settings(max_examples=examples(60))
 @given(spec=st.one_of(SWEEPS, st.dictionaries(SPEC_KEYS, VALUES, max_size=5)))
 def test_a_random_sweep_spec_loads_or_is_one_line(tmp_path_factory, spec):
     path = tmp_path_factory.mktemp("spec") / "sweep-random.yaml"
@@ -117,7 +117,7 @@ TESTBED = st.fixed_dictionaries({"name": st.one_of(st.just("t"), VALUES)}, optio
                                VALUES, max_size=2)})
 
 
-@settings(max_examples=examples(60, 1500))
+@settings(max_examples=examples(60))
 @given(spec=TESTBED)
 def test_a_random_testbed_spec_plans_or_is_one_line(spec):
     try:
@@ -126,7 +126,7 @@ def test_a_random_testbed_spec_plans_or_is_one_line(spec):
         assert_one_line(str(err), ("t.yaml",))
 
 
-@settings(max_examples=examples(20, 500))
+@settings(max_examples=examples(20, 200))
 @given(spec=st.sampled_from(TESTBED_SPECS), data=st.data())
 def test_a_damaged_shipped_testbed_spec_plans_or_is_one_line(tmp_path_factory, spec, data):
     path = tmp_path_factory.mktemp("tb") / spec.name
