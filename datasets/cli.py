@@ -207,7 +207,8 @@ def _statement_name(text: str) -> str:
 
 
 def read_only_statement(sql: str) -> str:
-    """The one read-only statement in ``sql``, or DataError ("sql: …", one line).
+    """The one read-only statement in ``sql`` (its text alone), or DataError ("sql: …",
+    one line).
 
     DuckDB classifies the statements (``extract_statements``); only queries and
     metadata reads pass. The catalog is also opened read-only, which stops writes
@@ -239,7 +240,7 @@ def read_only_statement(sql: str) -> str:
         inner = re.match(r"(?is)explain\s+(?:analy[sz]e\s+|\([^)]*\)\s*)?(.*)", text)
         if inner and inner.group(1).strip():
             read_only_statement(inner.group(1))
-            return sql
+            return text
     elif kind in (duckdb.StatementType.PRAGMA, duckdb.StatementType.CALL):
         # "COPY FROM DATABASE" parses as a PRAGMA and "CHECKPOINT" as a CALL: go by name.
         named = re.match(r"(?is)(pragma|call)\s+([a-z_][a-z0-9_]*)", text)
@@ -250,11 +251,13 @@ def read_only_statement(sql: str) -> str:
     if not allowed:
         hint = "; write files with `quiclab data export`" if kind in (
             duckdb.StatementType.COPY, duckdb.StatementType.EXPORT) else ""
-        # The statement's own kind ("WITH … DELETE" is a DELETE), else its first word.
-        name = kind.name if kind is not None and kind.name not in (
-            "INVALID", "PRAGMA", "CALL") else _statement_name(text)
+        # The statement's first word, except that "WITH … DELETE" is named by its kind
+        # (DuckDB's kinds are coarser elsewhere: RESET and USE are SET, BEGIN TRANSACTION).
+        name = _statement_name(text)
+        if name in ("WITH", "THIS") and kind is not None and kind.name != "INVALID":
+            name = kind.name
         raise DataError("sql", f"{name} is not allowed: {READ_ONLY_HELP}{hint}")
-    return sql
+    return text  # the statement alone: no trailing ';' or comment for the relation API
 
 
 def run_sql(args: argparse.Namespace) -> int:
@@ -266,11 +269,13 @@ def run_sql(args: argparse.Namespace) -> int:
     cap = getattr(args, "max_rows", MAX_ROWS)
     with Catalog(args.catalog, read_only=True) as catalog:
         try:
-            relation = catalog.con.sql(query)
+            result = catalog.con.execute(query)
+            names = [d[0] for d in result.description or []]
             # Only cap + 1 rows leave DuckDB: a query of 10⁸ rows prints at once.
-            df = relation_df(relation.limit(cap + 1) if cap else relation, relation.types)
+            rows = result.fetchmany(cap + 1) if cap else result.fetchall()
         except duckdb.Error as err:
             raise _query_error(catalog, "sql", err) from None
+    df = rows_df(rows, names)
     more = bool(cap) and len(df) > cap
     if more:
         df = df.iloc[:cap]
@@ -296,20 +301,20 @@ def _query_error(catalog: Any, what: str, err: Exception) -> DataError:
     return DataError(what, (str(err).strip().splitlines() or [type(err).__name__])[0])
 
 
-#: DuckDB's whole-number types: ``sum()`` of BIGINT is a HUGEINT, which pandas gets as
-#: float64 and prints as 5.06e+05.
-_WHOLE_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
-                "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT")
+def rows_df(rows: list[tuple[Any, ...]], names: list[str]) -> Any:
+    """Rows as DuckDB returns them to Python, as a DataFrame: whole numbers stay whole
+    (``sum()`` of BIGINT is a HUGEINT, which a DataFrame from DuckDB holds as float64
+    and prints as 5.06e+05), DECIMALs become floats."""
+    from decimal import Decimal
 
+    import pandas as pd
 
-def relation_df(relation: Any, types: Any) -> Any:
-    """A DuckDB relation as a DataFrame whose whole-number columns stay whole numbers."""
-    df = relation.df()
-    for column, kind in zip(df.columns, types, strict=False):
-        if str(kind) in _WHOLE_TYPES and df[column].dtype.kind == "f":
-            values = df[column].dropna()
-            if values.abs().le(2**53).all():  # exact in a float, and so in an Int64
-                df[column] = df[column].astype("Int64")
+    df = pd.DataFrame.from_records(rows, columns=names) if rows else pd.DataFrame(
+        columns=names)
+    for i in range(df.shape[1]):
+        column = df.iloc[:, i]
+        if column.dtype == object and any(isinstance(v, Decimal) for v in column):
+            df.isetitem(i, column.map(lambda v: float(v) if isinstance(v, Decimal) else v))
     return df
 
 
