@@ -250,11 +250,14 @@ class Catalog:
             raise
 
     def _check_complete(self) -> None:
-        """Refuse a catalog file shorter than the blocks its header lists (cut by a full
-        disk or a copy): DuckDB opens it and fails only at the first read of a missing
-        block, in the middle of a command. Nothing is written to such a file."""
+        """Refuse a catalog file shorter than the blocks it uses (cut by a full disk or a
+        copy): DuckDB opens it and fails only at the first read of a missing block, in
+        the middle of a command. Nothing is written to such a file. (A cut that this
+        misses fails at that read, which :meth:`damaged` turns into one line.)"""
         try:
-            rows = self.con.execute("SELECT block_size, total_blocks "
+            # used_blocks, not total_blocks: free blocks at the end of a healthy file
+            # are truncated away, but every used block lies within the file.
+            rows = self.con.execute("SELECT block_size, used_blocks "
                                     "FROM pragma_database_size()").fetchall()
             row = rows[0] if rows else None
         except duckdb.Error as err:
@@ -265,9 +268,9 @@ class Catalog:
         need = FILE_HEADERS_BYTES + blocks * block_size
         have = self.path.stat().st_size
         if blocks and have < need:
-            raise DataError(self.path, f"damaged catalog: {have:,d} bytes where its header "
-                                       f"lists {blocks} blocks ({need:,d} bytes); a cut "
-                                       f"copy?{_DAMAGED_HINT}")
+            raise DataError(self.path, f"damaged catalog: {have:,d} bytes where its {blocks} "
+                                       f"blocks in use need {need:,d}; a cut copy?"
+                                       f"{_DAMAGED_HINT}")
 
     def damaged(self, err: BaseException) -> DataError:
         """The one-line DataError for a DuckDB error met while reading this file."""
