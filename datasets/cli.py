@@ -399,8 +399,9 @@ def rows_df(rows: list[tuple[Any, ...]], names: list[str]) -> Any:
     return df
 
 
-def format_table(df: Any) -> str:
-    """``df`` as text: whole numbers as such, other floats to 4 significant digits."""
+def format_table(df: Any, max_rows: int | None = None) -> str:
+    """``df`` as text: whole numbers as such, other floats to 4 significant digits; at
+    most ``max_rows`` rows, with a last line saying how many more there are."""
     import pandas as pd
 
     def number(value: float) -> str:
@@ -408,9 +409,12 @@ def format_table(df: Any) -> str:
             return f"{value:,.0f}"
         return f"{value:,.4g}"
 
+    more = len(df) - max_rows if max_rows is not None and len(df) > max_rows else 0
+    shown = df.iloc[:max_rows] if more else df
     with pd.option_context("display.max_columns", 50, "display.width", 200,
                            "display.float_format", number):
-        return str(df.to_string(index=False))
+        text = str(shown.to_string(index=False))
+    return text + (f"\n… and {more:,d} more rows" if more else "")
 
 
 def run_export(args: argparse.Namespace) -> int:
