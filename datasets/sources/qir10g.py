@@ -195,15 +195,25 @@ def load(catalog: Catalog, source: Path, strict: bool = False, with_perf: bool =
                 results[rel.rsplit("/", 1)[0]] = qp.parse_result_json(data.decode(), rel)
             except DataError as err:
                 issue(rel, err.reason, err.field)
+            except UnicodeDecodeError as err:
+                issue(rel, f"not UTF-8 text (byte {err.start})")
             continue
         if name == "processed.csv":
             processed[rel.rsplit("/", 1)[0]] = data
             continue
         if "/perf/mappings/" in rel and name.endswith(".json"):
             try:
-                mappings[name[:-5]] = json.loads(data, object_pairs_hook=dict)
+                rules = json.loads(data, object_pairs_hook=dict)
+                if not isinstance(rules, dict) or not all(
+                        isinstance(v, str) for v in rules.values()):
+                    raise ValueError("not an object of category names")
+                mappings[name[:-5]] = rules
             except json.JSONDecodeError as err:
                 issue(rel, f"mapping is not valid JSON ({err.msg})")
+            except UnicodeDecodeError as err:
+                issue(rel, f"mapping is not UTF-8 text (byte {err.start})")
+            except ValueError as err:
+                issue(rel, f"mapping is {err}")
             continue
         split = _split_run_path(rel)
         if split is None:
@@ -491,7 +501,11 @@ def _load_perf(catalog: Catalog, run_id: str, side: str, impl: str, blob: bytes,
     rules = mappings.get(impl)
     if rules is None:
         issue(path, f"no category mapping for {impl} (analysis-pipeline/…/mappings/{impl}.json)")
-    mapping = CategoryMapping(rules or {}, f"{impl}.json")
+    try:
+        mapping = CategoryMapping(rules or {}, f"{impl}.json")
+    except DataError as err:  # a rule that is not a regular expression
+        issue(path, err.reason, err.field)
+        mapping = CategoryMapping({}, f"{impl}.json")
     prefix = process_prefix(impl, side)
     rows = []
     for st in stacks:
