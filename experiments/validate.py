@@ -842,6 +842,9 @@ def main_validate(args: argparse.Namespace) -> int:
     findings = pd.read_csv(findings_path) if findings_path.is_file() else None
     stale = stale_reason(repro_dir, registry) if findings is not None else None
     out = Path(args.out) if args.out else args.paths.reports / "validation"
+    from quiclab.paths import writable_folder
+
+    writable_folder(out, "--out")
     coverage = coverage_report({"main": registry, "fresh": fresh_registry},
                                [s.source for s in sources])
     md, html_path = write_report(out, summary, items_df, findings, repro_dir,

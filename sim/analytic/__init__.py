@@ -9,6 +9,7 @@ engines report beside their own result.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -222,7 +223,8 @@ class AnalyticEngine:
         goodput = float(out.goodput_bps[i])
         lo, hi, level, p_lo, p_hi, extrapolated, source = band
         payload = r.sender.stream_bytes
-        goodput_packets = s.transfer_bytes / payload
+        # Whole packets: one byte still takes one packet (not 0.00076 of one).
+        goodput_packets = float(math.ceil(s.transfer_bytes / payload))
         loss = float(out.loss_prob[i])
         sent = goodput_packets / max(1.0 - loss, 1e-9)
         acks = goodput_packets * float(out.acks_per_packet[i])
