@@ -1,0 +1,114 @@
+"""The CPU rule in ``resolve()``: every CPU cost moves to the Scenario's CPU, nothing else does.
+
+The cost model states nanoseconds on its reference CPU (AMD EPYC 7543, 3.7 GHz,
+``models/cpus.json``); a Scenario on another CPU or clock divides every CPU
+cost by the relative speed (clock × IPC). The expectations here are by hand:
+a model whose every cost term is a different round number, so that a term the
+rule forgets (or scales twice) shows up on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from quiclab.models.costmodel import Param
+from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.sim.resolve import resolve
+from quiclab.sim.scenario import Scenario
+
+#: The reference CPU's clock (models/cpus.json: AMD EPYC 7543, max 3.7 GHz).
+REFERENCE_GHZ = 3.7
+
+
+def _p(value: float, unit: str = "ns") -> Param:
+    return Param.point(value, unit, "assumed: hand-made test model", rel=0.1)
+
+
+def _model():
+    """A model with a distinct, non-zero value for every CPU term of both roles."""
+    base = synthetic_model("every", sender_ns=3000.0, receiver_ns=2000.0, syscall_ns=5000.0,
+                           ack_ns=700.0, per_byte_ns=0.5, crypto_ns=300.0)
+    sender = replace(base.sender, ns_per_segment=_p(400.0),
+                     app_ns_per_byte={"perf": _p(0.0, "ns/B"), "hq": _p(0.1, "ns/B"),
+                                      "h3": _p(0.25, "ns/B")},
+                     ns_per_connection=_p(90_000.0), ns_per_request=_p(6000.0),
+                     ns_per_stream_frame=_p(150.0), connection_wait_us=_p(800.0, "us"))
+    receiver = replace(base.receiver, ns_per_segment=_p(250.0),
+                       app_ns_per_byte={"perf": _p(0.0, "ns/B"), "hq": _p(0.05, "ns/B"),
+                                        "h3": _p(0.15, "ns/B")},
+                       ns_per_connection=_p(70_000.0), ns_per_request=_p(4000.0),
+                       ns_per_stream_frame=_p(120.0), connection_wait_us=_p(300.0, "us"))
+    return replace(base, sender=sender, receiver=receiver)
+
+
+REGISTRY = synthetic_registry(_model())
+#: Bulk per-data-packet terms and request terms, all CPU time (ns).
+CPU_TERMS = ("ns_protocol", "ns_crypto", "ns_app", "ns_segment", "ns_per_call", "ns_per_ack",
+             "tx_ns_packet", "tx_ns_byte", "tx_ns_call", "rx_ns_packet", "rx_ns_byte",
+             "rx_ns_call", "app_ns_byte", "ns_per_connection", "ns_per_request",
+             "ns_per_stream_frame")
+
+
+def _resolved(**fields):
+    return resolve(Scenario(server="every", client="every", app="h3", **fields), REGISTRY)
+
+
+def test_on_the_reference_cpu_each_term_is_the_models_own():
+    r = _resolved()
+    s, c = r.sender, r.receiver
+    payload = 1400  # the model's UDP payload on a 1500-byte path
+    # Hand-computed from the model above: protocol = packet + byte × payload,
+    # crypto = 300 ns + 0 per byte; h3 application cost on the stream bytes:
+    # 1400 − 40 overhead − ceil(1360 × 4 / 16384) = 1 framing byte → 1359 B.
+    assert s.ns_protocol == pytest.approx(3000.0 + 0.5 * payload)
+    assert c.ns_protocol == pytest.approx(2000.0 + 0.5 * payload)
+    assert s.ns_crypto == pytest.approx(300.0)
+    assert (s.ns_app, c.ns_app) == pytest.approx((0.25 * 1359, 0.15 * 1359))
+    assert (s.ns_segment, c.ns_segment) == pytest.approx((400.0, 250.0))
+    assert (s.ns_per_call, c.ns_per_call) == pytest.approx((5000.0, 5000.0))
+    assert (s.ns_per_ack, c.ns_per_ack) == pytest.approx((700.0, 700.0))
+    # Request terms: sending uses the sender-role costs, receiving the receiver's.
+    assert s.tx_ns_packet == pytest.approx(3000.0 + 300.0 + 400.0)
+    assert s.rx_ns_packet == pytest.approx(2000.0 + 300.0 + 250.0)
+    assert (s.tx_ns_byte, s.rx_ns_byte) == pytest.approx((0.5, 0.5))
+    assert (s.ns_per_connection, c.ns_per_connection) == pytest.approx((90_000.0, 70_000.0))
+    assert (s.ns_per_request, c.ns_per_request) == pytest.approx((6000.0, 4000.0))
+    assert (s.ns_per_stream_frame, c.ns_per_stream_frame) == pytest.approx((150.0, 120.0))
+    # A connection's wait is time without CPU: µs in the model, seconds here.
+    assert (s.connection_wait_s, c.connection_wait_s) == pytest.approx((800e-6, 300e-6))
+
+
+@pytest.mark.parametrize("speedup", [2.0, 0.5])
+def test_a_clock_k_times_faster_divides_every_cpu_term_by_k(speedup):
+    """The same CPU at k × its clock (``cpu_ghz``): clock × IPC is k times the
+    reference's, so every per-packet, per-byte, per-call, per-ACK and per-request
+    cost is divided by k; sizes, batches, ACK policy and waits stay."""
+    ref = _resolved()
+    fast = _resolved(cpu_ghz=REFERENCE_GHZ * speedup)
+    assert fast.cpu.factor == pytest.approx(1.0 / speedup, rel=1e-12)
+    for side in ("sender", "receiver"):
+        a, b = getattr(ref, side), getattr(fast, side)
+        for term in CPU_TERMS:
+            assert getattr(a, term) > 0, (side, term)
+            assert getattr(b, term) == pytest.approx(getattr(a, term) / speedup, rel=1e-12), \
+                (side, term)
+        for same in ("udp_payload_bytes", "stream_bytes", "segments_per_call",
+                     "ack_every_packets", "connection_wait_s", "request_cores", "cores"):
+            assert getattr(b, same) == getattr(a, same), (side, same)
+        # All CPU per data packet, ACKs and calls included, moves by the same factor.
+        assert b.ns_per_packet_amortised(0.1) == pytest.approx(
+            a.ns_per_packet_amortised(0.1) / speedup, rel=1e-12)
+
+
+def test_another_catalog_cpu_scales_by_its_clock_times_ipc():
+    """Intel Xeon D-1518 (2.2 GHz max, Broadwell IPC 0.95 relative to Zen 3 in
+    models/cpus.json): every CPU term is 3.7 × 1.0 / (2.2 × 0.95) = 1.77 × the
+    reference's, the per-ACK and per-call terms included."""
+    ref, slow = _resolved(), _resolved(cpu="D-1518")
+    expected = REFERENCE_GHZ * 1.0 / (2.2 * 0.95)
+    for side in ("sender", "receiver"):
+        for term in CPU_TERMS:
+            assert getattr(getattr(slow, side), term) == pytest.approx(
+                getattr(getattr(ref, side), term) * expected, rel=1e-9), (side, term)

@@ -1,0 +1,94 @@
+"""Request-workload terms of a cost model, from the model file to requests/s, by hand.
+
+``request_cores`` and ``request_cores_half`` say how many cores request work
+spreads over with C connections (``1 + (cores − 1) · C / (C + half)``, a
+saturating curve: half of the extra cores in use at C = half);
+``connection_wait_us`` is the time a connection is held at an end without CPU
+(timers, deferred work), in microseconds. The numbers below are worked out
+by hand from those definitions (models/costmodel.py, RoleCosts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from quiclab.models.costmodel import Param, RoleCosts
+from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.sim.analytic import AnalyticEngine
+from quiclab.sim.request_costs import request_costs
+from quiclab.sim.resolve import resolve
+from quiclab.sim.scenario import Scenario
+
+
+def _p(value: float, unit: str) -> Param:
+    return Param.point(value, unit, "assumed: hand-made test model")
+
+
+def _role(cores: float, half: float) -> RoleCosts:
+    base = synthetic_model("x").sender
+    return replace(base, request_cores=_p(cores, "cores"),
+                   request_cores_half=_p(half, "connections"))
+
+
+@pytest.mark.parametrize(("connections", "expected"), [
+    (0, 1.0),  # no connection: the event loop alone
+    (10, 3.0),  # C = half: half of the 4 extra cores
+    (30, 4.0),  # 1 + 4 × 30/40
+    (90, 4.6),  # 1 + 4 × 90/100
+])
+def test_request_cores_saturate_at_half_the_extra_cores_at_c_half(connections, expected):
+    assert _role(5.0, 10.0).request_cores_at(connections) == pytest.approx(expected, rel=1e-12)
+
+
+def test_request_cores_without_a_half_point_are_all_in_use_and_never_below_one():
+    assert _role(5.0, 0.0).request_cores_at(1) == pytest.approx(5.0)
+    # A model that states fewer than one request core still has its event loop.
+    assert _role(0.5, 10.0).request_cores_at(30) == pytest.approx(1.0)
+
+
+def _model():
+    base = synthetic_model("req", sender_ns=2000.0, receiver_ns=1500.0)
+    sender = replace(base.sender, request_cores=_p(5.0, "cores"),
+                     request_cores_half=_p(10.0, "connections"),
+                     connection_wait_us=_p(4000.0, "us"), ns_per_connection=_p(20_000.0, "ns"))
+    receiver = replace(base.receiver, request_cores=_p(3.0, "cores"),
+                       request_cores_half=_p(30.0, "connections"),
+                       connection_wait_us=_p(6000.0, "us"),
+                       ns_per_connection=_p(30_000.0, "ns"))
+    return replace(base, sender=sender, receiver=receiver)
+
+
+REGISTRY = synthetic_registry(_model())
+
+
+def _scenario(**fields) -> Scenario:
+    return Scenario.from_dict({"server": "req", "client": "req", "app": "perf",
+                               "base_rtt_us": 100.0, "rtt_ms": 1.0, **fields})
+
+
+def test_resolve_carries_the_cores_at_the_scenarios_connections_and_the_wait_in_seconds():
+    r = resolve(_scenario(workload="requests", request_bytes=1000, requests=3000,
+                          connections=30), REGISTRY)
+    # Server: 1 + 4 × 30/40 = 4; client: 1 + 2 × 30/60 = 2.
+    assert r.sender.request_cores == pytest.approx(4.0)
+    assert r.receiver.request_cores == pytest.approx(2.0)
+    # 4000 µs and 6000 µs, and both ends hold a connection: 10 ms per connection.
+    assert r.sender.connection_wait_s == pytest.approx(4e-3)
+    assert r.receiver.connection_wait_s == pytest.approx(6e-3)
+    assert request_costs(r).connection_wait_s == pytest.approx(10e-3)
+
+
+def test_one_connection_at_a_time_is_held_by_the_round_trips_and_the_wait():
+    """Handshakes on one connection at a time: a closed loop of one, so each
+    handshake takes its 1-RTT handshake and its request round trip (2 × 1.1 ms),
+    the ends' waits (4 + 6 ms) and its own CPU and serialisation, which are
+    below 0.2 ms here (50 µs of connection CPU, a few packets at 2 µs, 1.5 kB on
+    a 10 Gbit/s link): 1 / 12.2 ms = 82 handshakes/s within 2 %."""
+    p = AnalyticEngine(REGISTRY).predict(_scenario(workload="handshakes", connections=1,
+                                                   request_bytes=100))
+    rtt_s = 100e-6 + 1e-3
+    expected = 1.0 / (2 * rtt_s + 4e-3 + 6e-3)
+    assert p.requests_per_s == pytest.approx(expected, rel=0.02)
+    assert p.requests_per_s < expected  # the CPU and wire time only add
