@@ -132,3 +132,40 @@ def test_the_summary_is_the_held_out_error_per_fold_and_overall(fitted):
     assert summary.loc["ALL", "median_ape_pct"] == pytest.approx(41.42, abs=1.0)
     # p95 of (41.4, 41.4, 50.0) by linear interpolation: 41.4 + 0.9 × (50.0 − 41.4).
     assert summary.loc["ALL", "p95_ape_pct"] == pytest.approx(41.42 + 0.9 * 8.58, abs=1.0)
+
+
+def _pair_frames(quiche_mbps: float) -> Frames:
+    """Two pairs measured in one experiment: lsquic ↔ lsquic and quiche ↔ quiche."""
+    lsquic = _runs({"alpha": 1000.0})
+    quiche = _runs({"alpha": quiche_mbps}).assign(server_impl="quiche", client_impl="quiche")
+    quiche["run_id"] = "q-" + quiche["run_id"]
+    return Frames(pd.concat([lsquic, quiche], ignore_index=True), _table3(),
+                  pd.DataFrame(columns=["server_impl", "client_impl", "experiment", "side",
+                                        "category", "share"]))
+
+
+def test_a_held_out_pair_is_predicted_without_its_own_measurement():
+    """Leave one pair out: the pair's prediction must not move when only its own
+    measurement changes (quiche ↔ quiche 1500 → 3000 Mbit/s), while the in-sample
+    fit follows it. The two stacks share no parameter here, so nothing else
+    moves either. Equal to the optimiser's tolerance (ftol 1e-5 on the cost)."""
+    from quiclab.calibration.cv import leave_one_pair_out
+
+    held = {}
+    for quiche_mbps in (1500.0, 3000.0):
+        frames = _pair_frames(quiche_mbps)
+        cal = Calibrator(requests=False).fit(frames)
+        ev = _by_pair(cal.report_.evidence)
+        assert ev["quiche|quiche"]["predicted_mbps"] == pytest.approx(quiche_mbps, rel=0.02)
+        out = leave_one_pair_out(frames, cal)
+        assert sorted(out["fold"]) == ["lsquic|lsquic", "quiche|quiche"]
+        assert not out["in_fit"].any()
+        held[quiche_mbps] = _by_pair(out)
+    for pair in ("lsquic|lsquic", "quiche|quiche"):
+        assert held[1500.0][pair]["predicted_mbps"] == pytest.approx(
+            held[3000.0][pair]["predicted_mbps"], rel=1e-3), pair
+    assert held[3000.0]["quiche|quiche"]["observed_mbps"] == 3000.0
+
+
+def _by_pair(df: pd.DataFrame) -> dict[str, pd.Series]:
+    return {f"{row['server']}|{row['client']}": row for _, row in df.iterrows()}
