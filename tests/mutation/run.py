@@ -152,22 +152,29 @@ def command_for(module: Module) -> str:
     return shlex.join(["env", *env, *pytest] if env else pytest)
 
 
-def _fingerprint(module: Module, settings: Settings) -> str:
-    """What a session's results depend on: the module's source, its tests (their files
-    and the shared fixtures), the selection rules and the tool's version."""
-    h = hashlib.sha256()
-    files = [ROOT / module.path, TARGETS]
+def _fingerprints(module: Module, settings: Settings) -> tuple[str, str]:
+    """(mutants, tests): what the set of mutants depends on — the module's source, the
+    selection rules, the tool's version — and what their outcomes depend on besides:
+    the tests (their files and every conftest) and the equivalent-mutant list."""
+    mutants = hashlib.sha256()
+    mutants.update((ROOT / module.path).read_bytes())
+    mutants.update(json.dumps([module.skip_definitions, module.sample, settings.sample,
+                               settings.min_mutants, settings.operators,
+                               settings.number_offsets, _tool_version()],
+                              sort_keys=True).encode())
+    tests = hashlib.sha256()
+    files = []
     for t in module.tests:
         p = ROOT / t.split("::")[0]
         files += sorted(p.rglob("*.py")) if p.is_dir() else [p]
     files += sorted((ROOT / "tests").rglob("conftest.py"))
     for f in files:
-        h.update(str(f.relative_to(ROOT)).encode())
-        h.update(f.read_bytes())
-    h.update(json.dumps([module.env, module.skip_definitions, module.sample, settings.sample,
-                         settings.min_mutants, settings.operators, settings.number_offsets,
-                         _tool_version()], sort_keys=True).encode())
-    return h.hexdigest()
+        tests.update(str(f.relative_to(ROOT)).encode())
+        tests.update(f.read_bytes())
+    tests.update(json.dumps([module.tests, module.env,
+                             [e for e in settings.equivalents if e["path"] == module.path]],
+                            sort_keys=True).encode())
+    return mutants.hexdigest(), tests.hexdigest()
 
 
 def _tool_version() -> str:
@@ -190,13 +197,12 @@ class Session:
 
 
 def _select(module: Module, settings: Settings, work_db: Any) -> dict[str, Any]:
-    """Mark every mutant that does not run as skipped, with the reason; returns counts."""
+    """Mark every mutant outside the run as skipped, with the reason; returns counts and
+    each sampled mutant's key (see :func:`mutant_key`)."""
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
     source = (ROOT / module.path).read_text().splitlines()
     keep_ops = [re.compile(p) for p in settings.operators]
-    equivalents = {mutant_key(e["path"], e["operator"], e["code"].strip(), int(e.get("nth", 0))):
-                   e["reason"] for e in settings.equivalents if e["path"] == module.path}
     seen: dict[tuple[str, str], int] = {}
     candidates: list[tuple[float, str, str]] = []
     reasons: dict[str, str] = {}
@@ -217,13 +223,10 @@ def _select(module: Module, settings: Settings, work_db: Any) -> dict[str, Any]:
         code = _line(source, m.start_pos)
         nth = seen.get((op, code), 0)
         seen[(op, code)] = nth + 1
-        key = mutant_key(module.path, op, code, nth)
         if m.definition_name in module.skip_definitions:
             reasons[item.job_id] = f"left out: {module.skip_definitions[m.definition_name]}"
             continue
-        if key in equivalents:
-            reasons[item.job_id] = f"equivalent: {equivalents[key]}"
-            continue
+        key = mutant_key(module.path, op, code, nth)
         candidates.append((_rank(key), item.job_id, key))
     rate = module.sample if module.sample is not None else settings.sample
     candidates.sort()
@@ -233,9 +236,33 @@ def _select(module: Module, settings: Settings, work_db: Any) -> dict[str, Any]:
     for job, why in reasons.items():
         work_db.set_result(job, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=why))
     return {"enumerated": enumerated, "candidates": len(candidates), "sampled": n,
-            "rate": rate, "keys": {job: key for _, job, key in candidates},
-            "equivalent": sum(r.startswith("equivalent") for r in reasons.values()),
+            "rate": rate, "keys": {job: key for _, job, key in candidates[:n]},
             "left_out": sum(r.startswith("left out") for r in reasons.values())}
+
+
+def _retest(module: Module, settings: Settings, db_path: Path, keys: dict[str, str]) -> int:
+    """After the tests or the equivalent list changed: survivors (and incompetent runs)
+    run again, and mutants now listed as equivalent are set aside with the reason.
+    Killed mutants stay killed (tests are added to kill survivors; ``--fresh`` re-runs
+    everything). Returns how many are pending again."""
+    import sqlite3
+
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    equivalents = {mutant_key(e["path"], e["operator"], e["code"].strip(), int(e.get("nth", 0))):
+                   e["reason"] for e in settings.equivalents if e["path"] == module.path}
+    with sqlite3.connect(db_path) as con:
+        again = [job for (job,) in con.execute(
+            "SELECT job_id FROM work_results WHERE test_outcome IS NOT 'KILLED' AND "
+            "(worker_outcome IS NOT 'SKIPPED' OR output LIKE 'equivalent: %')")]
+        con.executemany("DELETE FROM work_results WHERE job_id = ?", [(j,) for j in again])
+    with use_db(str(db_path), WorkDB.Mode.open) as db:
+        for job, key in keys.items():
+            if key in equivalents and job in again:
+                db.set_result(job, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                              output=f"equivalent: {equivalents[key]}"))
+    return len(again)
 
 
 # ----------------------------------------------------------------------------- running
@@ -282,18 +309,25 @@ def open_session(module: Module, settings: Settings, fresh: bool) -> Session:
     SESSIONS.mkdir(parents=True, exist_ok=True)
     db_path = SESSIONS / f"{module.slug}.sqlite"
     meta_path = SESSIONS / f"{module.slug}.json"
-    fingerprint = _fingerprint(module, settings)
+    mutants_fp, tests_fp = _fingerprints(module, settings)
     meta: dict[str, Any] = {}
     if meta_path.exists() and db_path.exists() and not fresh:
         meta = json.loads(meta_path.read_text())
-    if meta.get("fingerprint") != fingerprint:
+    if meta.get("mutants_fingerprint") != mutants_fp:
         db_path.unlink(missing_ok=True)
         with use_db(str(db_path), WorkDB.Mode.create) as db:
             init([ROOT / module.path], db, {})
             counts = _select(module, settings, db)
-        meta = {"fingerprint": fingerprint, "module": module.path, "tests": module.tests,
-                "command": command_for(module), **counts, "seconds": {},
-                "started": datetime.now(UTC).isoformat(timespec="seconds")}
+        meta = {"mutants_fingerprint": mutants_fp, "module": module.path, **counts,
+                "seconds": {}, "started": datetime.now(UTC).isoformat(timespec="seconds")}
+    if meta.get("tests_fingerprint") != tests_fp:
+        again = _retest(module, settings, db_path, meta["keys"])
+        if "tests_fingerprint" in meta:
+            print(f"mutation: {module.path}: tests changed; {again} survivors run again",
+                  flush=True)
+        meta.update({"tests_fingerprint": tests_fp, "tests": module.tests,
+                     "command": command_for(module)})
+        meta.pop("baseline_s", None)
     return Session(module, db_path, meta_path, meta)
 
 
@@ -423,7 +457,8 @@ def write_report(settings: Settings, planted: list[dict[str, Any]] | None) -> di
             rows.append(f"| `{module.path}` | not run | | | | | | |")
             continue
         meta = json.loads(meta_path.read_text())
-        stale = meta.get("fingerprint") != _fingerprint(module, settings)
+        stale = (meta.get("mutants_fingerprint"), meta.get("tests_fingerprint")) \
+            != _fingerprints(module, settings)
         c = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0}
         with use_db(str(db_path), WorkDB.Mode.open) as db:
             done = db.completed_work_items
@@ -453,7 +488,7 @@ def write_report(settings: Settings, planted: list[dict[str, Any]] | None) -> di
             totals[k] += c[k]
         totals["pending"] += pending
         totals["seconds"] += seconds
-        state = " (stale: code changed since)" if stale else (
+        state = " (stale: code or tests changed since)" if stale else (
             f" ({pending} pending)" if pending else "")
         rows.append(f"| `{module.path}` | {meta['enumerated']} | {meta['sampled']}"
                     f" ({meta['rate']:.0%}) | {killed} ({c['timeout']} by timeout) |"
