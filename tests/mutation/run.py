@@ -360,17 +360,21 @@ def run_session(session: Session, settings: Settings, deadline: float) -> bool:
                 if time.monotonic() > deadline:
                     print("mutation: time budget spent; run again to resume", flush=True)
                     return False
-                started = time.perf_counter()
+                started, cpu0 = time.perf_counter(), os.times()
                 result = mutate_and_test(item.mutations, session.meta["command"], timeout)
-                seconds = time.perf_counter() - started
+                seconds, cpu1 = time.perf_counter() - started, os.times()
+                cpu = (cpu1.children_user - cpu0.children_user
+                       + cpu1.children_system - cpu0.children_system)
                 db.set_result(item.job_id, result)
                 session.meta["seconds"][item.job_id] = round(seconds, 2)
+                session.meta.setdefault("cpu_seconds", {})[item.job_id] = round(cpu, 2)
                 session.save()
                 m = item.mutations[0]
-                outcome = result.test_outcome or result.worker_outcome
+                outcome = str((result.test_outcome or result.worker_outcome).value)
                 done = total - len(pending) + i
-                print(f"  [{done}/{total}] {outcome:11s} {seconds:5.1f} s  line {m.start_pos[0]:4d}"
-                      f"  {m.operator_name.removeprefix('core/')}", flush=True)
+                print(f"  [{done}/{total}] {outcome:11s} {seconds:5.1f} s ({cpu:4.1f} s CPU)"
+                      f"  line {m.start_pos[0]:4d}  {m.operator_name.removeprefix('core/')}",
+                      flush=True)
         finally:
             if (ROOT / module.path).read_bytes() != pristine.read_bytes():
                 (ROOT / module.path).write_bytes(pristine.read_bytes())
@@ -449,7 +453,7 @@ def write_report(settings: Settings, planted: list[dict[str, Any]] | None) -> di
 
     rows, survivors, equivalents, left_out = [], [], [], []
     totals = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0, "pending": 0,
-              "seconds": 0.0}
+              "seconds": 0.0, "cpu_seconds": 0.0}
     for module in settings.modules:
         meta_path = SESSIONS / f"{module.slug}.json"
         db_path = SESSIONS / f"{module.slug}.sqlite"
@@ -481,6 +485,7 @@ def write_report(settings: Settings, planted: list[dict[str, Any]] | None) -> di
             else:
                 c["incompetent"] += 1
         seconds = sum(meta.get("seconds", {}).values())
+        cpu_seconds = sum(meta.get("cpu_seconds", {}).values())
         killed = c["killed"] + c["timeout"]
         ran = killed + c["survived"]
         score = 100.0 * killed / ran if ran else math.nan
@@ -488,12 +493,13 @@ def write_report(settings: Settings, planted: list[dict[str, Any]] | None) -> di
             totals[k] += c[k]
         totals["pending"] += pending
         totals["seconds"] += seconds
+        totals["cpu_seconds"] += cpu_seconds
         state = " (stale: code or tests changed since)" if stale else (
             f" ({pending} pending)" if pending else "")
         rows.append(f"| `{module.path}` | {meta['enumerated']} | {meta['sampled']}"
                     f" ({meta['rate']:.0%}) | {killed} ({c['timeout']} by timeout) |"
                     f" {c['survived']} | {c['incompetent']} | {score:.1f} %{state} |"
-                    f" {seconds / 60:.1f} min |")
+                    f" {seconds / 60:.1f} min ({cpu_seconds / 60:.1f} min CPU) |")
     killed = totals["killed"] + totals["timeout"]
     ran = killed + totals["survived"]
     score = 100.0 * killed / ran if ran else math.nan
@@ -527,7 +533,8 @@ def write_report(settings: Settings, planted: list[dict[str, Any]] | None) -> di
         "",
         f"**Score: {score:.1f} %** ({killed} killed of {ran} run; 95 % interval of the "
         f"sampled score {interval}); goal {settings.goal:.0f} %. Mutant test time "
-        f"{totals['seconds'] / 60:.0f} min.",
+        f"{totals['seconds'] / 60:.0f} min wall, {totals['cpu_seconds'] / 60:.0f} min CPU "
+        f"(load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores).",
         "",
         "| module | mutants | run (sample) | killed | survived | incompetent | score | time |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
