@@ -82,7 +82,10 @@ def fitted() -> tuple[Calibrator, pd.DataFrame]:
                     pd.DataFrame(columns=["server_impl", "client_impl", "experiment", "side",
                                           "category", "share"]))
     cal = Calibrator(requests=False).fit(frames)
-    return cal, leave_one_experiment_out(frames, cal)
+    said: list[str] = []
+    held = leave_one_experiment_out(frames, cal, progress=said.append)
+    assert said == [f"cross-validation: leaving out {e} (1 items)" for e in sorted(OBSERVED)]
+    return cal, held
 
 
 def _geomean(values) -> float:
@@ -157,7 +160,10 @@ def test_a_held_out_pair_is_predicted_without_its_own_measurement():
         cal = Calibrator(requests=False).fit(frames)
         ev = _by_pair(cal.report_.evidence)
         assert ev["quiche|quiche"]["predicted_mbps"] == pytest.approx(quiche_mbps, rel=0.02)
-        out = leave_one_pair_out(frames, cal)
+        said: list[str] = []
+        out = leave_one_pair_out(frames, cal, progress=said.append)
+        assert said == ["cross-validation: leaving out pair lsquic|lsquic (1/2)",
+                        "cross-validation: leaving out pair quiche|quiche (2/2)"]
         assert sorted(out["fold"]) == ["lsquic|lsquic", "quiche|quiche"]
         assert not out["in_fit"].any()
         held[quiche_mbps] = _by_pair(out)
