@@ -92,3 +92,40 @@ def test_one_connection_at_a_time_is_held_by_the_round_trips_and_the_wait():
     expected = 1.0 / (2 * rtt_s + 4e-3 + 6e-3)
     assert p.requests_per_s == pytest.approx(expected, rel=0.02)
     assert p.requests_per_s < expected  # the CPU and wire time only add
+
+
+@pytest.mark.parametrize(("n", "z", "expected"), [
+    (1.0, 0.0, 1.0),  # one customer, no delay: always at the station
+    (1.0, 3.0, 0.25),  # one customer: u = 1 / (1 + z)
+    (2.0, 1.0, 3.0 - 5.0 ** 0.5),  # 0.5u² − 3u + 2 = 0 → u = 3 − √5 = 0.764
+    (10.0, 0.5, (10.5 - 92.25 ** 0.5) / 0.9),  # 0.45u² − 10.5u + 10 = 0 → 0.9948
+    (1000.0, 2.0, None),  # many customers: the station saturates
+])
+def test_schweitzers_utilisation_is_the_smaller_root_by_hand(n, z, expected):
+    """a·z·u² − (1 + z + a·n)·u + n = 0 with a = (n − 1)/n (Schweitzer 1979), worked out
+    by hand for a few (n, z)."""
+    from quiclab.sim.analytic.requests import schweitzer_utilisation
+
+    u = float(schweitzer_utilisation(n, z))
+    if expected is None:
+        assert 0.99 < u <= 1.0
+    else:
+        assert u == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_cpu_bound_request_run_carries_the_cost_models_interval():
+    """Many connections keep the server's CPU saturated: the goodput's interval is the
+    cost interval of the server's parameters (the synthetic model's ±10 %):
+    goodput / 1.1 … goodput / 0.9. A run the round trips limit has none."""
+    slow = synthetic_registry(synthetic_model("srv", sender_ns=20_000.0, receiver_ns=20_000.0),
+                              synthetic_model("cli", sender_ns=1000.0, receiver_ns=1000.0))
+    p = AnalyticEngine(slow).predict(_scenario(workload="requests", request_bytes=1000,
+                                               requests=100_000, connections=200,
+                                               server="srv", client="cli"))
+    assert p.limit == "sender_cpu"
+    assert p.goodput_lo_mbps == pytest.approx(p.goodput_mbps / 1.1, rel=1e-9)
+    assert p.goodput_hi_mbps == pytest.approx(p.goodput_mbps / 0.9, rel=1e-9)
+    idle = AnalyticEngine(REGISTRY).predict(_scenario(workload="handshakes", connections=1,
+                                                      request_bytes=100))
+    assert idle.limit == "handshake"
+    assert idle.goodput_lo_mbps == idle.goodput_mbps == idle.goodput_hi_mbps
