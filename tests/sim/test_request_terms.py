@@ -129,3 +129,39 @@ def test_a_cpu_bound_request_run_carries_the_cost_models_interval():
                                                       request_bytes=100))
     assert idle.limit == "handshake"
     assert idle.goodput_lo_mbps == idle.goodput_mbps == idle.goodput_hi_mbps
+
+
+def test_one_handshake_at_a_time_worked_out_to_the_microsecond():
+    """The same closed loop of one, every term by hand (sim/request_costs.py's accounting):
+
+    - CPU: the server's handshake is 20 µs of connection work, 2 datagrams sent at
+      2 µs and 3 received at 1.5 µs, plus the request's 1 packet each way: 32.0 µs;
+      the client's 30 µs + 3 sent × 2 + 2 received × 1.5 + 3.5 = 42.5 µs;
+    - wire: down 100 + 40 B of the response + 66 B of headers, and the server's
+      flight (1200 + 60 B + 2 × 66); up the 8-byte request + 40 + 66, half an ACK
+      (50 + 66 B) and the client's flight (1200 + 100 + 50 B + 3 × 66): 3318 B at
+      10 Gbit/s = 2.65 µs;
+    - two round trips of 1.1 ms and the ends' 10 ms of waits.
+
+    One in flight: the zero-load time R0 = 12.277 ms, except that the bottleneck (the
+    client's CPU: 1.0645 request cores at one connection, 1 + 2 · 1/31, against the
+    server's 1.364 for 32 µs) serves at its demand 42.5 µs / 1.0645 in the closed
+    loop, so X = 1 / (R0 − 42.5 µs + 39.9 µs). A request's latency is its own time,
+    R0, less the waits, the same at the median and the 99th percentile (nothing
+    queues).
+    """
+    p = AnalyticEngine(REGISTRY).predict(_scenario(workload="handshakes", connections=1,
+                                                   request_bytes=100))
+    cpu_s = (32_000 + 42_500) * 1e-9
+    wire_s = (100 + 40 + 66 + 1200 + 60 + 2 * 66 + 8 + 40 + 66 + 0.5 * (50 + 66)
+              + 1200 + 100 + 50 + 3 * 66) * 8 / 10e9
+    r0 = cpu_s + wire_s + 2 * 1.1e-3 + 10e-3
+    client_cores = 1 + 2 * 1 / (1 + 30)
+    cycle = r0 - 42_500e-9 + 42_500e-9 / client_cores
+    assert p.notes[0] == ("handshakes: 1 in flight (1 connections), server 32.0 µs and "
+                          "client 42.5 µs CPU per request")
+    assert p.requests_per_s == pytest.approx(1 / cycle, rel=1e-5)
+    assert p.latency_p50_ms == pytest.approx((r0 - 10e-3) * 1e3, rel=1e-5)
+    assert p.latency_p99_ms == pytest.approx(p.latency_p50_ms, rel=1e-9)
+    assert p.server_cpu_util == pytest.approx(32_000e-9 / cycle, rel=1e-5)
+    assert p.client_cpu_util == pytest.approx(42_500e-9 / cycle, rel=1e-5)
