@@ -110,8 +110,10 @@ def test_in_sample_the_fit_predicts_the_geometric_mean(fitted):
 
 def test_each_fold_predicts_its_experiment_from_the_others_only(fitted):
     _, held = fitted
-    # Every item is held out exactly once, by the fold named after its experiment.
+    # Every item is held out exactly once, by the fold named after its experiment,
+    # one row each (a fresh 0…n−1 index, not one per fold).
     assert sorted(held["fold"]) == sorted(OBSERVED)
+    assert list(held.index) == list(range(len(OBSERVED)))
     rows = _by_experiment(held)
     for exp, observed in OBSERVED.items():
         row = rows[exp]
@@ -165,6 +167,7 @@ def test_a_held_out_pair_is_predicted_without_its_own_measurement():
         assert said == ["cross-validation: leaving out pair lsquic|lsquic (1/2)",
                         "cross-validation: leaving out pair quiche|quiche (2/2)"]
         assert sorted(out["fold"]) == ["lsquic|lsquic", "quiche|quiche"]
+        assert list(out.index) == [0, 1]
         assert not out["in_fit"].any()
         held[quiche_mbps] = _by_pair(out)
     for pair in ("lsquic|lsquic", "quiche|quiche"):
