@@ -163,5 +163,8 @@ def test_one_handshake_at_a_time_worked_out_to_the_microsecond():
     assert p.requests_per_s == pytest.approx(1 / cycle, rel=1e-5)
     assert p.latency_p50_ms == pytest.approx((r0 - 10e-3) * 1e3, rel=1e-5)
     assert p.latency_p99_ms == pytest.approx(p.latency_p50_ms, rel=1e-9)
+    # One handshake in the run: its own time (no connection set-up before it, as every
+    # request opens its own connection), then the loop's cycle.
+    assert p.completion_s == pytest.approx(r0 - 10e-3 + cycle, rel=1e-5)
     assert p.server_cpu_util == pytest.approx(32_000e-9 / cycle, rel=1e-5)
     assert p.client_cpu_util == pytest.approx(42_500e-9 / cycle, rel=1e-5)
