@@ -10,8 +10,10 @@ by hand from those definitions (models/costmodel.py, RoleCosts).
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from quiclab.models.costmodel import Param, RoleCosts
@@ -168,3 +170,53 @@ def test_one_handshake_at_a_time_worked_out_to_the_microsecond():
     assert p.completion_s == pytest.approx(r0 - 10e-3 + cycle, rel=1e-5)
     assert p.server_cpu_util == pytest.approx(32_000e-9 / cycle, rel=1e-5)
     assert p.client_cpu_util == pytest.approx(42_500e-9 / cycle, rel=1e-5)
+
+
+def _gamma2_quantile(level: float) -> float:
+    """Quantile of Gamma(shape 2, scale 1) by bisection on its CDF 1 − e^(−x)(1 + x)."""
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if 1 - math.exp(-mid) * (1 + mid) < level else (lo, mid)
+    return (lo + hi) / 2
+
+
+@pytest.mark.parametrize(("q", "expected"), [
+    (0.25, 0.0),  # half the requests do not wait at all
+    (0.5, 0.0),
+    (0.75, _gamma2_quantile(0.5)),  # the median of those that wait: 1.678
+    (0.99, _gamma2_quantile(0.98)),  # 5.834
+])
+def test_the_waiting_time_is_zero_or_an_erlang_of_the_requests_ahead(q, expected):
+    """Half the requests wait (p = 0.5), 1.0 s on average overall, so 2.0 s when they
+    wait, behind 2 services of 1.0 s: Erlang(2, 1 s) — worked out from its CDF here."""
+    from quiclab.sim.analytic.requests import wait_quantile
+
+    got = float(wait_quantile(q, np.array(1.0), np.array(0.5), np.array(1.0)))
+    assert got == pytest.approx(expected, rel=1e-6, abs=1e-12)
+
+
+def test_a_run_of_requests_on_one_connection_by_hand():
+    """1000 requests of 100 bytes over one connection, one at a time: the handshake's
+    work is shared by 1000 requests, the connection's 10 ms of waits too (10 µs each).
+
+    Per request: server 3500 ns + 28 500 / 1000, client 3500 + 39 000 / 1000; wire
+    207.392 B down (140 + 66 + 1392 / 1000) and 173.548 B up (48 + 66 + 58 +
+    1548 / 1000); one round trip of 1.1 ms (no handshake round trip after the first);
+    the client's CPU (1.0645 request cores) is the bottleneck. Completion: the
+    set-up, 1.5 RTT and one connection's handshake work on its slower end
+    (39 µs / 1.0645), then the first request's own time, then 1000 cycles. Left
+    out by hand: the response's 800 bits at the connection's window rate (no loss:
+    ~100 Gbit/s), < 10 ns of a 1.1 ms cycle, hence 2e-5.
+    """
+    p = AnalyticEngine(REGISTRY).predict(_scenario(workload="requests", connections=1,
+                                                   requests=1000, request_bytes=100))
+    s_ns, c_ns = 3500 + 28.5, 3500 + 39.0
+    wire_s = (207.392 + 173.548) * 8 / 10e9
+    r0 = (s_ns + c_ns) * 1e-9 + wire_s + 1.1e-3 + 10e-6
+    client_cores = 1 + 2 * 1 / (1 + 30)
+    cycle = r0 - c_ns * 1e-9 + c_ns * 1e-9 / client_cores
+    assert p.requests_per_s == pytest.approx(1 / cycle, rel=2e-5)
+    setup = 1.5 * 1.1e-3 + max(28_500 / (1 + 4 / 11), 39_000 / client_cores) * 1e-9
+    assert p.completion_s == pytest.approx(setup + (r0 - 10e-6) + 1000 * cycle, rel=2e-5)
+    assert p.latency_p50_ms == pytest.approx((r0 - 10e-6) * 1e3, rel=2e-5)
