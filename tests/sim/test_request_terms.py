@@ -220,3 +220,46 @@ def test_a_run_of_requests_on_one_connection_by_hand():
     setup = 1.5 * 1.1e-3 + max(28_500 / (1 + 4 / 11), 39_000 / client_cores) * 1e-9
     assert p.completion_s == pytest.approx(setup + (r0 - 10e-6) + 1000 * cycle, rel=2e-5)
     assert p.latency_p50_ms == pytest.approx((r0 - 10e-6) * 1e3, rel=2e-5)
+
+
+SLOW_SERVER = synthetic_registry(
+    synthetic_model("srv", sender_ns=20_000.0, receiver_ns=20_000.0),
+    synthetic_model("cli", sender_ns=1000.0, receiver_ns=1000.0))
+#: Bytes on the wire of one handshake with its 100-byte response (see above).
+DOWN_BYTES = 100 + 40 + 66 + 1200 + 60 + 2 * 66
+UP_BYTES = 8 + 40 + 66 + 58 + 1200 + 100 + 50 + 3 * 66
+
+
+def test_one_handshake_at_a_time_on_a_slow_server():
+    """The server's CPU the bottleneck (one request core): 2 datagrams sent and 3
+    received at 20 µs, and the request's 1 each way: 140 µs; the client 7 µs. Its
+    demand is its own time, so X = 1 / R0 with no waits: 147 µs + 2.65 µs of wire +
+    2 × 1.1 ms."""
+    p = AnalyticEngine(SLOW_SERVER).predict(_scenario(workload="handshakes", connections=1,
+                                                      request_bytes=100, server="srv",
+                                                      client="cli"))
+    r0 = (140_000 + 7000) * 1e-9 + (DOWN_BYTES + UP_BYTES) * 8 / 10e9 + 2 * 1.1e-3
+    assert p.requests_per_s == pytest.approx(1 / r0, rel=2e-5)
+    assert p.server_cpu_util == pytest.approx(140e-6 / r0, rel=2e-5)
+
+
+def test_one_handshake_at_a_time_on_a_1_mbit_link():
+    """The link the bottleneck: its demand is the larger direction, 1720 B up; a
+    handshake's own time on it is what it sends down, 1598 B; both directions' bytes
+    are in its zero-load time."""
+    p = AnalyticEngine(REGISTRY).predict(_scenario(workload="handshakes", connections=1,
+                                                   request_bytes=100, link_gbps=0.001))
+    link = 1e6
+    r0 = (32_000 + 42_500) * 1e-9 + (DOWN_BYTES + UP_BYTES) * 8 / link + 2 * 1.1e-3 + 10e-3
+    cycle = r0 - DOWN_BYTES * 8 / link + UP_BYTES * 8 / link
+    assert (DOWN_BYTES, UP_BYTES) == (1598, 1720)
+    assert p.requests_per_s == pytest.approx(1 / cycle, rel=2e-5)
+
+
+def test_path_loss_is_named_as_not_modelled_for_requests():
+    note = "path loss is not modelled for request workloads (no retransmissions)"
+    lossy = AnalyticEngine(REGISTRY).predict(_scenario(workload="handshakes", connections=1,
+                                                       request_bytes=100, loss_pct=0.5))
+    clean = AnalyticEngine(REGISTRY).predict(_scenario(workload="handshakes", connections=1,
+                                                       request_bytes=100))
+    assert note in lossy.notes and note not in clean.notes
