@@ -112,3 +112,20 @@ def test_another_catalog_cpu_scales_by_its_clock_times_ipc():
         for term in CPU_TERMS:
             assert getattr(getattr(slow, side), term) == pytest.approx(
                 getattr(getattr(ref, side), term) * expected, rel=1e-9), (side, term)
+
+
+@pytest.mark.parametrize(("mtu", "stream_bytes"), [
+    (1500, 1400 - 40 - 1),  # ceil(1360 × 4 / 16384) = 1 framing byte
+    (4068, 4040 - 40 - 1),  # ceil(4000 × 4 / 16384) = 1 (5 per 16 KiB would be 2)
+    (65535, 65507 - 40 - 16),  # ceil(65467 × 4 / 16384) = 16 (5 per 16 KiB: 20)
+])
+def test_http3_frames_a_data_packet_with_4_bytes_per_16_kib(mtu, stream_bytes):
+    """RFC 9114 §7.2.1: a DATA frame's type and length varints, about 4 bytes per
+    16 KiB of body, are the only framing on the bulk path; a jumbo path sends the
+    largest payload it can (MTU − 28)."""
+    r = _resolved(mtu_bytes=mtu)
+    assert r.sender.udp_payload_bytes == (1400 if mtu == 1500 else mtu - 28)
+    assert r.sender.stream_bytes == stream_bytes
+    perf = resolve(Scenario(server="every", client="every", app="perf", mtu_bytes=mtu),
+                   REGISTRY)
+    assert perf.sender.stream_bytes == perf.sender.udp_payload_bytes - 40  # no framing

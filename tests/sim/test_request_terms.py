@@ -196,30 +196,35 @@ def test_the_waiting_time_is_zero_or_an_erlang_of_the_requests_ahead(q, expected
     assert got == pytest.approx(expected, rel=1e-6, abs=1e-12)
 
 
-def test_a_run_of_requests_on_one_connection_by_hand():
-    """1000 requests of 100 bytes over one connection, one at a time: the handshake's
-    work is shared by 1000 requests, the connection's 10 ms of waits too (10 µs each).
+@pytest.mark.parametrize("requests", [1000, 2])
+def test_a_run_of_requests_on_one_connection_by_hand(requests):
+    """R requests of 100 bytes over one connection, one at a time: the handshake's
+    work and bytes are shared by the R requests, the connection's 10 ms of waits too.
 
-    Per request: server 3500 ns + 28 500 / 1000, client 3500 + 39 000 / 1000; wire
-    207.392 B down (140 + 66 + 1392 / 1000) and 173.548 B up (48 + 66 + 58 +
-    1548 / 1000); one round trip of 1.1 ms (no handshake round trip after the first);
-    the client's CPU (1.0645 request cores) is the bottleneck. Completion: the
-    set-up, 1.5 RTT and one connection's handshake work on its slower end
-    (39 µs / 1.0645), then the first request's own time, then 1000 cycles. Left
-    out by hand: the response's 800 bits at the connection's window rate (no loss:
-    ~100 Gbit/s), < 10 ns of a 1.1 ms cycle, hence 2e-5.
+    Per request: server 3500 ns + 28 500 / R, client 3500 + 39 000 / R; wire
+    206 + 1392 / R bytes down (140 + 66, the server's flight) and 172 + 1548 / R up
+    (48 + 66 + half an ACK of 116, the client's flight); one round trip of 1.1 ms (no
+    handshake round trip after the first); the client's CPU (1.0645 request cores)
+    is the bottleneck. Completion: the set-up, 1.5 RTT and one connection's
+    handshake work on its slower end (max(28.5 µs / 1.364, 39 µs / 1.0645)), then
+    the first request's own time, then R cycles. Left out by hand: the response's
+    800 bits at the connection's window rate (no loss: ~100 Gbit/s), < 10 ns of a
+    1.1 ms cycle, hence 2e-5. With R = 2 the set-up is 0.1 % of the completion.
     """
     p = AnalyticEngine(REGISTRY).predict(_scenario(workload="requests", connections=1,
-                                                   requests=1000, request_bytes=100))
-    s_ns, c_ns = 3500 + 28.5, 3500 + 39.0
-    wire_s = (207.392 + 173.548) * 8 / 10e9
-    r0 = (s_ns + c_ns) * 1e-9 + wire_s + 1.1e-3 + 10e-6
+                                                   requests=requests, request_bytes=100))
+    share = 1 / requests
+    s_ns, c_ns = 3500 + 28_500 * share, 3500 + 39_000 * share
+    wire_s = (206 + 1392 * share + 172 + 1548 * share) * 8 / 10e9
+    wait = 10e-3 * share
+    r0 = (s_ns + c_ns) * 1e-9 + wire_s + 1.1e-3 + wait
     client_cores = 1 + 2 * 1 / (1 + 30)
     cycle = r0 - c_ns * 1e-9 + c_ns * 1e-9 / client_cores
     assert p.requests_per_s == pytest.approx(1 / cycle, rel=2e-5)
     setup = 1.5 * 1.1e-3 + max(28_500 / (1 + 4 / 11), 39_000 / client_cores) * 1e-9
-    assert p.completion_s == pytest.approx(setup + (r0 - 10e-6) + 1000 * cycle, rel=2e-5)
-    assert p.latency_p50_ms == pytest.approx((r0 - 10e-6) * 1e3, rel=2e-5)
+    assert p.completion_s == pytest.approx(setup + (r0 - wait) + requests * cycle,
+                                           rel=2e-5)
+    assert p.latency_p50_ms == pytest.approx((r0 - wait) * 1e3, rel=2e-5)
 
 
 SLOW_SERVER = synthetic_registry(
