@@ -48,6 +48,26 @@ def test_what_no_evidence_informs_stays_at_its_stated_prior(cal):
         assert row["natural"] == pytest.approx(natural, rel=1e-12), name
 
 
+def test_variants_carry_the_behaviour_the_seeds_state(cal):
+    """Without evidence on them, variants keep their stated behaviour: quiche's 2025
+    and quicperf builds GSO/GRO and the 16 MiB window of seed 000 §VI-E's prior;
+    mvfst's ``gso`` build GSO/GRO (seed 001 §5); quicly "no opt." no GRO, on the
+    client only (seed 001 §2.2)."""
+    quiche = cal.models_["quiche"].variants
+    for v in ("2025", "quicperf"):
+        beh = dict(quiche[v]["behaviour"])
+        # The fit stores int(exp(log(16 MiB))): float rounding may leave it a byte short.
+        assert abs(beh.pop("fc_window_bytes") - 16 * 2**20) <= 1, v
+        assert beh == {"supports_gso": True, "supports_gro": True}, v
+    assert cal.models_["mvfst"].variants["gso"]["behaviour"] == {"supports_gso": True,
+                                                                 "supports_gro": True}
+    noopt = cal.models_["quicly"].variants["noopt"]
+    assert noopt["behaviour"] == {"supports_gro": False}
+    assert noopt["cost_roles"] == ["receiver"]
+    for v, d in cal.models_["lsquic"].variants.items():
+        assert "behaviour" not in d or "supports_gso" not in d["behaviour"], v
+
+
 def test_the_evidence_table_says_what_each_cell_is(cal):
     ev = cal.report_.evidence
     assert len(ev) == 3 and ev["in_fit"].all()
@@ -61,7 +81,7 @@ def test_the_written_models_predict_what_the_fit_predicted(cal, tmp_path):
     written = cal.write(tmp_path / "models")
     assert "lsquic.json" in written and "interop.json" in written
     assert "tcp_tls.json" in written  # '+' is not written into file names
-    assert {"testbeds.json", "pipelines.json"} & set(written)
+    assert {"testbeds.json", "pipeline.json"} <= set(written)
     loaded = Registry.load(tmp_path / "models")
     # The files keep parameters to 6–7 significant digits: 1e-5 relative.
     assert loaded.interop.busy("lsquic", "lsquic")[0] == pytest.approx(
