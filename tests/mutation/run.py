@@ -593,6 +593,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="regenerate the report from the sessions, run nothing")
     parser.add_argument("--no-planted", action="store_true",
                         help="skip the planted bugs of planted.toml")
+    parser.add_argument("--planted-only", action="store_true",
+                        help="run only the planted bugs (and rewrite the report)")
     args = parser.parse_args(argv)
     try:
         settings = load_settings()
@@ -612,7 +614,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         planted = None
         finished = True
-        if not args.report_only:
+        if args.planted_only:
+            planted = run_planted()
+        elif not args.report_only:
             deadline = time.monotonic() + args.budget_minutes * 60
             for module in chosen:
                 session = open_session(module, settings, args.fresh)
