@@ -268,3 +268,45 @@ def test_path_loss_is_named_as_not_modelled_for_requests():
     clean = AnalyticEngine(REGISTRY).predict(_scenario(workload="handshakes", connections=1,
                                                        request_bytes=100))
     assert note in lossy.notes and note not in clean.notes
+
+
+def test_ten_handshakes_in_flight_queue_at_the_server_by_schweitzers_formula():
+    """Ten connections at once on the slow server (one request core, 140 µs per
+    handshake, 0.1 ms RTT): the server queues. Worked out from the module's
+    documented model, not its code: Schweitzer's approximate MVA for one station
+    (demand D = 140 µs) and one delay (Z = R0 − D, R0 = 147 µs of CPU + 2.65 µs of
+    wire + 2 RTTs), u the smaller root of a·z·u² − (1 + z + a·n)·u + n = 0 with
+    z = Z/D, a = (n − 1)/n; X = u/D; a request waits with probability u·a, then
+    an Erlang of shape (mean wait given waiting)/D, scale D (quantiles from the
+    Gamma CDF by bisection)."""
+    from scipy.special import gammainc
+
+    p = AnalyticEngine(SLOW_SERVER).predict(_scenario(
+        workload="handshakes", connections=10, request_bytes=100, server="srv",
+        client="cli", rtt_ms=0.0))
+    n, demand, rtt = 10, 140e-6, 100e-6
+    r0 = 147e-6 + (DOWN_BYTES + UP_BYTES) * 8 / 10e9 + 2 * rtt
+    z = (r0 - demand) / demand
+    a = (n - 1) / n
+    b = 1 + z + a * n
+    u = (b - math.sqrt(b * b - 4 * a * z * n)) / (2 * a * z)
+    x = u / demand
+    assert p.requests_per_s == pytest.approx(x, rel=1e-6)
+    assert p.limit == "sender_cpu" and u > 0.98  # saturated: named by its bottleneck
+    mean_wait = n / x - r0
+    p_wait = u * a
+    cond = mean_wait / p_wait
+    shape, scale = cond / demand, demand
+
+    def quantile(q: float) -> float:
+        level = (q - (1 - p_wait)) / p_wait
+        lo, hi = 0.0, 100.0 * shape
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if gammainc(shape, mid) < level else (lo, mid)
+        return (lo + hi) / 2 * scale
+
+    assert p.latency_p50_ms == pytest.approx((r0 + quantile(0.5)) * 1e3, rel=1e-6)
+    assert p.latency_p99_ms == pytest.approx((r0 + quantile(0.99)) * 1e3, rel=1e-6)
+    assert p.latency_p99_ms > p.latency_p50_ms > 3 * r0 * 1e3  # queueing dominates
+    assert p.rates_mbps["sender_cpu"] == pytest.approx(1 / demand * 100 * 8 / 1e6, rel=1e-9)
