@@ -118,6 +118,7 @@ def test_another_catalog_cpu_scales_by_its_clock_times_ipc():
     (1500, 1400 - 40 - 1),  # ceil(1360 × 4 / 16384) = 1 framing byte
     (4068, 4040 - 40 - 1),  # ceil(4000 × 4 / 16384) = 1 (5 per 16 KiB would be 2)
     (65535, 65507 - 40 - 16),  # ceil(65467 × 4 / 16384) = 16 (5 per 16 KiB: 20)
+    (16453, 16425 - 40 - 5),  # ceil(16385 × 4 / 16384) = ceil(4.0002) = 5
 ])
 def test_http3_frames_a_data_packet_with_4_bytes_per_16_kib(mtu, stream_bytes):
     """RFC 9114 §7.2.1: a DATA frame's type and length varints, about 4 bytes per

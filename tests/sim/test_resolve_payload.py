@@ -63,3 +63,29 @@ def test_a_cost_of_one_ns_keeps_its_interval():
     assert interval(1.0) == pytest.approx((0.9, 1.1))
     assert interval(3000.0) == pytest.approx((0.9, 1.1))
     assert interval(0.0) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize(("mtu", "segments"), [
+    (1500, 46),  # 65535 // 1400 (Linux moves at most 64 KiB and 64 segments a call)
+    (9000, 7),  # 65535 // 8972
+    (65535, 1),  # one 65507-byte datagram per call
+])
+def test_gso_batches_at_most_64_kib(mtu, segments):
+    registry = synthetic_registry(synthetic_model("gso", supports_gso=True, supports_gro=True))
+    r = resolve(Scenario(server="gso", client="gso", mtu_bytes=mtu), registry)
+    assert r.sender.segments_per_call == r.receiver.segments_per_call == segments
+    off = resolve(Scenario(server="gso", client="gso", mtu_bytes=mtu, gso=False, gro=False),
+                  registry)
+    assert off.sender.segments_per_call == off.receiver.segments_per_call == 1
+
+
+def test_the_path_in_si_units():
+    """link_gbps, base_rtt_us, rtt_ms, loss_pct and reorder_pct in bit/s, s and
+    probabilities."""
+    from quiclab.sim.resolve import path_for
+
+    p = path_for(Scenario(link_gbps=2.5, base_rtt_us=40.0, rtt_ms=3.0, loss_pct=1.5,
+                          reorder_pct=2.0))
+    assert (p.link_bps, p.base_rtt_s, p.added_rtt_s) == pytest.approx((2.5e9, 40e-6, 3e-3))
+    assert p.rtt_s == pytest.approx(3.04e-3)
+    assert (p.loss_prob, p.reorder_prob) == pytest.approx((0.015, 0.02))
