@@ -31,7 +31,7 @@ TABLE3_NS = {"encrypt": {1500: 5100, 3000: 3741, 4500: 3147, 9000: 2578},
 
 @pytest.mark.parametrize("op", ["encrypt", "decrypt"])
 def test_every_table3_latency_within_5_percent(fits, op):
-    # Tolerance from issue 3: "the crypto model reproduces seed 001 Table 3 within 5 %".
+    # The crypto model reproduces seed 001 Table 3 (Mukherjee et al. 2025) within 5 %:
     # The fitted parameters against the printed table (not the fit's own residuals):
     # 9000 / S units of S bytes cost (9000 / S) · (ns per packet + ns per byte · S).
     fit = fits[op]
