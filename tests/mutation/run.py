@@ -157,7 +157,7 @@ def _fingerprints(module: Module, settings: Settings) -> tuple[str, str]:
     selection rules, the tool's version — and what their outcomes depend on besides:
     the tests (their files and every conftest) and the equivalent-mutant list."""
     mutants = hashlib.sha256()
-    mutants.update((ROOT / module.path).read_bytes())
+    mutants.update(_code_digest(ROOT / module.path).encode())
     mutants.update(json.dumps([module.skip_definitions, module.sample, settings.sample,
                                settings.min_mutants, settings.operators,
                                settings.number_offsets, _tool_version()],
@@ -175,6 +175,22 @@ def _fingerprints(module: Module, settings: Settings) -> tuple[str, str]:
                              [e for e in settings.equivalents if e["path"] == module.path]],
                             sort_keys=True).encode())
     return mutants.hexdigest(), tests.hexdigest()
+
+
+def _code_digest(path: Path) -> str:
+    """The module's code without its comments and docstrings, with every node's position:
+    an edit of a comment or a docstring that moves no line keeps the mutants (and their
+    line numbers) as they were."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body[0].value.value = ""
+    return hashlib.sha256(ast.dump(tree, include_attributes=True).encode()).hexdigest()
 
 
 def _tool_version() -> str:
