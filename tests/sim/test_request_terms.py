@@ -225,6 +225,37 @@ def test_a_run_of_requests_on_one_connection_by_hand(requests):
     assert p.completion_s == pytest.approx(setup + (r0 - wait) + requests * cycle,
                                            rel=2e-5)
     assert p.latency_p50_ms == pytest.approx((r0 - wait) * 1e3, rel=2e-5)
+    # Counts per run: one response packet and one request packet a request, the
+    # client's ACK every 2 packets (half an ACK), and the handshake's 2 + 3 datagrams.
+    assert p.acks == pytest.approx(0.5 * requests)
+    assert p.server_packets_sent == pytest.approx(requests + 2)
+    assert p.client_packets_sent == pytest.approx(1.5 * requests + 3)
+    assert p.client_cpu_s == pytest.approx(p.client_cpu_util * p.completion_s, rel=1e-12)
+    assert p.server_cpu_s == pytest.approx(p.server_cpu_util * p.completion_s, rel=1e-12)
+
+
+def test_a_large_response_through_a_small_window_is_window_bound():
+    """1 MB responses through a 100 kB flow-control window at a 10.1 ms RTT: each waits
+    for the window, 8 Mbit at 800 kbit per round trip of the bulk model: 10.1 ms plus
+    1.17 µs of serialisation and 1.5 µs of receiver work, plus one packet interval at
+    the window's own rate, as the receiver ACKs every second packet — the round trip
+    R solves R = R₀ + 10 880 bits · R / 800 kbit: 0.1024 s; plus its own CPU
+    (736 packets of 1360 bytes sent at 2 µs and received at 1.5 µs, the request packet
+    the other way, and a thousandth of the handshake's 8.5 and 9 µs), 1.121 MB on the
+    wire (0.897 ms) and one round trip. One request in flight: X = 1 / that."""
+    reg = synthetic_registry(synthetic_model("req", sender_ns=2000.0, receiver_ns=1500.0,
+                                             fc_window_bytes=100_000))
+    p = AnalyticEngine(reg).predict(Scenario.from_dict({
+        "server": "req", "client": "req", "app": "perf", "base_rtt_us": 100.0,
+        "rtt_ms": 10.0, "workload": "requests", "connections": 1, "requests": 1000,
+        "request_bytes": 1_000_000}))
+    round_trip = (10.1e-3 + 1466 * 8 / 10e9 + 1500e-9) / (1 - 1360 * 8 / (100_000 * 8))
+    window_time = 8e6 / (100_000 * 8 / round_trip)
+    cpu = (736 * 2000 + 1500 + 8.5 + 2000 + 736 * 1500 + 9.0) * 1e-9
+    wire = ((1_000_000 + 736 * (40 + 66) + 1.392) + (48 + 66 + 368 * 116 + 1.548)) * 8 / 10e9
+    assert p.requests_per_s == pytest.approx(1 / (window_time + cpu + wire + 10.1e-3),
+                                             rel=1e-4)
+    assert p.rates_mbps["flow_control"] == pytest.approx(8 / window_time, rel=1e-6)
 
 
 SLOW_SERVER = synthetic_registry(
