@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from quiclab.models.costmodel import Param
+from quiclab.models.costmodel import CryptoCost, Param
 from quiclab.models.testing import synthetic_model, synthetic_registry
 from quiclab.sim.resolve import resolve
 from quiclab.sim.scenario import Scenario
@@ -35,12 +35,14 @@ def _model():
                                       "h3": _p(0.25, "ns/B")},
                      ns_per_connection=_p(90_000.0), ns_per_request=_p(6000.0),
                      ns_per_stream_frame=_p(150.0), connection_wait_us=_p(800.0, "us"))
+    # AES-GCM-like crypto: 300 ns per packet and 0.05 ns per byte (both roles).
+    crypto = {c: CryptoCost(_p(300.0), _p(0.05, "ns/B")) for c in base.crypto}
     receiver = replace(base.receiver, ns_per_segment=_p(250.0),
                        app_ns_per_byte={"perf": _p(0.0, "ns/B"), "hq": _p(0.05, "ns/B"),
                                         "h3": _p(0.15, "ns/B")},
                        ns_per_connection=_p(70_000.0), ns_per_request=_p(4000.0),
                        ns_per_stream_frame=_p(120.0), connection_wait_us=_p(300.0, "us"))
-    return replace(base, sender=sender, receiver=receiver)
+    return replace(base, sender=sender, receiver=receiver, crypto=crypto)
 
 
 REGISTRY = synthetic_registry(_model())
@@ -60,11 +62,11 @@ def test_on_the_reference_cpu_each_term_is_the_models_own():
     s, c = r.sender, r.receiver
     payload = 1400  # the model's UDP payload on a 1500-byte path
     # Hand-computed from the model above: protocol = packet + byte × payload,
-    # crypto = 300 ns + 0 per byte; h3 application cost on the stream bytes:
+    # crypto = 300 ns + 0.05 ns × 1400 B; h3 application cost on the stream bytes:
     # 1400 − 40 overhead − ceil(1360 × 4 / 16384) = 1 framing byte → 1359 B.
     assert s.ns_protocol == pytest.approx(3000.0 + 0.5 * payload)
     assert c.ns_protocol == pytest.approx(2000.0 + 0.5 * payload)
-    assert s.ns_crypto == pytest.approx(300.0)
+    assert (s.ns_crypto, c.ns_crypto) == pytest.approx((370.0, 370.0))
     assert (s.ns_app, c.ns_app) == pytest.approx((0.25 * 1359, 0.15 * 1359))
     assert (s.ns_segment, c.ns_segment) == pytest.approx((400.0, 250.0))
     assert (s.ns_per_call, c.ns_per_call) == pytest.approx((5000.0, 5000.0))
@@ -72,7 +74,7 @@ def test_on_the_reference_cpu_each_term_is_the_models_own():
     # Request terms: sending uses the sender-role costs, receiving the receiver's.
     assert s.tx_ns_packet == pytest.approx(3000.0 + 300.0 + 400.0)
     assert s.rx_ns_packet == pytest.approx(2000.0 + 300.0 + 250.0)
-    assert (s.tx_ns_byte, s.rx_ns_byte) == pytest.approx((0.5, 0.5))
+    assert (s.tx_ns_byte, s.rx_ns_byte) == pytest.approx((0.55, 0.55))
     assert (s.ns_per_connection, c.ns_per_connection) == pytest.approx((90_000.0, 70_000.0))
     assert (s.ns_per_request, c.ns_per_request) == pytest.approx((6000.0, 4000.0))
     assert (s.ns_per_stream_frame, c.ns_per_stream_frame) == pytest.approx((150.0, 120.0))
@@ -112,6 +114,12 @@ def test_another_catalog_cpu_scales_by_its_clock_times_ipc():
         for term in CPU_TERMS:
             assert getattr(getattr(slow, side), term) == pytest.approx(
                 getattr(getattr(ref, side), term) * expected, rel=1e-9), (side, term)
+    # The cost interval: the parameters' ±10 % times the rule's own range relative to its
+    # value — Broadwell's IPC 0.85 … 1.05 around 0.95 (Zen 3, the reference, is exact):
+    # 0.9 × 0.95 / 1.05 and 1.1 × 0.95 / 0.85.
+    assert (ref.sender.cost_lo, ref.sender.cost_hi) == pytest.approx((0.9, 1.1))
+    assert slow.sender.cost_lo == pytest.approx(0.9 * 0.95 / 1.05, rel=1e-9)
+    assert slow.sender.cost_hi == pytest.approx(1.1 * 0.95 / 0.85, rel=1e-9)
 
 
 @pytest.mark.parametrize(("mtu", "stream_bytes"), [
