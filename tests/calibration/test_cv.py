@@ -156,12 +156,15 @@ def test_a_held_out_pair_is_predicted_without_its_own_measurement():
     moves either. Equal to the optimiser's tolerance (ftol 1e-5 on the cost)."""
     from quiclab.calibration.cv import leave_one_pair_out
 
-    held = {}
+    held, stopped = {}, {}
     for quiche_mbps in (1500.0, 3000.0):
         frames = _pair_frames(quiche_mbps)
         cal = Calibrator(requests=False).fit(frames)
         ev = _by_pair(cal.report_.evidence)
         assert ev["quiche|quiche"]["predicted_mbps"] == pytest.approx(quiche_mbps, rel=0.02)
+        # Stopped after one evaluation, a fold shows where it starts: a held-out pair's
+        # own parameters at their priors, never at the full fit's values (which saw it).
+        stopped[quiche_mbps] = _by_pair(leave_one_pair_out(frames, cal, max_nfev=1))
         said: list[str] = []
         out = leave_one_pair_out(frames, cal, progress=said.append)
         assert said == ["cross-validation: leaving out pair lsquic|lsquic (1/2)",
@@ -173,6 +176,8 @@ def test_a_held_out_pair_is_predicted_without_its_own_measurement():
     for pair in ("lsquic|lsquic", "quiche|quiche"):
         assert held[1500.0][pair]["predicted_mbps"] == pytest.approx(
             held[3000.0][pair]["predicted_mbps"], rel=1e-3), pair
+    assert stopped[1500.0]["quiche|quiche"]["predicted_mbps"] == pytest.approx(
+        stopped[3000.0]["quiche|quiche"]["predicted_mbps"], rel=1e-3)
     assert held[3000.0]["quiche|quiche"]["observed_mbps"] == 3000.0
 
 
