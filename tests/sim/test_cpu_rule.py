@@ -9,6 +9,7 @@ rule forgets (or scales twice) shows up on its own.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -138,3 +139,40 @@ def test_http3_frames_a_data_packet_with_4_bytes_per_16_kib(mtu, stream_bytes):
     perf = resolve(Scenario(server="every", client="every", app="perf", mtu_bytes=mtu),
                    REGISTRY)
     assert perf.sender.stream_bytes == perf.sender.udp_payload_bytes - 40  # no framing
+
+
+def test_a_pairs_overhead_scales_every_bulk_cost_of_both_ends():
+    """Interop.pair_overhead (log): a pair whose interplay costs CPU per packet moves
+    every bulk term of both endpoints by its factor, here e^ln 1.5 = 1.5."""
+    from quiclab.models.registry import Interop
+
+    pair = synthetic_registry(_model(), interop=Interop(pair_overhead={"every|every":
+                                                                       math.log(1.5)}))
+    ref, over = _resolved(), resolve(Scenario(server="every", client="every", app="h3"), pair)
+    for side in ("sender", "receiver"):
+        for term in ("ns_protocol", "ns_crypto", "ns_app", "ns_segment", "ns_per_call",
+                     "ns_per_ack"):
+            assert getattr(getattr(over, side), term) == pytest.approx(
+                1.5 * getattr(getattr(ref, side), term), rel=1e-12), (side, term)
+
+
+def test_what_a_client_spends_before_its_request_leaves():
+    """The DES orders a request's client work: sending it — one 81-byte packet (40 bytes
+    of HTTP/3 HEADERS + 41 of packet overhead) at 3700 ns + 0.55 ns/B, its 5000 ns
+    system call — and half the client's 4000 ns per request."""
+    from quiclab.sim.request_costs import request_costs
+
+    r = resolve(Scenario(server="every", client="every", app="h3", workload="requests",
+                         request_bytes=1000, requests=10), REGISTRY)
+    assert request_costs(r).client_send_ns == pytest.approx(3700 + 5000 + 0.55 * 81 + 2000)
+
+
+def test_values_are_frozen():
+    import dataclasses
+
+    from quiclab.sim.resolve import path_for
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        path_for(Scenario()).mtu_bytes = 9000  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        _resolved().sender.ns_crypto = 0.0  # type: ignore[misc]

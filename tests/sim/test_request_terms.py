@@ -82,6 +82,19 @@ def test_resolve_carries_the_cores_at_the_scenarios_connections_and_the_wait_in_
     assert request_costs(r).connection_wait_s == pytest.approx(10e-3)
 
 
+def test_a_handshakes_datagrams_on_the_wire():
+    """RFC 9000 §14.1: the client's Initial is padded to 1200 bytes; then its Handshake
+    (100) and a close (50); the server's one flight of 1200 and HANDSHAKE_DONE (60);
+    66 bytes of Ethernet, IP and UDP each. With a 100-byte response (140 bytes of
+    payload, 1 packet) and the 8-byte request (48), half an ACK (50 + 66) up."""
+    r = resolve(_scenario(workload="handshakes", connections=1, request_bytes=100), REGISTRY)
+    c = request_costs(r)
+    assert c.wire_down_bytes == pytest.approx(140 + 66 + (1200 + 66) + (60 + 66))
+    assert c.wire_up_bytes == pytest.approx(48 + 66 + 0.5 * 116 + (1200 + 66) + (100 + 66)
+                                            + (50 + 66))
+    assert (c.server_packets_sent, c.client_packets_sent) == pytest.approx((1 + 2, 1.5 + 3))
+
+
 def test_one_connection_at_a_time_is_held_by_the_round_trips_and_the_wait():
     """Handshakes on one connection at a time: a closed loop of one, so each
     handshake takes its 1-RTT handshake and its request round trip (2 × 1.1 ms),
