@@ -93,6 +93,11 @@ def test_a_handshakes_datagrams_on_the_wire():
     assert c.wire_up_bytes == pytest.approx(48 + 66 + 0.5 * 116 + (1200 + 66) + (100 + 66)
                                             + (50 + 66))
     assert (c.server_packets_sent, c.client_packets_sent) == pytest.approx((1 + 2, 1.5 + 3))
+    p = AnalyticEngine(REGISTRY).predict(r.scenario)
+    # One handshake in the run: what one end sends the other receives.
+    assert (p.server_packets_sent, p.client_packets_received) == pytest.approx((3, 3))
+    assert (p.client_packets_sent, p.server_packets_received) == pytest.approx((4.5, 4.5))
+    assert p.acks == pytest.approx(0.5)
 
 
 def test_one_connection_at_a_time_is_held_by_the_round_trips_and_the_wait():
