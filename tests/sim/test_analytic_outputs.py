@@ -35,7 +35,9 @@ REGISTRY = synthetic_registry(
     _wide("rcv", 1000.0, 5000.0),  # receiver-bound: 2174 Mbit/s
     _wide("near", 1200.0, 800.0),  # sender-bound at 9060 Mbit/s, near the link
     _wide("pa", 2000.0, 2500.0),  # a pair whose interplay binds (below)
-    interop=Interop(pair_effect={"pa|pa": -0.5}, pair_sd={"pa|pa": 0.1}))
+    _wide("pb", 2500.0, 2000.0),  # the same with the slower side the sender
+    interop=Interop(pair_effect={"pa|pa": -0.5, "pb|pb": -0.5},
+                    pair_sd={"pa|pa": 0.1, "pb|pb": 0.1}))
 ENGINE = AnalyticEngine(REGISTRY)
 
 
@@ -79,6 +81,11 @@ def test_an_interplay_bound_goodput_carries_the_pairs_and_the_sides_intervals():
     assert p.goodput_lo_mbps == pytest.approx(p.goodput_mbps / 1.2 * lo / busy, rel=1e-9)
     assert p.goodput_hi_mbps == pytest.approx(p.goodput_mbps / 0.8 * hi / busy, rel=1e-9)
     assert "pair interplay: busy 0.61 (fit: pair pa|pa)" in p.notes
+    # With the sender the slower side, its own interval (±10 %) applies.
+    q = _predict("pb")
+    assert q.limit == "interop" and q.goodput_mbps == pytest.approx(g, rel=1e-4)
+    assert q.goodput_lo_mbps == pytest.approx(q.goodput_mbps / 1.1 * lo / busy, rel=1e-9)
+    assert q.goodput_hi_mbps == pytest.approx(q.goodput_mbps / 0.9 * hi / busy, rel=1e-9)
 
 
 def test_counts_of_a_lossless_transfer():

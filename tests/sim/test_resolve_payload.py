@@ -89,3 +89,17 @@ def test_the_path_in_si_units():
     assert (p.link_bps, p.base_rtt_s, p.added_rtt_s) == pytest.approx((2.5e9, 40e-6, 3e-3))
     assert p.rtt_s == pytest.approx(3.04e-3)
     assert (p.loss_prob, p.reorder_prob) == pytest.approx((0.015, 0.02))
+
+
+def test_a_bulk_transfer_needs_a_buffer_for_one_datagram_a_request_run_does_not():
+    """The skb truesize of an 8972-byte datagram (a jumbo path's; TRANSPORT.md "Receive
+    buffer"): 16640 bytes; a smaller buffer receives nothing in bulk; request
+    workloads do not model the buffer."""
+    from quiclab.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match=r"^rcvbuf_bytes=8192 is impossible: allowed ≥ 16640"):
+        resolve(Scenario(server="std", client="std", mtu_bytes=9000, rcvbuf_bytes=8192),
+                REGISTRY)
+    r = resolve(Scenario(server="std", client="std", mtu_bytes=9000, rcvbuf_bytes=8192,
+                         workload="requests", request_bytes=1000, requests=10), REGISTRY)
+    assert r.path.rcvbuf_bytes == 8192
