@@ -101,6 +101,16 @@ def test_counts_of_a_lossless_transfer():
     assert p.client_cpu_s == pytest.approx(p.client_cpu_util * p.duration_s, rel=1e-12)
 
 
+def test_gso_and_gro_batch_the_calls():
+    """With GSO and GRO a call moves 65535 // 1400 = 46 datagrams; ACKs are one call each."""
+    reg = synthetic_registry(synthetic_model("gso", sender_ns=4000.0, receiver_ns=1000.0,
+                                             supports_gso=True, supports_gro=True, **NO_STALLS))
+    p = AnalyticEngine(reg).predict(Scenario(server="gso", client="gso"))
+    packets = 8 * 2**30 / 1359
+    assert p.server_syscalls == pytest.approx(packets / 46 + packets / 2)
+    assert p.client_syscalls == pytest.approx(packets / 46 + packets / 2)
+
+
 def test_a_lossy_path_resends_what_it_loses():
     """1 % loss: sending n goodput packets takes n / 0.99, the difference resent."""
     p = _predict("snd", loss_pct=1.0, transfer_bytes=10**8)
@@ -123,6 +133,7 @@ def test_bounds_in_mbit_per_second():
     (7.9, 850e-6, True),
     (8.1, 850e-6, False),  # 8 packets are enough on a LAN
     (5.0, 0.95e-3, False),  # 9/8 × 0.95 ms > 1 ms: not a LAN for this rule
+    (2.5, 0.7, True),  # a 700 ms satellite path, written in whole µs
 ])
 def test_the_recovery_note_where_rfc9002s_waits_decide(window, rtt_s, noted):
     payload = 1359

@@ -164,7 +164,11 @@ def test_what_a_client_spends_before_its_request_leaves():
 
     r = resolve(Scenario(server="every", client="every", app="h3", workload="requests",
                          request_bytes=1000, requests=10), REGISTRY)
-    assert request_costs(r).client_send_ns == pytest.approx(3700 + 5000 + 0.55 * 81 + 2000)
+    c = request_costs(r)
+    assert c.client_send_ns == pytest.approx(3700 + 5000 + 0.55 * 81 + 2000)
+    # The response: the object, an HTTP/3 HEADERS frame (~30 bytes with QPACK) and a
+    # DATA frame header (RFC 9114 §7.2.1): 34 bytes; the request's HEADERS 40.
+    assert (c.response_stream_bytes, c.request_stream_bytes) == (1000 + 34, 40)
 
 
 def test_values_are_frozen():
