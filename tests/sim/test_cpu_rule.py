@@ -180,3 +180,36 @@ def test_values_are_frozen():
         path_for(Scenario()).mtu_bytes = 9000  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         _resolved().sender.ns_crypto = 0.0  # type: ignore[misc]
+
+
+def test_one_requests_cpu_at_each_end_term_by_term():
+    """A 1000-byte HTTP/3 response on 4 streams, with every cost term non-zero.
+
+    Sizes: the response is 1034 stream bytes (1000 + 34 of HEADERS and DATA framing)
+    in 1 packet of 1075 bytes (41 of packet overhead); 4 requests of 40 bytes share a
+    packet (a quarter each, 50.25 bytes with their share of the overhead), so each
+    request's frame is 0.75 of a frame beyond its packet; half an ACK per response.
+    Server (sender-role costs 3700 ns + 0.55 ns/B per packet sent, 2550 + 0.55 per
+    packet received, 5000 per call, 0.25 ns/B of HTTP/3, 700 per ACK, 6000 per
+    request, 150 per extra frame):
+      3700 + 0.55·1075 + 5000 + 0.25·1000 + 0.25·(2550 + 5000) + 0.55·50.25
+      + 0.5·700 + 6000 + 0.75·150 = 17 918.89 ns.
+    Client (receiver-role request terms: 0.15 ns/B, 4000 per request, 120 per frame):
+      0.25·(3700 + 5000) + 0.55·50.25 + 2550 + 0.55·1075 + 5000 + 0.15·1000
+      + 0.5·700 + 4000 + 0.75·120 = 14 933.89 ns.
+    Handshake: the server's 90 µs plus 2 datagrams sent (1200, 60 B) and 3 received
+    (1200, 100, 50 B): 131 485.5 ns; the client's 70 µs plus the reverse: 112 635.5 ns.
+    """
+    from quiclab.sim.request_costs import request_costs
+
+    r = resolve(Scenario(server="every", client="every", app="h3", workload="requests",
+                         request_bytes=1000, requests=40, connections=1, streams=4),
+                REGISTRY)
+    c = request_costs(r)
+    assert (c.response_packets, c.request_packets, c.acks) == pytest.approx((1.0, 0.25, 0.5))
+    assert c.server_request_ns == pytest.approx(17_918.8875, rel=1e-12)
+    assert c.client_request_ns == pytest.approx(14_933.8875, rel=1e-12)
+    assert c.server_conn_ns == pytest.approx(131_485.5, rel=1e-12)
+    assert c.client_conn_ns == pytest.approx(112_635.5, rel=1e-12)
+    # 40 requests on one connection: each carries 1/40 of the handshake.
+    assert c.server_ns == pytest.approx(17_918.8875 + 131_485.5 / 40, rel=1e-12)
