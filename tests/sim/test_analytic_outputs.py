@@ -36,13 +36,14 @@ REGISTRY = synthetic_registry(
     _wide("near", 1200.0, 800.0),  # sender-bound at 9060 Mbit/s, near the link
     _wide("pa", 2000.0, 2500.0),  # a pair whose interplay binds (below)
     _wide("pb", 2500.0, 2000.0),  # the same with the slower side the sender
-    interop=Interop(pair_effect={"pa|pa": -0.5, "pb|pb": -0.5},
-                    pair_sd={"pa|pa": 0.1, "pb|pb": 0.1}))
+    interop=Interop.for_testbed("qir10g", pair_effect={"pa|pa": -0.5, "pb|pb": -0.5},
+                                pair_sd={"pa|pa": 0.1, "pb|pb": 0.1}))
 ENGINE = AnalyticEngine(REGISTRY)
 
 
 def _predict(name: str, **fields):
-    return ENGINE.predict(Scenario(server=name, client=name, **fields))
+    # On the testbed whose pair effects the registry holds (an unseen one has none).
+    return ENGINE.predict(Scenario(server=name, client=name, testbed="qir10g", **fields))
 
 
 def test_a_sender_bound_goodput_carries_the_senders_cost_interval():
@@ -80,7 +81,7 @@ def test_an_interplay_bound_goodput_carries_the_pairs_and_the_sides_intervals():
     assert p.limit == "interop" and p.goodput_mbps == pytest.approx(g, rel=1e-4)
     assert p.goodput_lo_mbps == pytest.approx(p.goodput_mbps / 1.2 * lo / busy, rel=1e-9)
     assert p.goodput_hi_mbps == pytest.approx(p.goodput_mbps / 0.8 * hi / busy, rel=1e-9)
-    assert "pair interplay: busy 0.61 (fit: pair pa|pa)" in p.notes
+    assert "pair interplay: busy 0.61 (fit: pair pa|pa on qir10g)" in p.notes
     # With the sender the slower side, its own interval (±10 %) applies.
     q = _predict("pb")
     assert q.limit == "interop" and q.goodput_mbps == pytest.approx(g, rel=1e-4)

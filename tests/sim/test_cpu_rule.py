@@ -146,9 +146,10 @@ def test_a_pairs_overhead_scales_every_bulk_cost_of_both_ends():
     every bulk term of both endpoints by its factor, here e^ln 1.5 = 1.5."""
     from quiclab.models.registry import Interop
 
-    pair = synthetic_registry(_model(), interop=Interop(pair_overhead={"every|every":
-                                                                       math.log(1.5)}))
-    ref, over = _resolved(), resolve(Scenario(server="every", client="every", app="h3"), pair)
+    pair = synthetic_registry(_model(), interop=Interop.for_testbed(
+        "qir10g", pair_overhead={"every|every": math.log(1.5)}))
+    ref = _resolved()
+    over = resolve(Scenario(server="every", client="every", app="h3", testbed="qir10g"), pair)
     for side in ("sender", "receiver"):
         for term in ("ns_protocol", "ns_crypto", "ns_app", "ns_segment", "ns_per_call",
                      "ns_per_ack"):
