@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 QUICLAB := $(BIN)/quiclab
 PYTEST_FLAGS ?=
 
-.PHONY: run test test-slow test-testbed lint bench testbed app setup clean
+.PHONY: run test test-slow test-testbed lint bench testbed app setup clean mutation
 
 # setup.py and the DES hot path: `pip install -e` compiles those modules with mypyc
 # (a stale build is not used — sim/des/native.py — but then runs at pure-Python speed).
@@ -43,6 +43,13 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(QUICLAB) bench all
+
+## Mutation testing (Cosmic Ray) of the modules in tests/mutation/targets.toml, nice'd,
+## resumable (sessions in build/mutation/); report in docs/results/mutation.md.
+## MUTATION_ARGS='--module sim/resolve.py --budget-minutes 30' limits a run.
+MUTATION_ARGS ?=
+mutation: $(STAMP)
+	nice -n 10 $(BIN)/python tests/mutation/run.py $(MUTATION_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
