@@ -99,6 +99,7 @@ def _describe_held(cal: Calibrator, held: pd.DataFrame) -> None:
     checks = [domain.check(s, cal.cpus) for s in scenarios]
     held["pair_in_evidence"] = [c.pair_measured for c in checks]
     held["cpu_in_evidence"] = [c.cpu_measured for c in checks]
+    held["testbed_in_evidence"] = [c.testbed_measured for c in checks]
     held["extrapolated"] = [c.line() for c in checks]
     held["extrapolated_fields"] = [",".join(c.names) for c in checks]
     held["pair_fields"] = [",".join(c.pair_fields) for c in checks]
