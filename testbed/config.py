@@ -172,10 +172,22 @@ class RunConfig:
         return self.knobs[name]
 
     def key(self) -> str:
-        """16 hex digits naming this configuration (stable across processes)."""
-        blob = json.dumps({"scenario": self.scenario.to_dict(), "knobs": self.knobs,
+        """16 hex digits naming this configuration (stable across processes and versions).
+
+        Scenario fields added after run ids were first recorded are left out of
+        the hash while at their defaults, so existing catalogs keep their ids.
+        """
+        scenario = self.scenario.to_dict()
+        for name, default in _KEY_NEUTRAL_DEFAULTS.items():
+            if scenario.get(name) == default:
+                scenario.pop(name, None)
+        blob = json.dumps({"scenario": scenario, "knobs": self.knobs,
                            "explicit": sorted(self.explicit)}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+#: Scenario fields (and defaults) newer than the first recorded run ids.
+_KEY_NEUTRAL_DEFAULTS: dict[str, Any] = {"testbed": "unseen", "irq_core": -1}
 
 
 @dataclass(frozen=True)
