@@ -36,9 +36,11 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/pytest -m "slow" $(PYTEST_FLAGS)
 
+## Lint and type check (CI runs it before the tests). mypy checks the package as it is
+## imported (quiclab.sim.scenario, not sim.scenario): .ci/typecheck.py stages that tree.
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy quiclab models calibration sim datasets experiments testbed app
+	$(BIN)/python .ci/typecheck.py
 
 bench: $(STAMP)
 	$(QUICLAB) bench all

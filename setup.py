@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import traceback
+import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,6 +25,12 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+
+# Every editable install (PEP 660) by setuptools ends with an informational notice
+# ("InformationOnly": folders named like the package may shadow it on import). Here
+# the folder of that name *is* the package, mapped by package-dir, so the notice can
+# never apply; silenced by its exact summary so that real warnings still show.
+warnings.filterwarnings("ignore", message=r"Editable installation\.")
 #: quiclab's import layout for mypy (the repository maps packages to folders).
 STAGE = ROOT / "build" / "mypyc-src"
 #: mypyc's generated C.

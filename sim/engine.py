@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from quiclab.errors import ScenarioError
 from quiclab.models.registry import Registry
@@ -73,7 +73,7 @@ class Engine(Protocol):
     def predict_batch(self, scenarios: Sequence[Scenario]) -> list[Prediction]: ...
 
 
-def get_engine(name: str, registry: Registry, **options: object) -> Engine:
+def get_engine(name: str, registry: Registry, **options: Any) -> Engine:
     """Construct an engine by name. Heavy engines are imported only when asked for."""
     factories: dict[str, Callable[[], Engine]] = {}
 

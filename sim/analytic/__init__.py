@@ -180,7 +180,8 @@ class AnalyticEngine:
                                         out.rates_bps[requests], self.name, self.version)
             for i, pred in zip(requests, answered, strict=True):
                 preds[i] = pred
-        return preds
+        # Every scenario is bulk or a request workload, so every slot is filled.
+        return [p for p in preds if p is not None]
 
     def _prediction(self, r: Resolved, out: Outputs, i: int) -> Prediction:
         s = r.scenario
