@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 QUICLAB := $(BIN)/quiclab
 PYTEST_FLAGS ?=
 
-.PHONY: run validate test test-slow test-testbed lint bench testbed app setup clean
+.PHONY: run validate test test-slow test-testbed lint bench docs testbed app setup clean
 
 # setup.py and the DES hot path: `pip install -e` compiles those modules with mypyc
 # (a stale build is not used — sim/des/native.py — but then runs at pure-Python speed).
@@ -58,6 +58,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(QUICLAB) bench all
+
+## docs/reference/ regenerated from the code and the catalog's schema (a test fails when
+## a page is stale). docs/results/ is this machine's: `quiclab report` after `make run`.
+docs: $(STAMP)
+	$(BIN)/python -m quiclab.reference
 
 clean:
 	rm -rf $(VENV) build *.egg-info
