@@ -69,6 +69,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
         cv["pairs"] = cvmod.leave_one_pair_out(frames, cal, progress=progress)
     report_dir = Path(args.report) if args.report else args.paths.reports / "calibration"
     headline = write_report(cal, report_dir, cv)
+    from quiclab.stamp import write_stamp
+
+    write_stamp(report_dir)
     print(f"report: {report_dir / 'calibration.md'} ({time.perf_counter() - started:.0f} s)")
     for key, value in headline.items():
         print(f"  {key:42s} {value:6.1f}")

@@ -268,6 +268,17 @@ def run_bench(args: argparse.Namespace) -> int:
         from quiclab.sim.ns3 import bench as ns3_bench
 
         results.append(ns3_bench.bench(cache_dir=args.paths.cache / "ns3", out=None))
+    from quiclab.stamp import stamp
+
+    # Kept for `quiclab report` (docs/results/speed.md), each with where it was measured.
+    bench_dir = args.paths.reports / "bench"
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    where = stamp()
+    for r in results:
+        name = str(r.get("benchmark", r.get("engine", "bench")))
+        (bench_dir / f"{name}.json").write_text(
+            json.dumps({"stamp": where, "result": r}, indent=1, sort_keys=True, default=float)
+            + "\n")
     for r in results:
         if args.json:
             print(json.dumps(r, sort_keys=True, default=float))

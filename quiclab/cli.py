@@ -35,6 +35,7 @@ GROUPS = (
     "quiclab.testbed.cli",
     "quiclab.app.cli",
     "quiclab.bench",
+    "quiclab.report",
 )
 
 
@@ -57,6 +58,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "app": ("quiclab.app.cli",
             "start the Streamlit what-if explorer (Streamlit options pass through)"),
     "bench": ("quiclab.bench", "print speed figures of the engines"),
+    "report": ("quiclab.report", "regenerate docs/results/ from the catalog and the reports"),
 }
 
 #: Global options that take a value (the command is the first word after them).
