@@ -124,7 +124,7 @@ class BuildDesNative(build_ext):
                        "--ignore-missing-imports"]
             return list(mypycify(options + paths, opt_level="3", group_name=NATIVE.GROUP,
                                  target_dir=str(TARGET)))
-        except Exception:  # no mypyc, or it refused the code: install pure Python
+        except (Exception, SystemExit):  # no mypyc, or it refused the code (mypy exits)
             traceback.print_exc()
             _WHY = "mypyc failed (traceback above)"
             return []

@@ -133,7 +133,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             if s.processed_mismatches:
                 print(f"  {len(s.processed_mismatches)} run/column disagreements — see "
                       "`quiclab data sql \"SELECT * FROM processed_check WHERE rel_diff > 1e-6\"`"
-                      " and datasets/SCHEMA.md for the reasons")
+                      " and docs/explanation/catalog.md for the reasons")
         print(f"catalog: {args.catalog}")
     return 0
 

@@ -2,7 +2,7 @@
 
 Every engine turns one Scenario into one Prediction, with the same inputs
 (:func:`quiclab.sim.resolve.resolve`). Engines are interchangeable so that they
-can be compared on the same work (DESIGN.md, "Rules of the house").
+can be compared on the same work (docs/explanation/design.md, "Rules of the house").
 """
 
 from __future__ import annotations
