@@ -25,10 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from quiclab.datasets.testbeds import fresh_id
 from quiclab.testbed.runner import RunResult, Side
 
 #: Longest experiment name kept whole in a run id.
@@ -108,7 +110,8 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
     data_packets, data_from = _packets(result, srv, "server")
     ack_packets, ack_from = _packets(result, cli, "client")
     row: dict[str, Any] = {
-        "run_id": result.run_id, "source": "fresh", "experiment": result.config.experiment,
+        "run_id": result.run_id, "source": "fresh", "testbed": fresh_id(socket.gethostname()),
+        "experiment": result.config.experiment,
         "setting": s.describe(), "logdir": result.logdir, "hostpair": "veth",
         "server_host": "netns:server", "client_host": "netns:client",
         "cpu": cpu_name, "server_impl": s.server, "client_impl": s.client,
