@@ -47,8 +47,9 @@ validate: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest -m "not slow" $(PYTEST_FLAGS)
 
+## The slow tests, and the property-based tests (tests/properties/) with many more examples.
 test-slow: $(STAMP)
-	$(BIN)/pytest -m "slow" $(PYTEST_FLAGS)
+	QUICLAB_HYPOTHESIS_PROFILE=long $(BIN)/pytest -m "slow or properties" $(PYTEST_FLAGS)
 
 ## Lint and type check (CI runs it before the tests). mypy checks the package as it is
 ## imported (quiclab.sim.scenario, not sim.scenario): .ci/typecheck.py stages that tree.

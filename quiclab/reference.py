@@ -80,8 +80,17 @@ PREDICTION_DOCS: dict[str, str] = {
                       "digest of the engines' sources (`des-1.0+3f9c0a1b`)",
     "goodput_mbps": "predicted goodput, Mbit/s (10⁶ bit/s of application data)",
     "limit": "the limiting resource (see Limits below)",
-    "goodput_lo_mbps": "lower end of the goodput interval, Mbit/s",
-    "goodput_hi_mbps": "upper end of the goodput interval, Mbit/s",
+    "goodput_lo_mbps": "lower end of the predictive interval, Mbit/s: where the measured "
+                       "goodput is expected at `interval_level`, model error included "
+                       "(learned from held-out residuals, `models/intervals.py`)",
+    "goodput_hi_mbps": "upper end of the predictive interval, Mbit/s",
+    "interval_level": "the interval's level (0.9 unless `--level`); NaN when the models "
+                      "carry no `intervals.json` (the interval is then the parameters')",
+    "param_lo_mbps": "lower end of the interval of the fitted parameters alone, Mbit/s",
+    "param_hi_mbps": "upper end of the interval of the fitted parameters alone, Mbit/s",
+    "extrapolated": "the fields on which the scenario lies outside the evidence of its "
+                    "models and pair, and how far; empty inside (`models/domain.py`)",
+    "interval_source": "which held-out residuals set the interval and what widened it",
     "duration_s": "predicted transfer time, s",
     "rates_mbps": "for every resource the engine evaluated, the goodput it alone would "
                   "allow, Mbit/s (`headroom` = rate / goodput − 1)",
