@@ -92,6 +92,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
         print("no cross-validation (--cv none): intervals.json left as it is (a Prediction "
               "says when it was fitted for other models)")
     headline = write_report(cal, report_dir, cv)
+    from quiclab.stamp import write_stamp
+
+    write_stamp(report_dir)
     print(f"report: {report_dir / 'calibration.md'} ({time.perf_counter() - started:.0f} s)")
     if "testbeds" in cv:
         # The figure a user should read first: the error on a testbed the fit never saw.

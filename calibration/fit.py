@@ -695,12 +695,13 @@ class Calibrator:
             if not p.name.startswith("T|"):
                 continue
             _, name, role = p.name.split("|")
-            g = best.get((name, role))
-            if not g:
+            partner = best.get((name, role))
+            if not partner:
                 continue
             beh = self.specs_[name].behaviour
             payload = beh.udp_payload_bytes - beh.overhead_bytes
-            p.init = float(np.clip(math.log(payload * 8 / g * 1e3), p.lower + 0.01, p.upper - 0.01))
+            p.init = float(np.clip(math.log(payload * 8 / partner * 1e3),
+                                   p.lower + 0.01, p.upper - 0.01))
 
     def _apply(self, theta: np.ndarray) -> tuple[dict[str, ImplSpec], Interop]:
         values = {p.name: (math.exp(t) if p.kind == "log" else _expit(t))

@@ -1,6 +1,7 @@
 """The DuckDB catalog: one schema for every measured and predicted number.
 
-Tables (documented column by column in ``datasets/SCHEMA.md``):
+Tables (described column by column in ``datasets/columns.yaml``, from which
+docs/reference/catalog.md is generated):
 
 - ``runs`` — one row per transfer (published raw data or fresh testbed run);
 - ``cpu_samples`` — per-second CPU of each side's process;
@@ -212,7 +213,7 @@ DDL = [
         max_ghz DOUBLE, base_ghz DOUBLE, cores INTEGER, threads INTEGER, numa_nodes INTEGER,
         nic_numa_node INTEGER, aes_ni BOOLEAN, sources VARCHAR)""",
     # Engine outputs written by `quiclab sweep` / `quiclab reproduce`;
-    # one row per sweep, scenario and engine. Columns in datasets/SCHEMA.md.
+    # one row per sweep, scenario and engine. Columns in datasets/columns.yaml.
     """CREATE TABLE IF NOT EXISTS predictions (
         sweep VARCHAR NOT NULL, kind VARCHAR, scenario_key VARCHAR NOT NULL,
         engine VARCHAR NOT NULL, engine_version VARCHAR,
@@ -244,7 +245,7 @@ DDL = [
         GROUP BY run_id, side, category""",
 ]
 
-#: Columns of tables a user may export or query, with one-line docs (SCHEMA.md has more).
+#: Tables a user may export or query (datasets/columns.yaml has their columns' meanings).
 TABLES = ("runs", "cpu_samples", "perf_stacks", "perf_categories", "published_points",
           "sources", "files", "ingest_issues", "processed_check", "cpus", "predictions",
           "testbeds")

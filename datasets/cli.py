@@ -215,7 +215,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             if s.processed_mismatches:
                 print(f"  {len(s.processed_mismatches)} run/column disagreements — see "
                       "`quiclab data sql \"SELECT * FROM processed_check WHERE rel_diff > 1e-6\"`"
-                      " and datasets/SCHEMA.md for the reasons")
+                      " and docs/explanation/catalog.md for the reasons")
         n = testbeds.load(catalog, _host_facts())
         print(f"testbeds: {n} ({', '.join(sorted(testbeds.by_id(catalog)))})")
         # The CPU catalog last: a source refused above leaves the file untouched.

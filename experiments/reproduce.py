@@ -500,6 +500,9 @@ def main_reproduce(args: argparse.Namespace) -> int:
                                 {k: v for r in group for k, v in r.rows.items()})
             write_one(merged, out)
     findings = update_summary(out, reps)
+    from quiclab.stamp import write_stamp
+
+    write_stamp(out)
     # What the findings were computed with (quiclab validate compares it to its models).
     (out / MODELS_FILE).write_text(json.dumps(
         {"models": str(registry.source), "versions": registry.versions()}, indent=1) + "\n")

@@ -850,6 +850,9 @@ def main_validate(args: argparse.Namespace) -> int:
     md, html_path = write_report(out, summary, items_df, findings, repro_dir,
                                  {s.source: s.skipped for s in sources},
                                  requests_df, requests_summary, stale, coverage)
+    from quiclab.stamp import write_stamp
+
+    write_stamp(out)
     if len(summary):
         print(_fmt_table(summary))
     if coverage:

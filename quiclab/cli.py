@@ -6,6 +6,12 @@ find the resolved :class:`~quiclab.paths.Paths` in ``args.paths`` (and the
 catalog file in ``args.catalog``). Errors are one line on stderr, exit code 2;
 Ctrl-C exits 130 and keeps everything already written (a handler that writes
 nothing declares ``set_defaults(writes=False)``, and Ctrl-C then says so).
+
+Imports are lazy: ``quiclab --help`` lists :data:`COMMANDS` without importing any
+subsystem, and a command imports only the module that registers it (the whole
+set of modules is imported only for a name :data:`COMMANDS` does not know), so
+``quiclab predict`` never pays for the testbed, Dask or pandas. ``quiclab bench
+cli`` times it.
 """
 
 from __future__ import annotations
@@ -30,7 +36,34 @@ GROUPS = (
     "quiclab.testbed.cli",
     "quiclab.app.cli",
     "quiclab.bench",
+    "quiclab.report",
 )
+
+
+#: Each command, in help order: the module whose ``add_parser`` registers it, and the
+#: one-line help ``quiclab --help`` shows (tests/test_cli_lazy.py holds these to the
+#: modules' own).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "data": ("quiclab.datasets.cli", "build and query the catalog of measurements"),
+    "calibrate": ("quiclab.calibration.cli",
+                  "fit per-implementation cost models from the catalog"),
+    "predict": ("quiclab.sim.cli", "predict goodput for one scenario"),
+    "sweep": ("quiclab.experiments.cli",
+              "run a sweep spec (experiments/sweep-*.yaml), resumable"),
+    "reproduce": ("quiclab.experiments.cli",
+                  "reproduce seed findings (experiments/repro-*.yaml)"),
+    "validate": ("quiclab.experiments.cli",
+                 "validation report: prediction errors per source and engine"),
+    "testbed": ("quiclab.testbed.cli",
+                "fresh runs of real QUIC stacks between network namespaces"),
+    "app": ("quiclab.app.cli",
+            "start the Streamlit what-if explorer (Streamlit options pass through)"),
+    "bench": ("quiclab.bench", "print speed figures of the engines"),
+    "report": ("quiclab.report", "regenerate docs/results/ from the catalog and the reports"),
+}
+
+#: Global options that take a value (the command is the first word after them).
+_VALUED_OPTIONS = ("--catalog", "--data-dir", "--shared", "--models")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,7 +81,28 @@ class _Parser(argparse.ArgumentParser):
                      f"(see `{self.prog} --help`)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the first word that is not a global option
+    or its value), or None (no command, or ``--help`` / ``--version`` before it)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _VALUED_OPTIONS:
+            skip = True
+        elif not word.startswith("-"):
+            return word
+        elif word in ("-h", "--help", "--version"):
+            return None
+    return None
+
+
+def build_parser(command: str | None = "") -> argparse.ArgumentParser:
+    """The parser: for ``command`` "" every group (imported), for a name in
+    :data:`COMMANDS` only the module that registers it, for None only the list of
+    commands (``--help``). An unknown name gets every group, so argparse can say
+    which names exist, and a group registered without a :data:`COMMANDS` entry
+    still works."""
     parser = _Parser(
         prog="quiclab",
         description="Predict and measure the sustained throughput of QUIC implementations.",
@@ -66,7 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fitted cost-model directory (env QUICLAB_MODELS; "
                              "default the package's models/fitted)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in GROUPS:
+    if command is None:
+        for name, (_, summary) in COMMANDS.items():
+            sub.add_parser(name, help=summary, add_help=False)
+        return parser
+    modules = [COMMANDS[command][0]] if command in COMMANDS else GROUPS
+    for module_name in modules:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as err:
@@ -78,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

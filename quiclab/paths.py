@@ -1,7 +1,7 @@
 """One Paths object for every location quiclab reads or writes.
 
 Only the CLI (and the app's entry point) build it, from flags and environment
-variables; library code receives paths as arguments (../shared/STYLE.md: "Library code
+variables; library code receives paths as arguments (docs/explanation/design.md: "Library code
 never reads files or environment variables on its own"). Nothing is created
 at import time.
 

@@ -225,9 +225,9 @@ class Testbed:
             return result
         result.effective = resolved.effective
         for stack in (server, client):
-            missing = [p for p in self.builder.outputs(stack) if not p.exists()]
-            if missing:
-                result.failure_reason = (f"{stack.name} is not built ({missing[0]} missing): "
+            absent = [p for p in self.builder.outputs(stack) if not p.exists()]
+            if absent:
+                result.failure_reason = (f"{stack.name} is not built ({absent[0]} missing): "
                                          "run `quiclab testbed build`")
                 return result
         result.expected_s = expected_seconds(config, server, client)

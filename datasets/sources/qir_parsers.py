@@ -101,7 +101,7 @@ def steady_window(samples: list[CpuSample]) -> list[CpuSample]:
 
     Their code drops one more trailing sample where pidstat printed no
     ``Average:`` line for the process (clients) and one fewer where it printed
-    two (NGINX); datasets/SCHEMA.md lists the consequences.
+    two (NGINX); docs/explanation/catalog.md lists the consequences.
     """
     return samples[2:-2] if len(samples) > 4 else []
 

@@ -140,8 +140,13 @@ class AnalyticEngine:
     name = "analytic"
     version = ENGINE_VERSION
 
-    def __init__(self, registry: Registry):
+    def __init__(self, registry: Registry, backend: str = "auto"):
+        """``backend``: the core's backend, "auto", "numpy" or "compiled"
+        (:func:`quiclab.sim.analytic.core.backend_for`)."""
+        if backend not in ("auto", "numpy", "compiled"):
+            raise ValueError(f"backend={backend!r}: one of auto, numpy, compiled")
         self.registry = registry
+        self.backend = backend
 
     def resolve_many(self, scenarios: Sequence[Scenario]) -> list[Resolved]:
         """Resolve scenarios, sharing the host part among those that agree on it."""
@@ -161,7 +166,7 @@ class AnalyticEngine:
 
     def evaluate(self, scenarios: Sequence[Scenario]) -> tuple[list[Resolved], Outputs]:
         resolved = self.resolve_many(scenarios)
-        return resolved, evaluate(inputs_from_resolved(resolved))
+        return resolved, evaluate(inputs_from_resolved(resolved), self.backend)
 
     def predict(self, scenario: Scenario) -> Prediction:
         return self.predict_batch([scenario])[0]

@@ -2,7 +2,7 @@
 
 Skipped, with one message, when the tarball is absent. The numbers pinned
 here are the dataset's (UCLouvain-ENSG/picoquic-dpdk-experiments, commit
-1eb84025) as ``uclouvain-parser-1`` reads them; datasets/SCHEMA.md lists them.
+1eb84025) as ``uclouvain-parser-1`` reads them; docs/explanation/catalog.md lists them.
 """
 
 from __future__ import annotations
