@@ -98,7 +98,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     print(f"report: {report_dir / 'calibration.md'} ({time.perf_counter() - started:.0f} s)")
     if "testbeds" in cv:
         # The figure a user should read first: the error on a testbed the fit never saw.
-        summary = cvmod.summarise(cv["testbeds"])  # type: ignore[arg-type]
+        summary = cvmod.summarise(cv["testbeds"])
         print("leave one testbed out (absolute % error of each held-out testbed's items; "
               "'stacks seen': items whose stacks other testbeds measured):")
         print(summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))

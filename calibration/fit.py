@@ -742,12 +742,12 @@ class Calibrator:
                                                    "fit: seed 000 §VI-A, HTTP/3 vs generator "
                                                    f"goodput (HTTP/3 layer = {h:.2f} × T)")
             if f"Z|{name}|chacha20" in values:
-                m = values[f"Z|{name}|chacha20"]
-                base = self._crypto_base(spec)
+                times = values[f"Z|{name}|chacha20"]
+                aes = self._crypto_base(spec)
                 spec.cipher_extra_ns = dict(spec.cipher_extra_ns)
                 spec.cipher_extra_ns["chacha20"] = Value(
-                    base * (m - 1), base * (m * 0.8 - 1), base * (m * 1.25 - 1),
-                    f"fit: ChaCha20 crypto × {m:.2f} of AES-GCM's ({name} with both ciphers "
+                    aes * (times - 1), aes * (times * 0.8 - 1), aes * (times * 1.25 - 1),
+                    f"fit: ChaCha20 crypto × {times:.2f} of AES-GCM's ({name} with both ciphers "
                     "on one testbed)")
             if f"C|{name}" in values:
                 c = values[f"C|{name}"]

@@ -191,8 +191,8 @@ class IntervalModel:
                 tuple(sorted((k, tuple(v)) for k, v in self.scores.items())), level)
         return self._alphas[level]
 
-    def bands(self, goodput_mbps: Sequence[float], situations: Sequence[Situation],
-              level: float | None = None, link_mbps: Sequence[float] | None = None
+    def bands(self, goodput_mbps: Sequence[float] | np.ndarray, situations: Sequence[Situation],
+              level: float | None = None, link_mbps: Sequence[float] | np.ndarray | None = None
               ) -> list[Band]:
         """One Band per prediction (vectorised over the batch)."""
         rows = np.array([feature_row(s) for s in situations], dtype=float).reshape(
@@ -204,9 +204,9 @@ class IntervalModel:
         return [Band(float(lo[i]), float(hi[i]), level, float(sig[i]), used[i], texts[i])
                 for i in range(len(situations))]
 
-    def band_arrays(self, goodput_mbps: Sequence[float], rows: np.ndarray,
+    def band_arrays(self, goodput_mbps: Sequence[float] | np.ndarray, rows: np.ndarray,
                     bins: Sequence[str], level: float | None = None,
-                    link_mbps: Sequence[float] | None = None
+                    link_mbps: Sequence[float] | np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
         """(lo, hi, σ, bin used, too-few-residuals flag) per prediction, from feature
         rows (n × FEATURES) and Mondrian bin names. ``link_mbps`` caps ``hi``: no

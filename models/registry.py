@@ -26,7 +26,7 @@ from quiclab.models.pipelines import HostParams
 from quiclab.models.testbeds import UNSEEN, Testbed, Testbeds
 from quiclab.paths import tree_digest
 
-FRESH_PREFIX = "fresh-"  # fresh-run hosts are testbeds fresh-<hostname> (datasets.testbeds.fresh_id)
+FRESH_PREFIX = "fresh-"  # fresh-run hosts: fresh-<hostname> (datasets.testbeds.fresh_id)
 
 INTEROP_SCHEMA = "quiclab.interop/2"
 #: One set of effects for every testbed; read as QIR-10G's.
