@@ -95,7 +95,7 @@ class RunResult:
     #: The host's busy cores before the transfer (``background_cores``: the server
     #: waiting, nothing of this run moving) and during it (``busy_cores``), and
     #: ``cores`` (collect.HostLoad).
-    host: dict[str, float] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)
 
     @property
     def goodput_mbps(self) -> float | None:
@@ -180,12 +180,20 @@ def _head(path: Path) -> str:
 def _udp_port_bound(pid: int, port: int) -> bool:
     """Whether the network namespace of ``pid`` has a UDP socket on ``port`` (IPv4 or a
     dual-stack IPv6 socket, as MsQuic opens)."""
+    return _port_bound(pid, port, "udp")
+
+
+def _port_bound(pid: int, port: int, transport: str = "udp") -> bool:
+    """Whether the network namespace of ``pid`` has a UDP socket on ``port``, or for
+    ``transport="tcp"`` a TCP socket listening there (state 0A, TCP_LISTEN)."""
     lines: list[str] = []
-    for table in ("udp", "udp6"):
+    for table in ((transport, transport + "6")):
         with contextlib.suppress(OSError):
             lines += Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
     hex_port = f":{port:04X}"
-    return any(line.split()[1].endswith(hex_port) for line in lines if len(line.split()) > 1)
+    return any(line.split()[1].endswith(hex_port)
+               and (transport != "tcp" or line.split()[3] == "0A")
+               for line in lines if len(line.split()) > 3)
 
 
 class Testbed:
@@ -236,13 +244,21 @@ class Testbed:
         logdir.mkdir(parents=True, exist_ok=True)
         result.logdir = str(logdir)
         eff = resolved.effective
+        tcp = server.transport == "tcp"
         link = LinkConfig(
             mtu_bytes=s.mtu_bytes, veth_segmentation=eff["veth_segmentation"],
             nic_gro=eff["nic_gro"], tso=eff["tso"],
             rate_gbps=s.link_gbps if "link_gbps" in config.explicit else 0.0,
             queue_bytes=s.queue_bytes, loss_pct=s.loss_pct, rtt_ms=s.rtt_ms,
             reorder_pct=s.reorder_pct, relay_queue_bytes=int(config.knob("relay_queue_bytes")),
-            rcvbuf_bytes=s.rcvbuf_bytes, sndbuf_bytes=s.sndbuf_bytes, seed=s.seed)
+            # The UDP buffers are host-wide sysctls; kernel TCP sizes its own buffers
+            # (tcp_rmem/tcp_wmem of its namespaces), so a TCP run leaves them alone.
+            rcvbuf_bytes=0 if tcp else s.rcvbuf_bytes, sndbuf_bytes=0 if tcp else s.sndbuf_bytes,
+            seed=s.seed, transport=server.transport, gso=eff.get("gso", True) if tcp else True,
+            csum_offload=eff.get("csum_offload", True),
+            tcp_rmem_bytes=eff.get("tcp_rmem_bytes") or 0 if tcp else 0,
+            tcp_wmem_bytes=eff.get("tcp_wmem_bytes") or 0 if tcp else 0,
+            tcp_cc=eff.get("cc", "") if tcp else "")
         try:
             with Topology(link, self.paths.state_dir, self.builder.loss_object) as topo:
                 self._transfer(topo, config, resolved, server, client, result, logdir)
@@ -301,7 +317,7 @@ class Testbed:
         try:
             srv_sampler = collect.CpuSampler(srv.pid).start()
             started = time.monotonic()
-            while not _udp_port_bound(srv.pid, PORT):
+            while not _port_bound(srv.pid, PORT, server.transport):
                 if srv.poll() is not None or time.monotonic() - started > 10:
                     report = last_json((logdir / "server.out").read_text(errors="replace"))
                     why = report.get("error") or _head(logdir / "server.err") or "no output"
@@ -314,6 +330,7 @@ class Testbed:
             result.host = {"background_cores": round(background.cores(), 3),
                            "cores": float(ncores)}
             during = collect.HostLoad(ncores)
+            cores_during = collect.CoreLoad()
             # The server's samples start afresh here: the window's first edge.
             srv_start = srv_sampler.cut()
             result.start_ns = srv_start.time_ns
@@ -325,6 +342,7 @@ class Testbed:
             srv_end = srv_sampler.cut()
             result.end_ns = srv_end.time_ns
             result.host["busy_cores"] = round(during.cores(), 3)
+            result.host["per_core"] = cores_during.read()
             result.client.samples = cli_sampler.stop()
             # Perf peers exit by themselves (--once) once the client has closed the
             # connection; wrapped tools serve forever and are stopped here.
