@@ -30,6 +30,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 #: The window before each transfer over which the host's background load is read
 #: (/proc/stat counts in 10 ms ticks: about 0.03 cores of resolution on 2 cores).
 BACKGROUND_WINDOW_S = 0.3
+#: Bytes per test of the TCP peer's micro-benchmark (about 20 ms a core on this host).
+BENCH_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -308,6 +310,8 @@ class Testbed:
 
     def _transfer(self, topo: Topology, config: RunConfig, resolved: Resolved, server: Stack,
                   client: Stack, result: RunResult, logdir: Path) -> None:
+        if server.transport == "tcp":
+            result.host["bench"] = self._bench(topo, server, resolved)
         relay = None
         if topo.link.relayed:
             relay = self._start(self._relay_argv(topo), logdir, "relay", None)
@@ -327,7 +331,7 @@ class Testbed:
             ncores = os.cpu_count() or 1
             background = collect.HostLoad(ncores)
             time.sleep(BACKGROUND_WINDOW_S)
-            result.host = {"background_cores": round(background.cores(), 3),
+            result.host = {**result.host, "background_cores": round(background.cores(), 3),
                            "cores": float(ncores)}
             during = collect.HostLoad(ncores)
             cores_during = collect.CoreLoad()
@@ -402,6 +406,22 @@ class Testbed:
             result.topology["relay"] = counters
         result.status, result.failure_reason = _verdict(result, cli_exit, srv_exit, client,
                                                         server, config)
+
+    def _bench(self, topo: Topology, stack: Stack, resolved: Resolved) -> dict[str, Any]:
+        """The TCP peer's micro-benchmark on each side's core, just before the transfer
+        (AES-GCM and memcpy ns per byte, a multiply-add step: how fast the core is for
+        this run, whatever else the host does; ``peers/tcp-tls`` ``--role=bench``)."""
+        out: dict[str, Any] = {}
+        for role in ("server", "client"):
+            core = resolved.effective.get(f"{role}_pinned_core")
+            argv = [*topo.exec_prefix(role), *(["taskset", "-c", str(core)] if core is not None
+                                               else []),
+                    *stack.argv(self.paths.build_dir, self.paths.peers_dir),
+                    "--role=bench", f"--bytes={BENCH_BYTES}"]
+            proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
+            report = last_json(proc.stdout)
+            out[role] = {k: v for k, v in report.items() if k.endswith(("_ns_per_byte", "_ns"))}
+        return out
 
     def _relay_argv(self, topo: Topology) -> list[str]:
         link = topo.link
