@@ -196,7 +196,9 @@ def apply(resolved: Resolved, registry: Registry) -> Resolved:
         runtime = threads[role]
         overhead = runtime.overhead_cores(s.streams) if runtime else 0.0
         if note or overhead:
-            ep = replace(ep, placement_note=note, overhead_cores=overhead)
+            # Keep what resolve wrote there (kernel TCP's breakdown, sim/tcp.py).
+            joined = "; ".join(n for n in (ep.placement_note, note) if n)
+            ep = replace(ep, placement_note=joined, overhead_cores=overhead)
         out[role] = ep
     if out["sender"] is resolved.sender and out["receiver"] is resolved.receiver:
         return resolved

@@ -317,6 +317,13 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     if scenario.cc not in server.behaviour.ccs:
         raise ScenarioError("cc", scenario.cc,
                             f"{' | '.join(server.behaviour.ccs)} for {server.implementation}")
+    if server.tcp is not None or client.tcp is not None:
+        # Kernel TCP + TLS: its own mechanism (sim/tcp.py), same Endpoint numbers out.
+        from quiclab.sim.tcp import resolve_tcp
+
+        return resolve_tcp(scenario, registry, server, client,
+                           registry.cpus.scaling(server.reference_cpu, cpu.name, scenario.cpu_ghz),
+                           registry.cpus.scaling(client.reference_cpu, cpu.name, scenario.cpu_ghz))
     # Both ends must agree on a packet size: the sender's choice, capped by the
     # path; the receiver accepts what the path carries (max_udp_payload_size).
     payload = _payload(server, client, scenario)

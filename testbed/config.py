@@ -54,11 +54,12 @@ KNOB_RANGES: dict[str, tuple[float, float, str]] = {
     "timeout_s": (0, 86_400, "0 (derived from the expected transfer time) … 86400 (a day)"),
     "app_write_bytes": (0, 1 << 30, "0 (the peer's default) … 1073741824"),
     "app_read_bytes": (0, 1 << 30, "0 (the peer's default) … 1073741824"),
+    "nice": (-20, 19, "-20 … 19 (nice(1)'s range; 0: as started)"),
 }
 
 
 #: Testbed knobs added after catalogs held run ids (hashed only when set: RunConfig.key).
-LATER_KNOBS = ("app_write_bytes", "app_read_bytes")
+LATER_KNOBS = ("app_write_bytes", "app_read_bytes", "nice")
 
 #: Scenario fields of request workloads (issue 10), with their bulk default: a
 #: bulk run is one transfer on one connection and one stream.

@@ -274,6 +274,8 @@ class Testbed:
     def _command(self, topo: Topology, role: str, stack: Stack, resolved: Resolved,
                  logdir: Path, config: RunConfig) -> list[str]:
         argv = [*topo.exec_prefix(role)]
+        if config.knob("nice"):
+            argv += ["nice", "-n", str(int(config.knob("nice")))]
         core = resolved.effective.get(f"{role}_pinned_core")
         if core is not None:
             argv += ["taskset", "-c", str(core)]
@@ -311,7 +313,7 @@ class Testbed:
     def _transfer(self, topo: Topology, config: RunConfig, resolved: Resolved, server: Stack,
                   client: Stack, result: RunResult, logdir: Path) -> None:
         if server.transport == "tcp":
-            result.host["bench"] = self._bench(topo, server, resolved)
+            result.host["bench"] = self._bench(topo, server, resolved, int(config.knob("nice")))
         relay = None
         if topo.link.relayed:
             relay = self._start(self._relay_argv(topo), logdir, "relay", None)
@@ -407,20 +409,21 @@ class Testbed:
         result.status, result.failure_reason = _verdict(result, cli_exit, srv_exit, client,
                                                         server, config)
 
-    def _bench(self, topo: Topology, stack: Stack, resolved: Resolved) -> dict[str, Any]:
+    def _bench(self, topo: Topology, stack: Stack, resolved: Resolved,
+               nice: int = 0) -> dict[str, Any]:
         """The TCP peer's micro-benchmark on each side's core, just before the transfer
         (AES-GCM and memcpy ns per byte, a multiply-add step: how fast the core is for
         this run, whatever else the host does; ``peers/tcp-tls`` ``--role=bench``)."""
         out: dict[str, Any] = {}
         for role in ("server", "client"):
             core = resolved.effective.get(f"{role}_pinned_core")
-            argv = [*topo.exec_prefix(role), *(["taskset", "-c", str(core)] if core is not None
-                                               else []),
+            argv = [*topo.exec_prefix(role), *(["nice", "-n", str(nice)] if nice else []),
+                    *(["taskset", "-c", str(core)] if core is not None else []),
                     *stack.argv(self.paths.build_dir, self.paths.peers_dir),
                     "--role=bench", f"--bytes={BENCH_BYTES}"]
             proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
             report = last_json(proc.stdout)
-            out[role] = {k: v for k, v in report.items() if k.endswith(("_ns_per_byte", "_ns"))}
+            out[role] = {k: v for k, v in report.items() if "_ns" in k}
         return out
 
     def _relay_argv(self, topo: Topology) -> list[str]:

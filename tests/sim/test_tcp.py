@@ -1,0 +1,136 @@
+"""Kernel TCP + TLS through resolve and the engines: counts, placement, offloads."""
+
+from __future__ import annotations
+
+import pytest
+
+from quiclab.errors import ScenarioError
+from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.models.testing_tcp import KERNEL_NS, tcp_model
+from quiclab.sim.analytic import AnalyticEngine
+from quiclab.sim.resolve import resolve
+from quiclab.sim.scenario import Scenario
+from quiclab.sim.tcp import counts, geometry
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return synthetic_registry(tcp_model("tcp+tls"), tcp_model("veth", placement="veth"),
+                              tcp_model("tcp", tls=False), synthetic_model("fast"))
+
+
+def _scenario(**kw) -> Scenario:
+    base = dict(server="tcp+tls", client="tcp+tls", link_gbps=100.0, app="perf")
+    base.update(kw)
+    return Scenario(**base)
+
+
+def _amortised(r) -> tuple[float, float]:
+    acks = r.acks_per_packet
+    return (r.sender.ns_per_packet_amortised(acks) / r.sender.stream_bytes,
+            r.receiver.ns_per_packet_amortised(acks) / r.receiver.stream_bytes)
+
+
+def test_geometry_counts_segments_and_tls_overhead():
+    s = _scenario()
+    mss, wire = geometry(s, tls=True)
+    assert mss == 1448 and wire == pytest.approx(16406 / 16384)
+    assert geometry(s.with_(mtu_bytes=9000), tls=False) == (8948, 1.0)
+
+
+def test_endpoint_costs_give_back_the_cores_ns_per_byte(registry):
+    r = resolve(_scenario(), registry)
+    snd, rcv = _amortised(r)
+    # The Endpoint is per wire segment; its amortised cost per goodput byte is the
+    # breakdown's total, which the note prints first.
+    assert f"{snd:.3f} ns/B" in r.sender.placement_note
+    assert f"{rcv:.3f} ns/B" in r.receiver.placement_note
+    # A wire segment is MSS + 52 B of headers: the engines' wire rule (payload + 28).
+    assert r.sender.udp_payload_bytes + 28 == 1448 + 52
+
+
+def test_no_offload_costs_the_sender_per_segment(registry):
+    on = resolve(_scenario(), registry)
+    off = resolve(_scenario(tso=False, gso=False), registry)
+    assert on.sender.segments_per_call > 10 and off.sender.segments_per_call == 1
+    assert _amortised(off)[0] > _amortised(on)[0] * 1.5
+    # Software GSO instead of TSO: the skbs stay big, each segment is cut in software.
+    gso = resolve(_scenario(tso=False), registry)
+    assert gso.sender.segments_per_call == on.sender.segments_per_call
+    assert _amortised(on)[0] < _amortised(gso)[0] < _amortised(off)[0]
+
+
+def test_gro_off_costs_the_receiver_per_frame_on_a_nic(registry):
+    on = resolve(_scenario(), registry)
+    off = resolve(_scenario(gro=False), registry)
+    assert off.receiver.segments_per_call == 1 < on.receiver.segments_per_call
+    assert _amortised(off)[1] > _amortised(on)[1]
+    # The sender only processes more ACKs: one per aggregate, and GRO off makes them small.
+    assert _amortised(on)[0] < _amortised(off)[0] < _amortised(on)[0] * 1.1
+    assert off.receiver.ack_every_packets < on.receiver.ack_every_packets
+
+
+def test_veth_puts_the_receive_softirq_on_the_sender(registry):
+    nic = resolve(_scenario(), registry)
+    veth = resolve(_scenario(server="veth", client="veth"), registry)
+    assert "rx_skb" in veth.sender.placement_note and "rx_skb" not in veth.receiver.placement_note
+    assert "rx_skb" in nic.receiver.placement_note
+    assert _amortised(veth)[0] > _amortised(nic)[0]
+
+
+def test_checksum_offload_off_sums_every_byte(registry):
+    on = resolve(_scenario(), registry)
+    off = resolve(_scenario(csum_offload=False, tso=False), registry)
+    gso = resolve(_scenario(tso=False), registry)
+    csum = KERNEL_NS["csum_byte"] * 16406 / 16384
+    assert f"csum_byte (tx) {csum:.3f}" in off.sender.placement_note
+    assert f"csum_byte (rx) {csum:.3f}" in off.receiver.placement_note  # a NIC: the receiver's
+    assert "csum_byte" not in gso.sender.placement_note
+    assert _amortised(off)[0] > _amortised(gso)[0] + csum > _amortised(on)[0]
+
+
+def test_record_size_and_cipher_act_through_user_work(registry):
+    big = resolve(_scenario(), registry)
+    small = resolve(_scenario(tls_record_bytes=2048), registry)
+    chacha = resolve(_scenario(cipher="chacha20"), registry)
+    assert _amortised(small)[0] > _amortised(big)[0]
+    assert f"decrypt (chacha20) {1.0 * 16406 / 16384:.3f}" in chacha.receiver.placement_note
+    # A slower receiver also gathers smaller GRO aggregates (fewer frames per window).
+    assert _amortised(chacha)[1] - _amortised(big)[1] >= (1.0 - 0.3) * 16406 / 16384
+
+
+def test_plain_tcp_has_no_tls_and_talks_only_to_plain_tcp(registry):
+    r = resolve(_scenario(server="tcp", client="tcp"), registry)
+    assert "encrypt" not in r.sender.placement_note
+    with pytest.raises(ScenarioError, match="client"):
+        resolve(_scenario(server="tcp", client="tcp+tls"), registry)
+    with pytest.raises(ScenarioError, match="kernel TCP talks only to kernel TCP"):
+        resolve(_scenario(client="fast"), registry)
+
+
+def test_a_sender_held_back_fills_its_skbs_to_the_size_goal(registry):
+    bound = counts(_scenario(), registry.model("tcp+tls").tcp, registry.model("tcp+tls").tcp,
+                   True, True, 5e9)
+    held = counts(_scenario(), registry.model("tcp+tls").tcp, registry.model("tcp+tls").tcp,
+                  True, False, 5e9)
+    assert bound.tx_skb_segments == pytest.approx(0.95 * 16406 / 1448)
+    assert held.tx_skb_segments == 45
+
+
+def test_small_buffers_bound_the_window(registry):
+    r = resolve(_scenario(tcp_rmem_bytes=65536, rtt_ms=10), registry)
+    assert r.sender.fc_window_bytes == 32768
+    p = AnalyticEngine(registry).predict(_scenario(tcp_rmem_bytes=65536, rtt_ms=10))
+    assert p.limit == "flow_control"
+    # At most the window per round trip; the receiver's ACK turnaround adds to the round.
+    assert 0.5 < p.goodput_mbps / (32768 * 8 / 0.01005 / 1e6) <= 1.0
+
+
+def test_gso_off_lowers_the_answer_through_the_sender_cpu(registry):
+    eng = AnalyticEngine(registry)
+    s = _scenario(server="veth", client="veth")
+    on, off = eng.predict(s), eng.predict(s.with_(gso=False, tso=False))
+    assert on.limit == off.limit == "sender_cpu"
+    assert off.goodput_mbps < on.goodput_mbps * 0.8
+    assert off.rates_mbps["sender_cpu"] < on.rates_mbps["sender_cpu"]
+    assert any("kernel TCP+TLS: sender core" in n for n in off.notes)
