@@ -83,6 +83,9 @@ class Endpoint:
     rx_stall_rate_hz: float
     rx_stall_min_s: float
     rx_stall_alpha: float
+    #: Loss detection and probes (sim/des/cc.py RECOVERY_MODES): "rfc9002" for QUIC,
+    #: "tcp" for kernel TCP's RACK-TLP and retransmission timeout.
+    recovery: str = "rfc9002"
     # Where the work runs (issue 11; sim/cores.py, sim/analytic/pipeline.py):
     # hand-offs between the cores of a pipeline per data packet (ns); each core as
     # (stages, share of the endpoint's work, busy polling, queue depth in messages);

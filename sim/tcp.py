@@ -36,7 +36,7 @@ Prediction's notes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from quiclab.errors import ScenarioError
@@ -60,6 +60,8 @@ TLS_RECORD_OVERHEAD_BYTES = 22
 #: Linux's largest TSO/GSO skb (GSO_LEGACY_MAX_SIZE 65536) less MAX_TCP_HEADER
 #: (about 320 B): tcp_xmit_size_goal builds skbs of whole segments within it.
 SIZE_GOAL_BYTES = 65536 - 1 - 320
+#: The engines' receive buffer for a TCP receiver: larger than any window, so no drops.
+TCP_NO_DROP_BYTES = 1 << 40
 #: A few rounds of the fixed point between rate and rate-dependent counts (regime,
 #: GRO aggregates): the counts settle in two or three.
 ROUNDS = 4
@@ -251,7 +253,9 @@ def resolve_tcp(s: Scenario, registry: Registry, server: CostModel, client: Cost
     if s.cc not in server.behaviour.ccs:
         raise ScenarioError("cc", s.cc, f"{' | '.join(server.behaviour.ccs)} for "
                             f"{server.implementation}")
-    path = path_for(s)
+    # TCP's receive buffer is its window (flow control below): the receiver never drops
+    # for lack of room, so the engines' UDP socket buffer (rcvbuf_bytes) does not apply.
+    path = replace(path_for(s), rcvbuf_bytes=TCP_NO_DROP_BYTES)
     f_tx, f_rx = _factors(tx, s_scale), _factors(rx, c_scale)
     window = window_bytes(s, tx, rx)
     cap = min(path.link_bps * (s.mtu_bytes - TCP_HEADER_BYTES) / (
@@ -316,7 +320,10 @@ def _endpoint(model: CostModel, role: str, s: Scenario, c: Counts, work: CoreWor
         cores=1.0, ack_every_packets=1.0 / max(acks_per_segment, 1e-9),
         immediate_ack_on_gap=beh.immediate_ack_on_gap,
         max_ack_delay_s=beh.max_ack_delay_ms / 1000.0,
-        ack_threshold_fixed=beh.ack_threshold_fixed,
+        # Linux ACKs when the window's right edge moves (tcp_cleanup_rbuf: the reader's
+        # window update once it could double), so a small window gets its ACKs sooner:
+        # the engines' cap of the threshold within the window (TRANSPORT.md "ACKs").
+        ack_threshold_fixed=False,
         ack_floor_packets=beh.ack_threshold_floor_packets,
         ack_timer_s=(beh.ack_timer_ms or beh.max_ack_delay_ms) / 1000.0,
         cubic_reno_friendly=beh.cubic_reno_friendly, reno_beta=beh.reno_beta,
@@ -325,7 +332,8 @@ def _endpoint(model: CostModel, role: str, s: Scenario, c: Counts, work: CoreWor
         pacing_burst_min_packets=beh.pacing_burst_min_packets,
         pacing_burst_max_packets=beh.pacing_burst_max_packets,
         pacing_min_delay_s=beh.pacing_min_delay_ms / 1000.0, tx_burst_bytes=beh.tx_burst_bytes,
-        rx_stall_rate_hz=0.0, rx_stall_min_s=0.0, rx_stall_alpha=2.0, placement_note=note)
+        rx_stall_rate_hz=0.0, rx_stall_min_s=0.0, rx_stall_alpha=2.0, recovery="tcp",
+        placement_note=note)
 
 
 def describe(resolved: Resolved) -> dict[str, Any]:

@@ -201,11 +201,12 @@ _TCP_FACTS: dict[str, Any] = dict(
     pacing_source="Linux TCP paces only with sch_fq or for a controller that asks for it "
                   "(tcp_needs_internal_pacing: BBR); CUBIC sends what cwnd allows, in TSO "
                   "skbs sized by tcp_tso_autosize (about 1 ms of the rate, at most 64 KiB)",
-    ack_threshold_fixed=True, ack_floor_packets=2.0, ack_timer_ms=40.0,
+    ack_threshold_fixed=False, ack_floor_packets=2.0, ack_timer_ms=40.0,
     immediate_ack_on_gap=True,
     ack_threshold_source="net/ipv4/tcp_input.c __tcp_ack_snd_check: an ACK once more than "
-                         "one full-sized segment (rcv_mss) is unacknowledged, so one per two "
-                         "segments, or one per GRO aggregate; no ACK-frequency negotiation",
+                         "one full-sized segment (rcv_mss) is unacknowledged and the window's "
+                         "right edge moves, else tcp_cleanup_rbuf's window update once the "
+                         "reader could double the window: the threshold follows the window",
     ack_policy_source="net/ipv4/tcp_input.c: out-of-order data is ACKed at once "
                       "(tcp_data_queue → tcp_enter_quickack_mode, a duplicate ACK with SACK "
                       "blocks); the delayed-ACK timer is at least TCP_DELACK_MIN (40 ms)",

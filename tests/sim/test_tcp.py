@@ -134,3 +134,35 @@ def test_gso_off_lowers_the_answer_through_the_sender_cpu(registry):
     assert off.goodput_mbps < on.goodput_mbps * 0.8
     assert off.rates_mbps["sender_cpu"] < on.rates_mbps["sender_cpu"]
     assert any("kernel TCP+TLS: sender core" in n for n in off.notes)
+
+
+def test_tcp_recovery_rules_are_rack_tlp_and_rto():
+    from quiclab.sim.des.cc import RttEstimator
+
+    quic, tcp = RttEstimator(0.01), RttEstimator(0.01, "tcp")
+    for est in (quic, tcp):
+        est.update(0.012, ack_delay_s=0.002, max_ack_delay_s=0.025)
+    # TCP reports no ACK delay: its sample keeps it.
+    assert tcp.smoothed > quic.smoothed
+    # RACK: latest RTT + min_rtt / 4; QUIC: 9/8 of the larger of smoothed and latest.
+    assert tcp.loss_delay_s() == pytest.approx(0.012 + 0.01 / 4)
+    assert quic.loss_delay_s() == pytest.approx(9 / 8 * 0.012)
+    # A tail-loss probe at 2 × srtt + 2 ms, then timeouts of at least 200 ms, doubling.
+    assert tcp.probe_s(0.04, 0) == pytest.approx(2 * tcp.smoothed + 0.002)
+    assert tcp.probe_s(0.04, 1) == pytest.approx(0.2)
+    assert tcp.probe_s(0.04, 3) == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="recovery='sack'"):
+        RttEstimator(0.01, "sack")
+
+
+@pytest.mark.parametrize("loss_pct", [0.0, 1.0])
+def test_the_des_runs_kernel_tcp_with_its_recovery(registry, loss_pct):
+    from quiclab.sim.des import DesEngine
+
+    s = _scenario(link_gbps=10.0, transfer_bytes=40_000_000, loss_pct=loss_pct, rtt_ms=1.0)
+    r = resolve(s, registry)
+    assert r.sender.recovery == "tcp" and r.path.rcvbuf_bytes > 1 << 32
+    pred = DesEngine(registry).predict(s)
+    assert pred.goodput_mbps > 0 and pred.rcvbuf_drops == 0
+    if loss_pct:
+        assert pred.limit == "cwnd" and pred.retransmissions > 0
