@@ -488,3 +488,17 @@ class CoreLoad:
             row["ksoftirqd_s"] = round(soft.get(core, 0.0) - self._soft.get(core, 0.0), 4)
             out[str(core)] = row
         return out
+
+
+def set_autogroup_nice(pid: int, nice: int) -> bool:
+    """Give the scheduling autogroup of ``pid`` (its session: the harness starts each
+    peer in a new one) the nice value ``nice``. With CONFIG_SCHED_AUTOGROUP
+    (``kernel.sched_autogroup_enabled``) the scheduler shares CPU between sessions
+    first and by nice only within one, so a peer's own nice value does nothing
+    against another session's work; the autogroup's nice does (sched(7),
+    "The autogroup feature"). Returns whether it was set (False without autogroups)."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except OSError:
+        return False
+    return True

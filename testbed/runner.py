@@ -319,6 +319,9 @@ class Testbed:
             relay = self._start(self._relay_argv(topo), logdir, "relay", None)
         srv = self._start(self._command(topo, "server", server, resolved, logdir, config),
                           logdir, "server", server)
+        nice = int(config.knob("nice"))
+        if nice:
+            collect.set_autogroup_nice(srv.pid, nice)
         cli: subprocess.Popen[bytes] | None = None
         try:
             srv_sampler = collect.CpuSampler(srv.pid).start()
@@ -343,6 +346,8 @@ class Testbed:
             t0 = time.monotonic()
             cli = self._start(self._command(topo, "client", client, resolved, logdir, config),
                               logdir, "client", client)
+            if nice:
+                collect.set_autogroup_nice(cli.pid, nice)
             cli_sampler = collect.CpuSampler(cli.pid).start()
             cli_exit = collect.wait(cli, result.timeout_s, t0)
             srv_end = srv_sampler.cut()

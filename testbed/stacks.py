@@ -65,9 +65,11 @@ TESTBED_KNOBS: dict[str, Any] = {
     # (0 = the peer's default: one TLS record, or iperf3's 128 KiB for plain TCP).
     "app_write_bytes": 0,
     "app_read_bytes": 0,
-    # Scheduling priority of both peers (nice -n N; 0 = as started). On a host shared
-    # with niced work (builds, tests at nice 10) a negative value keeps a CPU-bound
-    # peer's core its own, so that its CPU cost is measured, not the host's load.
+    # Scheduling priority of both peers (0 = as started): their nice value and, since
+    # each peer is a session of its own and the scheduler shares CPU between sessions
+    # first (autogroups, sched(7)), their autogroup's. On a host shared with other work
+    # a negative value keeps a CPU-bound peer's core its own, so that its CPU cost is
+    # measured, not the host's load.
     "nice": 0,
 }
 
