@@ -89,6 +89,20 @@ def run_fresh(args: argparse.Namespace) -> int:
     if runs.empty:
         raise DataError(args.catalog, "no fresh runs (run `quiclab testbed sweep "
                                       "testbed/specs/fresh-calibration.yaml` first)")
+    out = Path(args.out) if args.out else args.paths.data_dir / "models-fresh"
+    tcp = runs["server_impl"].isin(("tcp+tls", "tcp"))
+    if tcp.any():
+        # Kernel TCP + TLS (calibration/tcp.py): its own mechanism and runs.
+        from quiclab.calibration.tcp import CALIBRATION_EXPERIMENT, fresh_models, write_fresh_tcp
+
+        host = read_host_cpu(CpuCatalog.packaged())
+        if (runs.loc[tcp, "experiment"] == CALIBRATION_EXPERIMENT).any():
+            models, tcp_fit = fresh_models(runs[tcp], host.name)
+            print(f"wrote {', '.join(write_fresh_tcp(models, out, host))} to {out} "
+                  f"(kernel TCP: {tcp_fit.runs} runs of {CALIBRATION_EXPERIMENT})")
+        runs = runs[~tcp]
+        if runs.empty:
+            return 0
     if points.empty:
         import pandas as pd
 
@@ -100,7 +114,6 @@ def run_fresh(args: argparse.Namespace) -> int:
         fit = fit_fresh(runs, points, host)
     except ValueError as err:
         raise DataError(args.catalog, str(err)) from None
-    out = Path(args.out) if args.out else args.paths.data_dir / "models-fresh"
     written = write_fresh(fit, out)
     print(f"wrote {len(written)} files to {out} (reference CPU: {host.name})")
     print(fit.table.round(2).to_string(index=False))

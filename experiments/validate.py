@@ -117,8 +117,11 @@ def _fresh_bulk_cells(runs: pd.DataFrame, known: Any,
     # veth hands the receiver what the sender wrote: a GSO super-packet arrives whole
     # (GRO's batch), single datagrams stay single (testbed README: ~1.0 packet per
     # receive without GSO, 10–44 with it). GRO without GSO batches nothing here.
+    # (Kernel TCP's GRO is the veth's own, which the TCP models take as set.)
+    tcp = {"tcp+tls", "tcp", "tcp+ktls"}
     return [replace(e, scenario=e.scenario.with_(gro=False))
-            if e.scenario.gro and not e.scenario.gso else e for e in out]
+            if e.scenario.gro and not e.scenario.gso and e.scenario.server not in tcp else e
+            for e in out]
 
 
 def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | None,

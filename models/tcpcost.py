@@ -16,11 +16,22 @@ term                one unit                               counted per transfer
 ``ack_in``          an ACK the sender processes            ACKs
 ``rx_frame``        a frame the receiving host takes in    frames on the wire (NIC); the
                     (driver, GRO per frame)                veth's units (veth)
+``gro_frame``       a frame passed through GRO (a NAPI     frames, GRO on
+                    poll's gro_receive), merged or not
 ``rx_skb``          an skb the receiver's TCP processes    GRO aggregates (GRO/LRO on),
                     (ip_rcv … tcp_v4_rcv, queue, wake-up)  else frames
 ``ack_out``         an ACK the receiver builds and sends   ACKs
 ``rx_call``         a read() system call (receiver)        read calls
 ``rx_byte``         copying a byte out of the socket       B
+``wake_out``        waking the sleeping reader on another  reader wake-ups (its
+                    core (try_to_wake_up: an IPI; in a VM  voluntary context switches)
+                    an exit and an injected interrupt)
+``wake_in``         the reader scheduled in again on its   reader wake-ups
+                    own core
+``file_in``         the sender reading its file (page      B (a web server's file; 0
+                    cache → user: read())                  for bytes made in memory)
+``file_out``        the receiver writing the file it       B (a downloader's file; 0
+                    downloads (user → page cache)          for bytes discarded)
 ==================  =====================================  ==========================
 
 all in the kernel (system time), and in user space (the TLS library):
@@ -31,9 +42,13 @@ read call around it) and, per cipher, ``encrypt`` / ``decrypt`` ns per byte.
 Where: the sender's terms run on the sender's core and the receiver's process
 terms on the receiver's; the receive path's softirq work (``rx_frame``,
 ``rx_skb``, ``ack_out``) runs where the receiving host handles its NIC — the
-receiver's core on a real NIC, but the *sender's* core between two network
-namespaces joined by a veth pair, where the sender's transmit raises the
-receive softirq on its own CPU (``placement``: ``"nic"`` or ``"veth"``).
+core that takes the NIC's interrupts on a real host (for one flow, one core; the
+kernel does not put it on the receiving process's core, so it is a stage of its
+own), but the *sender's* core between two network namespaces joined by a veth
+pair, where the sender's transmit raises the receive softirq on its own CPU
+(``placement``: ``"nic"`` or ``"veth"``). With a NIC the sender's ACK processing
+runs on its own interrupt core likewise; a side's rate is then that of the
+slower of its two cores.
 
 Every term is a :class:`~quiclab.models.costmodel.Param` (value, interval,
 source) in ns on the model's reference CPU. Kernel and user work may move to
@@ -51,13 +66,14 @@ from quiclab.models.costmodel import Param
 
 #: Kernel terms (system time) in the order of the data path.
 KERNEL_TERMS = ("tx_call", "tx_byte", "tx_skb", "tx_segment", "csum_byte", "ack_in",
-                "rx_frame", "rx_skb", "ack_out", "rx_call", "rx_byte")
+                "rx_frame", "gro_frame", "rx_skb", "ack_out", "wake_out", "rx_call", "rx_byte",
+                "wake_in", "file_in", "file_out")
 #: User terms (the TLS library and the application's calls), besides the ciphers.
 USER_TERMS = ("record_out", "record_in")
 #: Where the receive path's softirq work runs.
 PLACEMENTS = ("nic", "veth")
 #: Terms of the receive softirq (on the receiver's core with a NIC, the sender's on veth).
-SOFTIRQ_TERMS = ("rx_frame", "rx_skb", "ack_out")
+SOFTIRQ_TERMS = ("rx_frame", "gro_frame", "rx_skb", "ack_out", "wake_out")
 #: Units of each term.
 UNITS = {name: ("ns/B" if name.endswith("_byte") else "ns") for name in KERNEL_TERMS}
 
@@ -71,8 +87,11 @@ class TcpCosts:
     calls; 0 = one TLS record), ``size_goal_bytes`` (the largest skb TCP builds,
     Linux's 64 KiB GSO limit), ``gro_window_us`` (how long a NIC's receive path
     gathers frames into one GRO aggregate), ``ack_segments`` (segments per ACK the
-    receiver sends), ``window_ratio`` (payload a socket buffer byte holds, for the
-    window tcp_rmem and tcp_wmem allow), ``tls`` (whether the pair runs TLS).
+    receiver sends), ``wakeups_per_write`` (times the reader sleeps and is woken per
+    write the sender makes), ``busy`` (the share of the transfer the bottleneck core
+    works: the engines' pair busy fraction), ``skb_fill`` (a sender-bound skb's share
+    of one write's segments), ``window_ratio`` (payload a socket buffer byte holds,
+    for the window tcp_rmem and tcp_wmem allow), ``tls`` (whether the pair runs TLS).
     """
 
     kernel: dict[str, Param]

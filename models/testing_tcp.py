@@ -11,7 +11,8 @@ from quiclab.models.tcpcost import KERNEL_TERMS, TcpCosts
 #: ns (or ns/B) per unit; chosen so that each offload visibly moves a core's cost.
 KERNEL_NS = {"tx_call": 800.0, "tx_byte": 0.05, "tx_skb": 1500.0, "tx_segment": 250.0,
              "csum_byte": 0.2, "ack_in": 600.0, "rx_frame": 300.0, "rx_skb": 1200.0,
-             "ack_out": 500.0, "rx_call": 700.0, "rx_byte": 0.08}
+             "ack_out": 500.0, "rx_call": 700.0, "rx_byte": 0.08, "file_in": 0.0,
+             "file_out": 0.0, "gro_frame": 100.0, "wake_out": 2000.0, "wake_in": 1500.0}
 
 
 def _p(value: float, unit: str) -> Param:
@@ -25,6 +26,7 @@ def tcp_costs(placement: str = "nic", tls: bool = True, **facts: Any) -> TcpCost
     enc = {"aes-ni": _p(0.25, "ns/B"), "chacha20": _p(0.8, "ns/B"), "aes-sw": _p(3.0, "ns/B")}
     dec = {"aes-ni": _p(0.3, "ns/B"), "chacha20": _p(1.0, "ns/B"), "aes-sw": _p(3.5, "ns/B")}
     base = {"placement": placement, "tls": tls, "skb_fill": 0.95, "ack_segments": 8.0,
+            "wakeups_per_write": 0.5,
             "gro_window_us": 20.0, "window_ratio": 0.5, "write_bytes": 0,
             "read_bytes": 16384 if tls else 131072}
     base.update(facts)

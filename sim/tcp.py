@@ -87,7 +87,9 @@ class Counts:
     rx_frames: float
     rx_skbs: float
     rx_skb_segments: float
+    gro_frames: float
     acks: float
+    wakeups: float
     sender_bound: bool
 
     def per(self, name: str) -> float:
@@ -95,7 +97,9 @@ class Counts:
         return {"tx_call": self.writes, "tx_byte": self.wire_per_byte, "tx_skb": self.tx_skbs,
                 "tx_segment": self.sw_segments, "csum_byte": self.wire_per_byte,
                 "ack_in": self.acks, "rx_frame": self.rx_frames, "rx_skb": self.rx_skbs,
-                "ack_out": self.acks, "rx_call": self.reads, "rx_byte": self.wire_per_byte,
+                "gro_frame": self.gro_frames, "ack_out": self.acks, "wake_out": self.wakeups,
+                "wake_in": self.wakeups, "rx_call": self.reads, "rx_byte": self.wire_per_byte,
+                "file_in": 1.0, "file_out": 1.0,
                 "record_out": self.records, "record_in": self.records}[name]
 
 
@@ -107,6 +111,10 @@ class CoreWork:
     terms: dict[str, float] = field(default_factory=dict)
     lo: float = 0.0
     hi: float = 0.0
+    #: "core" (the process's) or "interrupt core" (a NIC host's softirq, when it is the
+    #: slower stage), and the other stage's total ns per byte.
+    stage: str = "core"
+    other: float = 0.0
 
     @property
     def ns_per_byte(self) -> float:
@@ -120,7 +128,12 @@ class CoreWork:
     def describe(self, top: int = 6) -> str:
         total = self.ns_per_byte
         parts = sorted(self.terms.items(), key=lambda kv: -kv[1])[:top]
-        return f"{total:.3f} ns/B = " + " + ".join(f"{k} {v:.3f}" for k, v in parts if v > 0)
+        text = f"{self.stage} {total:.3f} ns/B = " + " + ".join(
+            f"{k} {v:.3f}" for k, v in parts if v > 0)
+        if self.other:
+            text += (f" (its {'process core' if self.stage != 'core' else 'interrupt core'}: "
+                     f"{self.other:.3f} ns/B)")
+        return text
 
 
 def geometry(s: Scenario, tls: bool) -> tuple[int, float]:
@@ -132,7 +145,7 @@ def geometry(s: Scenario, tls: bool) -> tuple[int, float]:
 
 
 def counts(s: Scenario, tx: TcpCosts, rx: TcpCosts, tls: bool, sender_bound: bool,
-           rate_bps: float) -> Counts:
+           rate_bps: float, wakes_per_write: float = 0.0) -> Counts:
     """Units per goodput byte for ``s`` (``rate_bps``: the goodput the receive path sees,
     for a NIC's GRO aggregates; ``sender_bound``: whether the sender is the bottleneck)."""
     mss, wire = geometry(s, tls)
@@ -171,17 +184,33 @@ def counts(s: Scenario, tx: TcpCosts, rx: TcpCosts, tls: bool, sender_bound: boo
         if s.lro:
             rx_frames = segments / rx_segs  # the NIC merged them: the driver sees aggregates
     rx_skbs = segments / rx_segs
+    gro_frames = rx_frames if (s.gro and not s.lro) else 0.0
     ack_segments = float(rx.fact("ack_segments", 2.0))
     acks = segments / max(ack_segments, rx_segs if placement == "nic" else 1.0, 1.0)
-    return Counts(mss, wire, segments, records, 1.0 / write, 1.0 / read, tx_skbs, tx_segs,
-                  sw_segments, rx_frames, rx_skbs, rx_segs, acks, sender_bound)
+    writes = 1.0 / write
+    wakeups = writes * wakes_per_write
+    return Counts(mss, wire, segments, records, writes, 1.0 / read, tx_skbs, tx_segs,
+                  sw_segments, rx_frames, rx_skbs, rx_segs, gro_frames, acks, wakeups,
+                  sender_bound)
+
+
+def wakeups_per_write(rx: TcpCosts, snd_ns: float, rcv_ns: float) -> float:
+    """Times the faster side sleeps and is woken per write of the sender, by the
+    receiver model's law (``wake_law``: min(cap, k × slack), slack = 1 − faster /
+    slower, both sides' ns per byte without wake-ups), else its measured mean."""
+    law = (rx.facts.get("wake_law") or {}).get("value")
+    if not law:
+        return float(rx.fact("wakeups_per_write", 0.0))
+    slack = 1.0 - min(snd_ns, rcv_ns) / max(snd_ns, rcv_ns, 1e-12)
+    return min(float(law["cap"]), float(law["k"]) * slack)
 
 
 def core_work(s: Scenario, c: Counts, tx: TcpCosts, rx: TcpCosts, tls: bool,
               f_tx: tuple[float, float], f_rx: tuple[float, float]) -> tuple[CoreWork, CoreWork]:
     """(sender core, receiver core) ns per goodput byte by term. ``f_tx``/``f_rx``: the
     (kernel, user) CPU factors of each model from its reference CPU to the Scenario's."""
-    sides: dict[str, dict[str, tuple[float, float, float]]] = {"snd": {}, "rcv": {}}
+    sides: dict[str, dict[str, tuple[float, float, float]]] = {
+        "snd": {}, "rcv": {}, "snd_irq": {}, "rcv_irq": {}}
     k_tx, u_tx = f_tx
     k_rx, u_rx = f_rx
     veth = rx.fact("placement", "nic") == "veth"
@@ -190,16 +219,19 @@ def core_work(s: Scenario, c: Counts, tx: TcpCosts, rx: TcpCosts, tls: bool,
         sides[side][name] = (factor * param.value * count, factor * param.lo * count,
                              factor * param.hi * count)
 
-    for name in ("tx_call", "tx_byte", "tx_skb", "tx_segment", "ack_in"):
+    for name in ("tx_call", "tx_byte", "tx_skb", "tx_segment", "file_in"):
         add("snd", name, k_tx, tx.kernel[name], c.per(name))
     if not s.csum_offload:
         add("snd", "csum_byte (tx)", k_tx, tx.kernel["csum_byte"], c.wire_per_byte)
-    soft, k_soft = ("snd", k_tx) if veth else ("rcv", k_rx)
+    # veth: the receive softirq and the ACKs it sends back run on the sender's core.
+    # NIC: on each host's interrupt core, a stage apart from the processes.
+    add("snd" if veth else "snd_irq", "ack_in", k_tx, tx.kernel["ack_in"], c.acks)
+    soft, k_soft = ("snd", k_tx) if veth else ("rcv_irq", k_rx)
     for name in SOFTIRQ_TERMS:
         add(soft, name, k_soft, rx.kernel[name], c.per(name))
     if not s.csum_offload:
         add(soft, "csum_byte (rx)", k_soft, rx.kernel["csum_byte"], c.wire_per_byte)
-    for name in ("rx_call", "rx_byte"):
+    for name in ("rx_call", "rx_byte", "wake_in", "file_out"):
         add("rcv", name, k_rx, rx.kernel[name], c.per(name))
     if tls:
         for name, side, f, table in (("encrypt", "snd", u_tx, tx.encrypt),
@@ -211,11 +243,21 @@ def core_work(s: Scenario, c: Counts, tx: TcpCosts, rx: TcpCosts, tls: bool,
         add("snd", "record_out", u_tx, tx.user["record_out"], c.records)
         add("rcv", "record_in", u_rx, rx.user["record_in"], c.records)
     out = []
-    for side in ("snd", "rcv"):
-        terms = sides[side]
-        out.append(CoreWork({k: v[0] for k, v in terms.items()},
-                            sum(v[1] for v in terms.values()), sum(v[2] for v in terms.values())))
+    for side, irq in (("snd", "snd_irq"), ("rcv", "rcv_irq")):
+        # A NIC host's interrupt core is a stage in series with the process's core:
+        # the side runs at the slower of the two (sim/tcp.py module docstring).
+        proc, other = sides[side], sides[irq]
+        slower = other if _total(other) > _total(proc) else proc
+        work = CoreWork({k: v[0] for k, v in slower.items()},
+                        sum(v[1] for v in slower.values()), sum(v[2] for v in slower.values()),
+                        stage="interrupt core" if slower is other else "core",
+                        other=_total(proc if slower is other else other))
+        out.append(work)
     return out[0], out[1]
+
+
+def _total(terms: dict[str, tuple[float, float, float]]) -> float:
+    return sum(v[0] for v in terms.values())
 
 
 def _factors(costs: TcpCosts, scale: CpuScaling) -> tuple[float, float]:
@@ -260,9 +302,13 @@ def resolve_tcp(s: Scenario, registry: Registry, server: CostModel, client: Cost
     window = window_bytes(s, tx, rx)
     cap = min(path.link_bps * (s.mtu_bytes - TCP_HEADER_BYTES) / (
         s.mtu_bytes + 38), window * 8.0 / max(path.rtt_s, 1e-9))
-    rate, bound = cap, True
+    rate, bound, wakes = cap, True, 0.0
     for _ in range(ROUNDS):
+        # The two sides without wake-ups decide how often the faster one sleeps.
         c = counts(s, tx, rx, tls_s, bound, rate)
+        snd, rcv = core_work(s, c, tx, rx, tls_s, f_tx, f_rx)
+        wakes = wakeups_per_write(rx, snd.ns_per_byte, rcv.ns_per_byte)
+        c = counts(s, tx, rx, tls_s, bound, rate, wakes)
         snd, rcv = core_work(s, c, tx, rx, tls_s, f_tx, f_rx)
         r_snd = 8e9 / max(snd.ns_per_byte, 1e-12)
         r_rcv = 8e9 / max(rcv.ns_per_byte, 1e-12)
@@ -270,11 +316,18 @@ def resolve_tcp(s: Scenario, registry: Registry, server: CostModel, client: Cost
         # smallest; otherwise data queues in its socket and its skbs fill the goal.
         bound = r_snd <= min(r_rcv, cap)
         rate = min(r_snd, r_rcv, cap)
-    c = counts(s, tx, rx, tls_s, bound, rate)
+    c = counts(s, tx, rx, tls_s, bound, rate, wakes)
     snd, rcv = core_work(s, c, tx, rx, tls_s, f_tx, f_rx)
     sender = _endpoint(server, "sender", s, c, snd, tx, s_scale, window)
     receiver = _endpoint(client, "receiver", s, c, rcv, rx, c_scale, window)
     busy, lo, hi, src = registry.interop.busy(s.server.split("@")[0], s.client.split("@")[0])
+    if "busy" in tx.facts:
+        # The share of a transfer the bottleneck core works (the rest it waits for the
+        # other side's data, window or wake-up): the TCP model's own measurement.
+        entry = tx.facts["busy"]
+        busy = float(entry["value"])
+        lo, hi = float(entry.get("lo", busy)), float(entry.get("hi", busy))
+        src = str(entry.get("source", ""))
     resolved = Resolved(scenario=s, sender=sender, receiver=receiver, path=path,
                         interop_busy=busy, interop_lo=lo, interop_hi=hi, interop_source=src,
                         cpu=s_scale, cc=s.cc, model_versions=registry.versions())
@@ -303,7 +356,7 @@ def _endpoint(model: CostModel, role: str, s: Scenario, c: Counts, work: CoreWor
     rest = work.ns_per_byte - user_per_byte - skb_per_byte - ack_per_byte
     lo, hi = work.interval()
     tag = "sender" if role == "sender" else "receiver"
-    note = (f"kernel TCP{'+TLS' if c.records else ''}: {tag} core {work.describe()} "
+    note = (f"kernel TCP{'+TLS' if c.records else ''}: {tag} {work.describe()} "
             f"(MSS {c.mss} B; skbs of {skb_segments:.1f} segments"
             f"{', sender-bound: one write each' if c.sender_bound and role == 'sender' else ''};"
             f" {c.segments / max(c.acks, 1e-30):.1f} segments per ACK)")
