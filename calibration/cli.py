@@ -28,6 +28,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cv", default="experiments", choices=("none", "experiments", "pairs", "all"),
                    help="cross-validation: leave one experiment out (default), leave one "
                         "implementation pair out (slow), both, or none")
+    p.add_argument("--tcp-host", metavar="FILE",
+                   help="with --source fresh: also write this host's kernel TCP + TLS model "
+                        "(its measured per-unit costs and host CPU) to FILE, the input the "
+                        "published calibration moves to the seeds' hosts (models/tcp_host.json)")
     p.add_argument("--max-nfev", type=int, default=400,
                    help="evaluation budget of the joint fit (default 400)")
     p.set_defaults(func=run_calibrate)
@@ -100,6 +104,15 @@ def run_fresh(args: argparse.Namespace) -> int:
             models, tcp_fit = fresh_models(runs[tcp], host.name)
             print(f"wrote {', '.join(write_fresh_tcp(models, out, host))} to {out} "
                   f"(kernel TCP: {tcp_fit.runs} runs of {CALIBRATION_EXPERIMENT})")
+            if getattr(args, "tcp_host", None) and "tcp+tls" in models:
+                from dataclasses import replace as dc_replace
+
+                model = models["tcp+tls"]
+                row = {**host.to_row(), "sources": list(host.sources),
+                       "nics": [list(n) for n in host.nics]}
+                model = dc_replace(model, provenance={**model.provenance, "host_cpu": row})
+                Path(args.tcp_host).write_text(model.dumps())
+                print(f"wrote {args.tcp_host} (this host's kernel TCP + TLS costs)")
         runs = runs[~tcp]
         if runs.empty:
             return 0

@@ -26,7 +26,7 @@ def tcp_costs(placement: str = "nic", tls: bool = True, **facts: Any) -> TcpCost
     enc = {"aes-ni": _p(0.25, "ns/B"), "chacha20": _p(0.8, "ns/B"), "aes-sw": _p(3.0, "ns/B")}
     dec = {"aes-ni": _p(0.3, "ns/B"), "chacha20": _p(1.0, "ns/B"), "aes-sw": _p(3.5, "ns/B")}
     base = {"placement": placement, "tls": tls, "skb_fill": 0.95, "ack_segments": 8.0,
-            "wakeups_per_write": 0.5,
+            "wakeups_per_write": 0.0,
             "gro_window_us": 20.0, "window_ratio": 0.5, "write_bytes": 0,
             "read_bytes": 16384 if tls else 131072}
     base.update(facts)

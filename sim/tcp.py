@@ -91,6 +91,9 @@ class Counts:
     acks: float
     wakeups: float
     sender_bound: bool
+    #: Which side sleeps and is woken ("receiver": the reader drains faster than the
+    #: sender writes; "sender": the sender waits for the reader's window updates).
+    sleeper: str = "receiver"
 
     def per(self, name: str) -> float:
         """Units of a cost term per goodput byte (bytes for the ``*_byte`` terms)."""
@@ -145,7 +148,7 @@ def geometry(s: Scenario, tls: bool) -> tuple[int, float]:
 
 
 def counts(s: Scenario, tx: TcpCosts, rx: TcpCosts, tls: bool, sender_bound: bool,
-           rate_bps: float, wakes_per_write: float = 0.0) -> Counts:
+           rate_bps: float, wakes_per_write: float = 0.0, sleeper: str = "receiver") -> Counts:
     """Units per goodput byte for ``s`` (``rate_bps``: the goodput the receive path sees,
     for a NIC's GRO aggregates; ``sender_bound``: whether the sender is the bottleneck)."""
     mss, wire = geometry(s, tls)
@@ -191,7 +194,7 @@ def counts(s: Scenario, tx: TcpCosts, rx: TcpCosts, tls: bool, sender_bound: boo
     wakeups = writes * wakes_per_write
     return Counts(mss, wire, segments, records, writes, 1.0 / read, tx_skbs, tx_segs,
                   sw_segments, rx_frames, rx_skbs, rx_segs, gro_frames, acks, wakeups,
-                  sender_bound)
+                  sender_bound, sleeper)
 
 
 def wakeups_per_write(rx: TcpCosts, snd_ns: float, rcv_ns: float) -> float:
@@ -228,11 +231,23 @@ def core_work(s: Scenario, c: Counts, tx: TcpCosts, rx: TcpCosts, tls: bool,
     add("snd" if veth else "snd_irq", "ack_in", k_tx, tx.kernel["ack_in"], c.acks)
     soft, k_soft = ("snd", k_tx) if veth else ("rcv_irq", k_rx)
     for name in SOFTIRQ_TERMS:
-        add(soft, name, k_soft, rx.kernel[name], c.per(name))
+        if name != "wake_out":
+            add(soft, name, k_soft, rx.kernel[name], c.per(name))
     if not s.csum_offload:
         add(soft, "csum_byte (rx)", k_soft, rx.kernel["csum_byte"], c.wire_per_byte)
-    for name in ("rx_call", "rx_byte", "wake_in", "file_out"):
+    for name in ("rx_call", "rx_byte", "file_out"):
         add("rcv", name, k_rx, rx.kernel[name], c.per(name))
+    # The side that sleeps pays its own scheduling in; the waker pays the wake-up where
+    # the waking softirq runs: data for a sleeping reader is delivered by the receive
+    # softirq; a sleeping sender is woken by the ACK or window update the reader sends
+    # (on veth that softirq runs on the reader's core, with a NIC on the sender's host).
+    if c.sleeper == "receiver":
+        add(soft, "wake_out", k_soft, rx.kernel["wake_out"], c.wakeups)
+        add("rcv", "wake_in", k_rx, rx.kernel["wake_in"], c.wakeups)
+    else:
+        add("rcv" if veth else "snd_irq", "wake_out", k_rx if veth else k_tx,
+            rx.kernel["wake_out"], c.wakeups)
+        add("snd", "wake_in", k_tx, rx.kernel["wake_in"], c.wakeups)
     if tls:
         for name, side, f, table in (("encrypt", "snd", u_tx, tx.encrypt),
                                      ("decrypt", "rcv", u_rx, rx.decrypt)):
@@ -302,13 +317,14 @@ def resolve_tcp(s: Scenario, registry: Registry, server: CostModel, client: Cost
     window = window_bytes(s, tx, rx)
     cap = min(path.link_bps * (s.mtu_bytes - TCP_HEADER_BYTES) / (
         s.mtu_bytes + 38), window * 8.0 / max(path.rtt_s, 1e-9))
-    rate, bound, wakes = cap, True, 0.0
+    rate, bound, wakes, sleeper = cap, True, 0.0, "receiver"
     for _ in range(ROUNDS):
         # The two sides without wake-ups decide how often the faster one sleeps.
         c = counts(s, tx, rx, tls_s, bound, rate)
         snd, rcv = core_work(s, c, tx, rx, tls_s, f_tx, f_rx)
         wakes = wakeups_per_write(rx, snd.ns_per_byte, rcv.ns_per_byte)
-        c = counts(s, tx, rx, tls_s, bound, rate, wakes)
+        sleeper = "receiver" if rcv.ns_per_byte <= snd.ns_per_byte else "sender"
+        c = counts(s, tx, rx, tls_s, bound, rate, wakes, sleeper)
         snd, rcv = core_work(s, c, tx, rx, tls_s, f_tx, f_rx)
         r_snd = 8e9 / max(snd.ns_per_byte, 1e-12)
         r_rcv = 8e9 / max(rcv.ns_per_byte, 1e-12)
@@ -316,7 +332,7 @@ def resolve_tcp(s: Scenario, registry: Registry, server: CostModel, client: Cost
         # smallest; otherwise data queues in its socket and its skbs fill the goal.
         bound = r_snd <= min(r_rcv, cap)
         rate = min(r_snd, r_rcv, cap)
-    c = counts(s, tx, rx, tls_s, bound, rate, wakes)
+    c = counts(s, tx, rx, tls_s, bound, rate, wakes, sleeper)
     snd, rcv = core_work(s, c, tx, rx, tls_s, f_tx, f_rx)
     sender = _endpoint(server, "sender", s, c, snd, tx, s_scale, window)
     receiver = _endpoint(client, "receiver", s, c, rcv, rx, c_scale, window)

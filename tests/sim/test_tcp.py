@@ -183,3 +183,19 @@ def test_the_des_runs_kernel_tcp_with_its_recovery(registry, loss_pct):
     assert pred.goodput_mbps > 0 and pred.rcvbuf_drops == 0
     if loss_pct:
         assert pred.limit == "cwnd" and pred.retransmissions > 0
+
+
+def test_the_faster_side_sleeps_and_its_waker_pays_the_wake_up():
+    from quiclab.models.testing import synthetic_registry as registry_of
+
+    reg = registry_of(tcp_model("w", placement="veth", wakeups_per_write=1.0),
+                      tcp_model("slow", placement="veth", wakeups_per_write=1.0))
+    # veth, the sender the slower side: the reader sleeps; the sender's core (its receive
+    # softirq delivers the data) pays the wake-up, the reader its schedule-in.
+    r = resolve(_scenario(server="w", client="w"), reg)
+    assert "wake_out" in r.sender.placement_note and "wake_in" in r.receiver.placement_note
+    # A slow reader (software AES): the sender waits for its window updates instead.
+    slow = resolve(_scenario(server="w", client="w", cipher="aes-sw", gso=False, tso=False,
+                             gro=False), reg)
+    snd, rcv = (slow.sender.placement_note, slow.receiver.placement_note)
+    assert ("wake_in" in snd) == ("wake_out" in rcv)
