@@ -117,6 +117,8 @@ def run_counts(runs: pd.DataFrame) -> list[RunCounts]:
     is added to the server's system time.
     """
     out: list[RunCounts] = []
+    if runs.empty or "extra" not in runs.columns:
+        return out
     ok = runs[(runs["status"] == "ok") & runs["server_impl"].isin(("tcp+tls", "tcp"))]
     for row, extra in zip(ok.to_dict("records"), _extra(ok), strict=True):
         tcp = extra.get("tcp") or {}
@@ -795,7 +797,7 @@ def host_cpu_of(host: Any, cpus: Any) -> Any:
     the clock its runs measured."""
     from quiclab.models.cpus import Cpu
 
-    row = dict((host.provenance.get("host_cpu") or {}))
+    row = dict(host.provenance.get("host_cpu") or {})
     if not row:
         return None
     row["sources"] = tuple(row.get("sources", ()))
