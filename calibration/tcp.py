@@ -686,7 +686,10 @@ def published_costs(tls: bool, qir: dict[str, QirCell], host: Any, host_cpu: Any
 
     aes, chacha = qir.get("aes-ni"), qir.get("chacha20")
     sw = qir.get("aes-sw")
-    ids = "QIR-10G crypto experiment, tcp+tls runs (NGINX 1.18 + OpenSSL, wget)"
+    # The crypto experiment's TCP runs are seed 002 Fig. 5's measurements, whose AES-NI /
+    # ChaCha20 ratio is kempf24-030: a check of that ratio is in sample.
+    ids = ("QIR-10G crypto experiment, tcp+tls runs (NGINX 1.18 + OpenSSL, wget; seed 002 "
+           "Fig. 5, kempf24-030)")
     kernel = {n: from_host(n) for n in ("tx_byte", "rx_byte", "csum_byte", "rx_frame",
                                         "gro_frame", "rx_skb", "ack_in", "ack_out", "tx_skb")}
     wake = fixed(BARE_METAL_WAKE_NS, "ns", "assumed: a bare-metal cross-core wake-up (IPI and "

@@ -232,6 +232,10 @@ class AnalyticEngine:
         notes += unmodelled_notes(s, self.name, reordering=False)
         notes += recovery_notes(limit, float(out.rates_bps[i, 4]), float(out.rtt_eff_s[i]),
                                 payload)
+        if r.sender.recovery == "tcp" and s.loss_pct > 0:
+            notes.append("kernel TCP under loss: CUBIC's average window (RFC 9438 §5.1, its "
+                         "Reno-friendly region) over the loss rate; SACK, RACK-TLP and the "
+                         "retransmission timeout are the DES's, not this closed form's")
         return annotate(Prediction(
             scenario=s,
             engine=self.name,
