@@ -13,7 +13,7 @@ has them (``data_packets``), else, when the server sent without GSO, from its
 ``OutDatagrams`` (one datagram is one packet; ``ack_packets`` likewise from the
 client's), else bytes ÷ UDP payload (``extra.wire_packets_est``).
 
-Request workloads (issue 10) fill ``workload``, ``request_bytes``,
+Request workloads fill ``workload``, ``request_bytes``,
 ``requests``, ``connections``, ``streams``, ``requests_per_s`` and the latency
 percentiles from the client's report; ``runtime_s`` is then the completion
 time of all requests (connection set-up included). ``server_core`` /
@@ -25,10 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from quiclab.datasets.testbeds import fresh_id
 from quiclab.testbed.runner import RunResult, Side
 
 #: Longest experiment name kept whole in a run id.
@@ -116,7 +118,8 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
     data_packets, data_from = _packets(result, srv, "server")
     ack_packets, ack_from = _packets(result, cli, "client")
     row: dict[str, Any] = {
-        "run_id": result.run_id, "source": "fresh", "experiment": result.config.experiment,
+        "run_id": result.run_id, "source": "fresh", "testbed": fresh_id(socket.gethostname()),
+        "experiment": result.config.experiment,
         "setting": s.describe(), "logdir": result.logdir, "hostpair": "veth",
         "server_host": "netns:server", "client_host": "netns:client",
         "cpu": cpu_name, "server_impl": s.server, "client_impl": s.client,

@@ -37,7 +37,7 @@ __all__ = ["ENGINE_VERSION", "AnalyticEngine", "bounds", "inputs_from_resolved"]
 
 
 def _host_key(s: Scenario) -> tuple[object, ...]:
-    # connections: the request cores an endpoint uses depend on them (issue 10).
+    # connections: the request cores an endpoint uses depend on them (sim/request_costs.py).
     # Kernel TCP's counts also follow its offloads, buffers, records and, where the
     # sender's skbs or a NIC's GRO aggregates depend on the rate, the path (sim/tcp.py):
     # those fields are in the key (at their defaults they change nothing for QUIC).
@@ -47,7 +47,7 @@ def _host_key(s: Scenario) -> tuple[object, ...]:
 
 
 def _layout_key(s: Scenario) -> tuple[object, ...]:
-    # Pipeline, placement and runtime threads (issue 11, sim/cores.py); the link
+    # Pipeline, placement and runtime threads (sim/cores.py); the link
     # rate picks the NIC (and its NUMA node) only when a side is pinned.
     pinned = s.pin or s.server_core >= 0 or s.client_core >= 0
     return (s.pipeline, s.pin, s.server_core, s.client_core, s.streams,
