@@ -197,15 +197,18 @@ def counts(s: Scenario, tx: TcpCosts, rx: TcpCosts, tls: bool, sender_bound: boo
                   sender_bound, sleeper)
 
 
-def wakeups_per_write(rx: TcpCosts, snd_ns: float, rcv_ns: float) -> float:
+def wakeups_per_write(rx: TcpCosts, snd_ns: float, rcv_ns: float,
+                      deliveries: float = 1.0) -> float:
     """Times the faster side sleeps and is woken per write of the sender, by the
-    receiver model's law (``wake_law``: min(cap, k × slack), slack = 1 − faster /
-    slower, both sides' ns per byte without wake-ups), else its measured mean."""
+    receiver model's law (``wake_law``: min(cap, k × slack × deliveries^β), slack =
+    1 − faster / slower, both sides' ns per byte without wake-ups; deliveries: the
+    frames the receive path hands up per write), else its measured mean."""
     law = (rx.facts.get("wake_law") or {}).get("value")
     if not law:
         return float(rx.fact("wakeups_per_write", 0.0))
     slack = 1.0 - min(snd_ns, rcv_ns) / max(snd_ns, rcv_ns, 1e-12)
-    return min(float(law["cap"]), float(law["k"]) * slack)
+    spread = max(deliveries, 1.0) ** float(law.get("beta", 0.0))
+    return min(float(law["cap"]), float(law["k"]) * slack * spread)
 
 
 def core_work(s: Scenario, c: Counts, tx: TcpCosts, rx: TcpCosts, tls: bool,
@@ -322,7 +325,8 @@ def resolve_tcp(s: Scenario, registry: Registry, server: CostModel, client: Cost
         # The two sides without wake-ups decide how often the faster one sleeps.
         c = counts(s, tx, rx, tls_s, bound, rate)
         snd, rcv = core_work(s, c, tx, rx, tls_s, f_tx, f_rx)
-        wakes = wakeups_per_write(rx, snd.ns_per_byte, rcv.ns_per_byte)
+        wakes = wakeups_per_write(rx, snd.ns_per_byte, rcv.ns_per_byte,
+                                  c.rx_frames / max(c.writes, 1e-30))
         sleeper = "receiver" if rcv.ns_per_byte <= snd.ns_per_byte else "sender"
         c = counts(s, tx, rx, tls_s, bound, rate, wakes, sleeper)
         snd, rcv = core_work(s, c, tx, rx, tls_s, f_tx, f_rx)
