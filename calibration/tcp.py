@@ -103,6 +103,10 @@ class RunCounts:
     s_wakeups: float = math.nan
     #: The client's own transfer time (connect to last byte), s.
     transfer_s: float = math.nan
+    #: The window the receiver last offered (the sender's tcp_info snd_wnd) and the
+    #: namespaces' tcp_rmem[2] it came from, bytes.
+    snd_wnd: float = math.nan
+    rmem: float = math.nan
     experiment: str = ""
     setting: str = ""
     host: dict[str, Any] = field(default_factory=dict)
@@ -164,6 +168,8 @@ def run_counts(runs: pd.DataFrame) -> list[RunCounts]:
             r_wakeups=_num((extra.get("client_exit") or {}).get("voluntary_switches")),
             s_wakeups=_num((extra.get("server_exit") or {}).get("voluntary_switches")),
             transfer_s=_num((extra.get("client_report") or {}).get("transfer_s")),
+            snd_wnd=_num((tcp.get("server_tcp_info") or {}).get("snd_wnd")),
+            rmem=_num(scen.get("tcp_rmem_bytes", 6291456)),
             experiment=str(row["experiment"]),
             setting=str(row["setting"]), host=extra.get("host") or {}))
     return [r for r in out if all(math.isfinite(x) for x in (
@@ -362,6 +368,12 @@ def _host_facts(items: list[RunCounts]) -> dict[str, dict[str, Any]]:
             "source": f"fit: the busier side's CPU over the client's transfer time, median "
                       f"(10–90 %) of {len(group)} {kind} runs: the bottleneck core waits for "
                       "the other's data, window or wake-up the rest of the time"}
+    small = [r.snd_wnd / r.rmem for r in items if r.rmem < 1 << 20 and r.snd_wnd > 0]
+    if small:
+        out["window_ratio"] = {"value": round(_med(small), 4), "source": (
+            f"fit: the window the receiver offered (tcp_info snd_wnd) over tcp_rmem, median of "
+            f"{len(small)} runs with small buffers: the kernel's scaling ratio of payload to "
+            "buffer (tcp_win_from_space, Linux 6.x)")}
     return {**out,
         "placement": {"value": "veth", "source": "testbed: two network namespaces joined by a "
                       "veth pair; the sender's transmit raises the receive softirq on its own "
@@ -428,8 +440,8 @@ def host_costs(fit: HostFit, tls: bool) -> TcpCosts:
     facts["write_bytes"] = {"value": 0 if tls else 131072,
                             "source": "testbed: peers/tcp-tls writes one TLS record per "
                                       "SSL_write, or 128 KiB blocks of plain TCP (iperf3's)"}
-    facts["window_ratio"] = {"value": 0.5, "source": "assumed: tcp_adv_win_scale's half of "
-                                                     "the buffer for payload; ×/÷ 1.5"}
+    facts.setdefault("window_ratio", {"value": 0.5, "source": "assumed: tcp_adv_win_scale's "
+                                                            "half of the buffer; ×/÷ 1.5"})
     facts["size_goal_bytes"] = {"value": 65536, "source": "Linux GSO_LEGACY_MAX_SIZE"}
     scaling = Param(1.0, 1.0, 1.0, "", "derived: this host is the reference CPU")
     return TcpCosts(kernel, user, enc, dec, scaling, facts)
@@ -889,3 +901,32 @@ def uclouvain_offloads(runs: pd.DataFrame, registry: Any, engine: str = "analyti
     df["predicted_ratio"] = df["predicted_mbps"] / df["cpus"].map(base["predicted_mbps"])
     df["error_pct"] = (df["predicted_ratio"] / df["measured_ratio"] - 1.0) * 100.0
     return df.sort_values(["cpus", "measured_ratio"], ascending=[True, False])
+
+
+# ------------------------------------------------------------ the fresh sessions' table
+def sessions_table(items: pd.DataFrame) -> pd.DataFrame:
+    """The fresh TCP cells of ``quiclab validate --source fresh`` (its validation.csv)
+    as one row per engine, stack and setting, with each session's measured and
+    predicted goodput and error side by side; ``held_out_setting`` marks settings the
+    calibration session never ran."""
+    df = items[(items["source"] == "fresh") & items["server"].isin(list(TCP_MODELS))].copy()
+    if df.empty:
+        return df
+    df["setting"] = [i.partition("|")[2].split("[", 1)[-1].rstrip("]") for i in df["ident"]]
+    df["setting"] = [", ".join(p for p in s.split(", ") if not p.startswith(
+        ("transfer_bytes=", "pin=True"))) or "default" for s in df["setting"]]
+    calibrated = set(df.loc[df["group"] == CALIBRATION_EXPERIMENT, "setting"] + "|"
+                     + df.loc[df["group"] == CALIBRATION_EXPERIMENT, "server"])
+    rows = []
+    for (engine, server, setting), g in df.groupby(["engine", "server", "setting"], sort=True):
+        row: dict[str, Any] = {"engine": engine, "stack": server, "setting": setting,
+                               "held_out_setting": f"{setting}|{server}" not in calibrated}
+        for _, r in g.iterrows():
+            tag = "cal" if r["group"] == CALIBRATION_EXPERIMENT else "val"
+            row[f"{tag}_measured"] = r["observed_mbps"]
+            row[f"{tag}_predicted"] = r["predicted_mbps"]
+            row[f"{tag}_error_pct"] = r["signed_error_pct"]
+            row[f"{tag}_cv_pct"] = r["noise_cv_pct"]
+            row[f"{tag}_limit"] = r["limit"]
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -393,7 +393,7 @@ CPU_LIMITS = ("sender_cpu", "receiver_cpu")
 #: Fresh experiments designed with a control: every pair also ran the calibration
 #: setting in the same session (a cell labelled ``base`` elsewhere may differ from it
 #: in a knob the Scenario does not name, e.g. knob-coverage's veth segmentation).
-CONTROLLED_EXPERIMENTS = ("fresh-validation-controlled",)
+CONTROLLED_EXPERIMENTS = ("fresh-validation-controlled", "tcp-validation")
 #: Knob settings the fresh calibration itself runs (testbed/specs/fresh-calibration.yaml:
 #: GSO off fixes each stack's system-call share), so not held out in kind.
 CALIBRATED_SETTINGS = ("gso=False",)
@@ -426,7 +426,11 @@ def controlled_knobs(items: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (_engine, _group, _server, _client), g in fresh.groupby(
             ["engine", "group", "server", "client"], sort=True):
-        control = g[g["setting"] == "base"]
+        # The control is the calibration setting: "base", or the spec's base fields
+        # alone when it sets some (testbed/specs/tcp-validation.yaml pins: "pin=True").
+        base = "base" if (g["setting"] == "base").any() else min(
+            g["setting"], key=lambda label: (label.count(", "), len(label)))
+        control = g[g["setting"] == base]
         if control.empty:
             continue
         c = control.iloc[0]
@@ -436,7 +440,7 @@ def controlled_knobs(items: pd.DataFrame) -> pd.DataFrame:
         # The control is CPU-bound: observed / predicted is this session's CPU speed
         # relative to the calibration session's. It moves CPU-bound predictions only.
         factor = c["observed_mbps"] / c["predicted_mbps"]
-        for _, r in g[g["setting"] != "base"].iterrows():
+        for _, r in g[g["setting"] != base].iterrows():
             normalised = r["predicted_mbps"] * (factor if r["limit"] in CPU_LIMITS else 1.0)
             rows.append({**{k: r[k] for k in ("engine", "group", "server", "client", "setting",
                                                 "observed_mbps", "predicted_mbps", "ape_pct")},
