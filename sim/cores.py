@@ -105,8 +105,8 @@ def _scaled(ep: Endpoint, factor: float) -> Endpoint:
 #: Implementations whose packet path is not QUIC's stages (seed 001 §3): the kernel
 #: runs TCP, segmentation and ACKs, so there is no user-space UDP/IP or protocol stage
 #: to put on a core of its own.
-NOT_STAGED = {"tcp+tls": "the kernel runs TCP (no user-space UDP/IP, crypto-per-packet or "
-                         "QUIC protocol stage to place)"}
+NOT_STAGED = {name: "the kernel runs TCP (no user-space UDP/IP, crypto-per-packet or "
+                    "QUIC protocol stage to place)" for name in ("tcp+tls", "tcp")}
 
 
 def preset_for(scenario: Scenario, impl: str, catalog: PipelineCatalog) -> str:
