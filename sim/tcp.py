@@ -310,6 +310,9 @@ def resolve_tcp(s: Scenario, registry: Registry, server: CostModel, client: Cost
     if s.workload != "bulk":
         raise ScenarioError("workload", s.workload, "bulk (the TCP models have no request "
                             "terms)")
+    if s.udp_payload_bytes:
+        raise ScenarioError("udp_payload_bytes", s.udp_payload_bytes,
+                            "0 for kernel TCP: its segment is the MTU less 52 B (set mtu_bytes)")
     if s.cc not in server.behaviour.ccs:
         raise ScenarioError("cc", s.cc, f"{' | '.join(server.behaviour.ccs)} for "
                             f"{server.implementation}")
