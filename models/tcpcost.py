@@ -8,10 +8,11 @@ term                one unit                               counted per transfer
 ==================  =====================================  ==========================
 ``tx_call``         a write() system call (sender)         B / write size
 ``tx_byte``         copying a byte into the socket         B
-``tx_skb``          an skb TCP transmits (tcp_write_xmit   super-segments (TSO/GSO
-                    … dev_queue_xmit): a super-segment     skbs; segments without GSO)
-``tx_segment``      a segment cut in software (GSO         wire segments, TSO off and
-                    without TSO: skb_segment + its xmit)   GSO on
+``tx_skb``          an skb TCP transmits (tcp_write_xmit   super-segments (TCP always
+                    … dev_queue_xmit): a super-segment     builds GSO skbs; see below)
+``tx_segment``      a segment cut in software (a device    wire segments, TSO off
+                    without TSO: skb_gso_segment + its     (the device's gso flag does
+                    xmit)                                  not matter to TCP)
 ``csum_byte``       a byte summed in software (each side)  B, without checksum offload
 ``ack_in``          an ACK the sender processes            ACKs
 ``rx_frame``        a frame the receiving host takes in    frames on the wire (NIC); the
@@ -38,6 +39,13 @@ all in the kernel (system time), and in user space (the TLS library):
 ``record_out`` / ``record_in`` per TLS record sealed or opened (header, nonce,
 AEAD set-up and tag, the library's buffer handling, the application's write or
 read call around it) and, per cipher, ``encrypt`` / ``decrypt`` ns per byte.
+
+Offloads: Linux gives every TCP socket GSO whatever its device offers
+(net/core/sock.c ``sk_setup_caps`` sets ``NETIF_F_GSO`` for TCP, since 4.13),
+so TCP always builds super-segments and the device's ``gso`` flag does not reach
+it; a device without TSO (``tso`` off, or checksum offload off, which makes the
+kernel drop TSO) gets each skb cut into segments in software (``tx_segment``).
+GRO (``gro_frame``) and LRO change how many skbs the receiving TCP processes.
 
 Where: the sender's terms run on the sender's core and the receiver's process
 terms on the receiver's; the receive path's softirq work (``rx_frame``,

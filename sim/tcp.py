@@ -7,13 +7,17 @@ TCP models. It counts, per goodput byte, the work the Scenario implies:
 - segments: the MSS is the MTU less IPv4, TCP and timestamp headers (52 B);
   TLS adds 22 B to each record (5 B header, 1 B content type, 16 B tag, RFC
   8446 §5.2);
-- super-segments: with TSO or GSO TCP builds skbs of up to its size goal
-  (tcp_xmit_size_goal: 64 KiB less headers, whole segments). A sender that is
+- super-segments: TCP builds skbs of up to its size goal (tcp_xmit_size_goal:
+  64 KiB less headers, whole segments) whatever the device offers: Linux gives
+  every TCP socket GSO (net/core/sock.c sk_setup_caps sets NETIF_F_GSO for TCP,
+  since 4.13), so the device's ``gso`` flag does not reach TCP. A sender that is
   the bottleneck sends what each write() handed it at once (tcp_push), so its
   skbs are one write long; a sender held back by the receiver, the link or the
-  window queues data and fills the goal. Without GSO and TSO an skb is a segment;
-- software segmentation: GSO without TSO cuts every skb into segments at the
-  device (one per wire segment);
+  window queues data and fills the goal;
+- software segmentation: a device without TSO gets every skb cut into segments
+  in software before its driver (validate_xmit_skb → skb_gso_segment: one per
+  wire segment); without checksum offload the kernel turns TSO off
+  (netdev_fix_features), so that case segments in software too;
 - the receive path: a NIC delivers frames; GRO (or LRO in the NIC) gathers those
   arriving within ``gro_window_us`` of each other into one skb (at most the size
   goal). A veth pair hands the peer what the sender transmitted: a TSO skb whole,
@@ -158,10 +162,9 @@ def counts(s: Scenario, tx: TcpCosts, rx: TcpCosts, tls: bool, sender_bound: boo
     write = float(tx.fact("write_bytes", 0) or (record if tls else 131072))
     read = float(rx.fact("read_bytes", 0) or (record if tls else 131072))
     goal = max(1, SIZE_GOAL_BYTES // mss)
-    offload = s.tso or s.gso
-    if not offload:
-        tx_segs = 1.0
-    elif sender_bound:
+    # TSO needs checksum offload (the kernel clears it without); GSO is TCP's always.
+    tso = s.tso and s.csum_offload
+    if sender_bound:
         # Each write goes out at once: an skb of what it handed TCP (a record on the
         # wire), times the fill the runs measured (a partial tail waits for the next).
         fill = float(tx.fact("skb_fill", 1.0))
@@ -169,13 +172,13 @@ def counts(s: Scenario, tx: TcpCosts, rx: TcpCosts, tls: bool, sender_bound: boo
     else:
         tx_segs = float(goal)
     tx_skbs = segments / tx_segs
-    sw_segments = segments if (s.gso and not s.tso) else 0.0
+    sw_segments = 0.0 if tso else segments
     placement = rx.fact("placement", "nic")
     if placement == "veth":
         # veth hands the peer what the device transmitted: a TSO skb whole, or each
         # segment of a software GSO skb, which the peer's GRO (NAPI) gathers again.
-        rx_frames = tx_skbs if s.tso else segments
-        rx_segs = tx_segs if (s.tso or (s.gro and s.gso)) else 1.0
+        rx_frames = tx_skbs if tso else segments
+        rx_segs = tx_segs if (tso or s.gro) else 1.0
     else:
         rx_frames = segments
         if s.gro or s.lro:
@@ -383,6 +386,9 @@ def _endpoint(model: CostModel, role: str, s: Scenario, c: Counts, work: CoreWor
             f"(MSS {c.mss} B; skbs of {skb_segments:.1f} segments"
             f"{', sender-bound: one write each' if c.sender_bound and role == 'sender' else ''};"
             f" {c.segments / max(c.acks, 1e-30):.1f} segments per ACK)")
+    if role == "sender" and not s.gso:
+        note += ("; gso=false leaves TCP's skbs as they are: Linux gives every TCP socket "
+                 "GSO (sk_setup_caps), software segmentation follows tso")
     return Endpoint(
         impl=model.implementation, role=role,
         udp_payload_bytes=c.mss + EXTRA_HEADER_BYTES, stream_bytes=max(1, int(stream)),
