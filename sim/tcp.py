@@ -26,7 +26,10 @@ TCP models. It counts, per goodput byte, the work the Scenario implies:
   when the window's right edge moves, tcp_input.c __tcp_ack_snd_check, so the
   count follows the reader, not a fixed two segments);
 - TLS records (``tls_record_bytes``), write() calls (the application's write
-  size: one record for NGINX and the testbed peer) and read() calls.
+  size: one record for NGINX and the testbed peer) and read() calls;
+- files: a web server reads the file it sends and a downloader writes it
+  (``file_in``/``file_out``, one byte each per goodput byte), except with
+  ``app=perf``, whose bytes are made in memory and discarded.
 
 Each count times its cost gives ns per goodput byte on the sender's and the
 receiver's core (the receive softirq on the receiver's with a NIC, on the
@@ -98,6 +101,10 @@ class Counts:
     #: Which side sleeps and is woken ("receiver": the reader drains faster than the
     #: sender writes; "sender": the sender waits for the reader's window updates).
     sleeper: str = "receiver"
+    #: Bytes read from and written to files per goodput byte: 1 for a web server and a
+    #: downloader (the models' ``file_in``/``file_out``), 0 for ``app=perf`` (bytes
+    #: made in memory and discarded, as iperf3 and the testbed's peers do).
+    files: float = 1.0
 
     def per(self, name: str) -> float:
         """Units of a cost term per goodput byte (bytes for the ``*_byte`` terms)."""
@@ -106,7 +113,7 @@ class Counts:
                 "ack_in": self.acks, "rx_frame": self.rx_frames, "rx_skb": self.rx_skbs,
                 "gro_frame": self.gro_frames, "ack_out": self.acks, "wake_out": self.wakeups,
                 "wake_in": self.wakeups, "rx_call": self.reads, "rx_byte": self.wire_per_byte,
-                "file_in": 1.0, "file_out": 1.0,
+                "file_in": self.files, "file_out": self.files,
                 "record_out": self.records, "record_in": self.records}[name]
 
 
@@ -197,7 +204,7 @@ def counts(s: Scenario, tx: TcpCosts, rx: TcpCosts, tls: bool, sender_bound: boo
     wakeups = writes * wakes_per_write
     return Counts(mss, wire, segments, records, writes, 1.0 / read, tx_skbs, tx_segs,
                   sw_segments, rx_frames, rx_skbs, rx_segs, gro_frames, acks, wakeups,
-                  sender_bound, sleeper)
+                  sender_bound, sleeper, 0.0 if s.app == "perf" else 1.0)
 
 
 def wakeups_per_write(rx: TcpCosts, snd_ns: float, rcv_ns: float,

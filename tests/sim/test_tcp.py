@@ -205,3 +205,10 @@ def test_the_faster_side_sleeps_and_its_waker_pays_the_wake_up():
                              gro=False), reg)
     snd, rcv = (slow.sender.placement_note, slow.receiver.placement_note)
     assert ("wake_in" in snd) == ("wake_out" in rcv)
+
+
+def test_perf_has_no_file_io(registry):
+    c_h3 = counts(_scenario(app="h3"), *(registry.model("tcp+tls").tcp,) * 2, True, False, 1e9)
+    c_perf = counts(_scenario(), *(registry.model("tcp+tls").tcp,) * 2, True, False, 1e9)
+    assert c_h3.per("file_in") == c_h3.per("file_out") == 1.0
+    assert c_perf.per("file_in") == c_perf.per("file_out") == 0.0
