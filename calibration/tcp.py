@@ -267,7 +267,10 @@ def fit_host(runs: pd.DataFrame, experiment: str = CALIBRATION_EXPERIMENT,
                           "measured_s": yy / 1e9, "fitted_s": ff / 1e9,
                           "error_pct": (ff / yy - 1.0) * 100.0 if yy > 0 else math.nan})
     facts = _host_facts(items)
-    facts["wake_law"] = _wake_law(items, terms)
+    # Each kind its own law: plain TCP's 128 KiB writes deliver several skbs each.
+    for kind, tls in (("tls", True), ("plain", False)):
+        if sum(r.tls == tls for r in items) >= 3:
+            facts[f"wake_law_{kind}"] = _wake_law(items, terms, tls)
     source = (f"fit: NNLS of each core's CPU in the transfer window on its counts over "
               f"{len(items)} runs of "
               f"{experiment} ({min(r.run_id for r in items)} …), bootstrap 95 % interval "
@@ -275,8 +278,8 @@ def fit_host(runs: pd.DataFrame, experiment: str = CALIBRATION_EXPERIMENT,
     return HostFit(terms, pd.DataFrame(resid), facts, len(items), source)
 
 
-def _wake_law(items: list[RunCounts], terms: dict[str, dict[str, tuple[float, float, float]]]
-              ) -> dict[str, Any]:
+def _wake_law(items: list[RunCounts], terms: dict[str, dict[str, tuple[float, float, float]]],
+              tls: bool = True) -> dict[str, Any]:
     """How often the faster side sleeps and must be woken, per write of the sender:
     ``min(cap, k × slack × deliveries^β)``, slack = 1 − (the faster side's time per
     write) / (the slower side's), both without wake-ups, and deliveries the frames the
@@ -291,7 +294,7 @@ def _wake_law(items: list[RunCounts], terms: dict[str, dict[str, tuple[float, fl
 
     xs, ds, ws = [], [], []
     for r in items:
-        if not r.tls:
+        if r.tls != tls:
             continue
         a = (val("s_sys", "kernel.tx_call") * r.writes + val("s_sys", "kernel.tx_byte") * r.wire
              + val("s_sys", "kernel.tx_skb") * r.tcp_skbs
@@ -320,7 +323,7 @@ def _wake_law(items: list[RunCounts], terms: dict[str, dict[str, tuple[float, fl
             "rms": round(rms, 4),
             "source": f"fit: least squares of the reader's wake-ups per write on the slack "
                       f"between the two sides and the frames delivered per write over "
-                      f"{len(w)} TLS runs (rms {rms:.2f} wake-ups "
+                      f"{len(w)} {'TLS' if tls else 'plain'} runs (rms {rms:.2f} wake-ups "
                       "per write: the two sides' timing decides each run, so single runs scatter "
                       "around the law)"}
 
@@ -432,7 +435,7 @@ def host_costs(fit: HostFit, tls: bool) -> TcpCosts:
                                                                            if tls else
                                                                            "--tls=false")}
     kind, other = ("tls", "plain") if tls else ("plain", "tls")
-    for name in ("read_bytes", "wakeups_per_write", "busy"):
+    for name in ("read_bytes", "wakeups_per_write", "busy", "wake_law"):
         facts.pop(f"{name}_{other}", None)
         if f"{name}_{kind}" in facts:
             facts[name] = facts.pop(f"{name}_{kind}")

@@ -116,8 +116,12 @@ def test_the_fit_finds_the_costs_the_runs_are_made_of(runs):
     lo, hi = s["kernel.tx_call"][1:]
     assert lo <= TRUE["tx_call"] * 1.001 and hi >= TRUE["tx_call"] * 0.999
     assert fit.residuals["error_pct"].abs().max() < 1.0
-    law = fit.facts["wake_law"]["value"]
-    assert law["k"] >= 0 and law["cap"] > 0
+    # Each kind of run has its own wake-up law; each model carries its own.
+    for kind in ("tls", "plain"):
+        law = fit.facts[f"wake_law_{kind}"]["value"]
+        assert law["k"] >= 0 and law["cap"] > 0
+    assert host_costs(fit, True).facts["wake_law"] == fit.facts["wake_law_tls"]
+    assert host_costs(fit, False).facts["wake_law"] == fit.facts["wake_law_plain"]
 
 
 def test_host_costs_carry_every_term_with_its_source(runs):
