@@ -33,8 +33,9 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest -m "not slow" $(PYTEST_FLAGS)
 
+## The slow tests, and the property-based tests (tests/properties/) with many more examples.
 test-slow: $(STAMP)
-	$(BIN)/pytest -m "slow" $(PYTEST_FLAGS)
+	QUICLAB_HYPOTHESIS_PROFILE=long $(BIN)/pytest -m "slow or properties" $(PYTEST_FLAGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

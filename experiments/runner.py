@@ -30,6 +30,7 @@ from quiclab.experiments.progress import ProgressReporter
 from quiclab.experiments.spec import OUTPUT_FIELDS, digest
 from quiclab.experiments.store import PartStore, write_json_atomic
 from quiclab.models.registry import Registry
+from quiclab.paths import writable_folder
 from quiclab.sim.engine import code_digest
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import DEFAULTS, LATER_FIELDS, Scenario, field_names
@@ -158,7 +159,7 @@ def run_points(*, name: str, kind: str, spec: dict[str, Any], scenarios: Sequenc
     """
     versions = registry.versions()
     chash = chash or content_hash(spec, versions)
-    out.mkdir(parents=True, exist_ok=True)
+    writable_folder(out, "--out")  # a file in the way or a read-only disk: one line, now
     _check_out(out, chash)
     store = PartStore(out)
     store.clean_temporaries()

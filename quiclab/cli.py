@@ -4,7 +4,8 @@ Every subsystem contributes its group through an ``add_parser(subparsers)``
 function in its own ``cli`` module; handlers are ``func(args) -> int`` and
 find the resolved :class:`~quiclab.paths.Paths` in ``args.paths`` (and the
 catalog file in ``args.catalog``). Errors are one line on stderr, exit code 2;
-Ctrl-C exits 130 and keeps everything already written.
+Ctrl-C exits 130 and keeps everything already written (a handler that writes
+nothing declares ``set_defaults(writes=False)``, and Ctrl-C then says so).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from quiclab import __version__
-from quiclab.errors import QuiclabError
+from quiclab.errors import QuiclabError, one_line
 from quiclab.paths import Paths
 
 #: Modules that contribute subcommand groups, in help order. A group whose
@@ -42,7 +43,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("quiclab").strip()
         where = f"{command}: " if command else ""
-        self.exit(2, f"quiclab: error: {where}{message} (see `{self.prog} --help`)\n")
+        # one_line: argparse quotes the value it refused, which may be megabytes long.
+        self.exit(2, f"quiclab: error: {one_line(where + message)} "
+                     f"(see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,11 +92,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"quiclab: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("quiclab: interrupted — results already written are kept; "
-              "run the same command again to resume", file=sys.stderr)
+        # A command that writes nothing says so (set_defaults(writes=False)): there is
+        # nothing to keep or resume.
+        if getattr(args, "writes", True):
+            print("quiclab: interrupted — results already written are kept; "
+                  "run the same command again to resume", file=sys.stderr)
+        else:
+            print(f"quiclab: interrupted — `{_command(args)}` writes nothing, so nothing "
+                  "was lost and there is nothing to resume", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    """``quiclab predict`` / ``quiclab data sql``: the subcommand that ran."""
+    words = [getattr(args, "command", None), getattr(args, "data_command", None)]
+    return " ".join(["quiclab", *(w for w in words if w)])
 
 
 if __name__ == "__main__":

@@ -44,6 +44,11 @@ DEFAULT_TLS_RECORD_BYTES = 16384
 APPS = ("perf", "hq", "h3")
 CCS = ("cubic", "reno", "bbr")
 WORKLOADS = ("bulk", "requests", "handshakes")
+#: A testbed id (``models/fitted/testbeds.json``); whether it exists is checked
+#: against the registry when the scenario is resolved.
+TESTBED_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+#: The testbed id of hosts the models never saw: no testbed-specific effect applies.
+UNSEEN_TESTBED = "unseen"
 
 
 def _bool(value: object, name: str) -> bool:
@@ -110,6 +115,11 @@ class Scenario:
     #: NIC when ``pin``, else wherever the scheduler puts it (seed 002 §4.7).
     server_core: int = -1
     client_core: int = -1
+    #: The core that handles the NIC queue's interrupts on both hosts (-1: not a core
+    #: a stack is pinned to — irqbalance or a dedicated core). A stack pinned to it
+    #: shares that core with the kernel's packet processing (UCLouvain's testbed
+    #: pins its interrupts to core 2, and some runs the stacks too).
+    irq_core: int = -1
     # --- application --------------------------------------------------------
     transfer_bytes: int = QIR_TRANSFER_BYTES
     streams: int = 1
@@ -122,6 +132,14 @@ class Scenario:
     request_bytes: int = 0
     requests: int = 0
     connections: int = 1
+    # --- where -----------------------------------------------------------------
+    #: The testbed the transfer runs on (``models/fitted/testbeds.json``): effects
+    #: fitted to one testbed's measurements (a pair's interplay, an unknown CPU's
+    #: speed) act only on predictions for that testbed. The default, ``unseen``, is
+    #: a testbed the models never saw — the user's own hosts — where only
+    #: mechanisms act; ``qir10g`` is the testbed whose baseline the other defaults
+    #: reproduce (seed 002 §3.2).
+    testbed: str = UNSEEN_TESTBED
     # --- reproducibility ------------------------------------------------------
     seed: int = 0
     run: int = 0
@@ -150,6 +168,7 @@ class Scenario:
         "udp_payload_bytes": (0, 65527),
         "server_core": (-1, 4095),
         "client_core": (-1, 4095),
+        "irq_core": (-1, 4095),
         "request_bytes": (0, 2**40),
         "requests": (0, 10**9),
         "connections": (1, 1_000_000),
@@ -162,17 +181,30 @@ class Scenario:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ScenarioError(name, value, "a non-empty name")
+        if not isinstance(self.testbed, str) or not TESTBED_ID.fullmatch(self.testbed):
+            raise ScenarioError("testbed", self.testbed,
+                                "a testbed id: lower-case letters, digits and '-' (e.g. "
+                                "qir10g, koenig25, uclouvain, unseen)")
+        for name in ("server", "client"):
+            # "lsquic@" or "@march" would reach the registry as a name without a
+            # variant or without an implementation.
+            value = getattr(self, name)
+            impl, at, variant = value.partition("@")
+            if not impl.strip() or (at and not variant.strip()) or "@" in variant:
+                raise ScenarioError(name, value, "an implementation, optionally @variant "
+                                                 "(lsquic, lsquic@march)")
         for name, (lo, hi) in self.RANGES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ScenarioError(name, value, f"a number in {lo:g} … {hi:g}")
-            if not math.isfinite(value) or not lo <= value <= hi:
+            # math.isfinite() of a 400-digit int overflows: only floats can be inf/nan.
+            if (isinstance(value, float) and not math.isfinite(value)) or not lo <= value <= hi:
                 raise ScenarioError(name, value, f"{lo:g} … {hi:g}")
         for name in ("mtu_bytes", "queue_bytes", "rcvbuf_bytes", "sndbuf_bytes",
                      "tcp_rmem_bytes", "tcp_wmem_bytes", "tls_record_bytes",
                      "transfer_bytes", "streams", "chunks", "udp_payload_bytes",
                      "request_bytes", "requests", "connections", "seed", "run",
-                     "server_core", "client_core"):
+                     "server_core", "client_core", "irq_core"):
             if not isinstance(getattr(self, name), int):
                 raise ScenarioError(name, getattr(self, name), "a whole number")
         for name in _FLOAT_FIELDS:
@@ -300,8 +332,63 @@ _FLOAT_FIELDS = tuple(f.name for f in fields(Scenario) if f.type in ("float", fl
 _TYPES: dict[str, type] = {f.name: type(getattr(Scenario(), f.name)) for f in fields(Scenario)}
 
 
+#: Most digits a whole number read from text may have: more than any field's range
+#: needs (seed: 19 digits), and far below where ``int()`` of text turns slow and then
+#: refuses (4300 digits).
+MAX_DIGITS = 40
+_WHOLE_TEXT = re.compile(r"[+-]?[0-9][0-9_]*")
+
+
+def _allowed(name: str, what: str) -> str:
+    """``what`` with the field's range, if it has one: "a whole number in 1228 … 65535"."""
+    bounds = Scenario.RANGES.get(name)
+    return f"{what} in {bounds[0]:g} … {bounds[1]:g}" if bounds else what
+
+
+def whole_number(name: str, raw: Any, source: str | None = None) -> int:
+    """The one reader of whole numbers from user input (``--set``, YAML, URLs, specs).
+
+    Takes an int, a float with no fraction (``1500.0``, ``1e9``) or text of either
+    (``"9000"``, ``"1_000_000"``, ``"8.6e9"``); text of digits is read exactly
+    (``2**53 + 1`` stays itself), never through a float. Raises ScenarioError naming
+    the field, a bounded excerpt of the value and the field's range: for a number
+    with more than :data:`MAX_DIGITS` digits the range is what it breaks.
+    """
+    if isinstance(raw, bool):
+        raise ScenarioError(name, raw, _allowed(name, "a whole number"), source=source)
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float):
+        if not math.isfinite(raw) or not raw.is_integer():
+            raise ScenarioError(name, raw, _allowed(name, "a whole number"), source=source)
+        return int(raw)
+    if not isinstance(raw, str):
+        raise ScenarioError(name, raw, _allowed(name, "a whole number"), source=source)
+    text = raw.strip()
+    if _WHOLE_TEXT.fullmatch(text):
+        digits = text.lstrip("+-").replace("_", "").lstrip("0")
+        if len(digits) > MAX_DIGITS:
+            bounds = Scenario.RANGES.get(name)
+            allowed = f"{bounds[0]:g} … {bounds[1]:g}" if bounds else \
+                f"a whole number of at most {MAX_DIGITS} digits"
+            raise ScenarioError(name, raw, allowed, source=source)
+        return int(text.replace("_", ""))
+    try:
+        number = float(text.replace("_", ""))
+    except ValueError:
+        raise ScenarioError(name, raw, _allowed(name, "a whole number"), source=source) from None
+    if not math.isfinite(number) or not number.is_integer():
+        raise ScenarioError(name, raw, _allowed(name, "a whole number"), source=source)
+    return int(number)
+
+
 def coerce(name: str, raw: Any, source: str | None = None) -> Any:
-    """Coerce one raw value (e.g. the string ``"9000"`` from ``--set``) to the field's type."""
+    """Coerce one raw value (e.g. the string ``"9000"`` from ``--set``) to the field's type.
+
+    Numbers, booleans and names are read from text or taken as given; a list, a
+    mapping or nothing where one value belongs is refused (a YAML ``cpu: [a, b]``
+    is not a CPU). Raises ScenarioError naming the field and a bounded excerpt.
+    """
     if name not in _TYPES:
         raise ScenarioError(name, raw, "a Scenario field: " + ", ".join(field_names()),
                             source=source)
@@ -309,6 +396,8 @@ def coerce(name: str, raw: Any, source: str | None = None) -> Any:
     if kind is bool:
         if isinstance(raw, bool):
             return raw
+        if not isinstance(raw, str | int | float):
+            raise ScenarioError(name, raw, "true or false", source=source)
         text = str(raw).strip().lower()
         if text in ("1", "true", "yes", "on"):
             return True
@@ -316,24 +405,16 @@ def coerce(name: str, raw: Any, source: str | None = None) -> Any:
             return False
         raise ScenarioError(name, raw, "true or false", source=source)
     if kind is int:
-        if isinstance(raw, bool):
-            raise ScenarioError(name, raw, "a whole number", source=source)
-        if isinstance(raw, int):
-            return raw
-        try:
-            number = float(str(raw).replace("_", ""))
-        except ValueError:
-            raise ScenarioError(name, raw, "a whole number", source=source) from None
-        if not math.isfinite(number) or number != int(number):
-            raise ScenarioError(name, raw, "a whole number", source=source)
-        return int(number)
+        return whole_number(name, raw, source=source)
     if kind is float:
-        if isinstance(raw, bool):
-            raise ScenarioError(name, raw, "a number", source=source)
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+            raise ScenarioError(name, raw, _allowed(name, "a number"), source=source)
         try:
             return float(raw)
-        except (TypeError, ValueError):
-            raise ScenarioError(name, raw, "a number", source=source) from None
+        except (ValueError, OverflowError):  # "fast", or an int past 1e308
+            raise ScenarioError(name, raw, _allowed(name, "a number"), source=source) from None
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise ScenarioError(name, raw, "a name (one word or quoted text)", source=source)
     return str(raw)
 
 
