@@ -30,6 +30,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="cross-validation: leave one testbed out (the error to expect on "
                         "your own testbed), leave one experiment out (default), leave one "
                         "implementation pair out (slow), all three, or none")
+    p.add_argument("--tcp-host", metavar="FILE",
+                   help="with --source fresh: also write this host's kernel TCP + TLS model "
+                        "(its measured per-unit costs and host CPU) to FILE, the input the "
+                        "published calibration moves to the seeds' hosts (models/tcp_host.json)")
     p.add_argument("--max-nfev", type=int, default=400,
                    help="evaluation budget of the joint fit (default 400)")
     from quiclab.experiments.cli import interval_level
@@ -158,6 +162,29 @@ def run_fresh(args: argparse.Namespace) -> int:
     if runs.empty:
         raise DataError(args.catalog, "no fresh runs (run `quiclab testbed sweep "
                                       "testbed/specs/fresh-calibration.yaml` first)")
+    out = Path(args.out) if args.out else args.paths.data_dir / "models-fresh"
+    tcp = runs["server_impl"].isin(("tcp+tls", "tcp"))
+    if tcp.any():
+        # Kernel TCP + TLS (calibration/tcp.py): its own mechanism and runs.
+        from quiclab.calibration.tcp import CALIBRATION_EXPERIMENT, fresh_models, write_fresh_tcp
+
+        host = read_host_cpu(CpuCatalog.packaged())
+        if (runs.loc[tcp, "experiment"] == CALIBRATION_EXPERIMENT).any():
+            models, tcp_fit = fresh_models(runs[tcp], host.name)
+            print(f"wrote {', '.join(write_fresh_tcp(models, out, host))} to {out} "
+                  f"(kernel TCP: {tcp_fit.runs} runs of {CALIBRATION_EXPERIMENT})")
+            if getattr(args, "tcp_host", None) and "tcp+tls" in models:
+                from dataclasses import replace as dc_replace
+
+                model = models["tcp+tls"]
+                row = {**host.to_row(), "sources": list(host.sources),
+                       "nics": [list(n) for n in host.nics]}
+                model = dc_replace(model, provenance={**model.provenance, "host_cpu": row})
+                Path(args.tcp_host).write_text(model.dumps())
+                print(f"wrote {args.tcp_host} (this host's kernel TCP + TLS costs)")
+        runs = runs[~tcp]
+        if runs.empty:
+            return 0
     if points.empty:
         import pandas as pd
 
@@ -169,7 +196,6 @@ def run_fresh(args: argparse.Namespace) -> int:
         fit = fit_fresh(runs, points, host)
     except ValueError as err:
         raise DataError(args.catalog, str(err)) from None
-    out = Path(args.out) if args.out else args.paths.data_dir / "models-fresh"
     written = write_fresh(fit, out)
     print(f"wrote {len(written)} files to {out} (reference CPU: {host.name})")
     print(fit.table.round(2).to_string(index=False))

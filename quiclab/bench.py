@@ -56,8 +56,9 @@ def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0,
     if n < 1:
         raise QuiclabError(f"--n {n}: the analytic batch needs at least 1 scenario")
     engine = AnalyticEngine(registry)
+    # QUIC stacks only: kernel TCP (a model with a tcp section) pairs only with itself.
     names = [m for m in registry.names()
-             if m != "tcp+tls" and "h3" in registry.models[m].behaviour.apps][:5]
+             if registry.models[m].tcp is None and "h3" in registry.models[m].behaviour.apps][:5]
     pairs = [(s, c) for s in names for c in names][:10]
     resolved = engine.resolve_many([Scenario(server=s, client=c) for s, c in pairs])
     base = inputs_from_resolved(resolved)

@@ -34,6 +34,13 @@ QIR_TRANSFER_BYTES = 8589934592
 ETHERNET_WIRE_OVERHEAD_BYTES = 38
 
 CIPHERS = ("aes-ni", "aes-sw", "chacha20")
+#: Linux's defaults of net.ipv4.tcp_rmem / tcp_wmem (the largest autotuned buffer; the
+#: QIR hosts' Debian bullseye kernel 5.10: "4096 131072 6291456", "4096 16384 4194304").
+DEFAULT_TCP_RMEM_BYTES = 6291456
+DEFAULT_TCP_WMEM_BYTES = 4194304
+#: TLS 1.3's largest record (RFC 8446 §5.1: 2^14 bytes of plaintext), what NGINX and
+#: OpenSSL write by default.
+DEFAULT_TLS_RECORD_BYTES = 16384
 APPS = ("perf", "hq", "h3")
 CCS = ("cubic", "reno", "bbr")
 WORKLOADS = ("bulk", "requests", "handshakes")
@@ -79,6 +86,19 @@ class Scenario:
     # --- hosts ------------------------------------------------------------
     gso: bool = True
     gro: bool = True
+    #: Kernel TCP's offloads (tcp+tls and tcp): TCP segmentation offload on the
+    #: sender's NIC, large receive offload on the receiver's, and checksum offload on
+    #: both (without it the kernel sums every byte, and TSO is off: the kernel needs
+    #: the NIC's checksum for TSO). ``gso``/``gro`` are the kernel's software GSO and
+    #: GRO for TCP. QUIC stacks ignore all three.
+    tso: bool = True
+    lro: bool = False
+    csum_offload: bool = True
+    #: Kernel TCP's largest autotuned receive and send buffers (tcp_rmem[2], tcp_wmem[2]).
+    tcp_rmem_bytes: int = DEFAULT_TCP_RMEM_BYTES
+    tcp_wmem_bytes: int = DEFAULT_TCP_WMEM_BYTES
+    #: TLS record size (plaintext bytes per record) of TCP+TLS senders.
+    tls_record_bytes: int = DEFAULT_TLS_RECORD_BYTES
     rcvbuf_bytes: int = DEFAULT_RCVBUF_BYTES
     sndbuf_bytes: int = DEFAULT_SNDBUF_BYTES
     cipher: str = "aes-ni"
@@ -136,6 +156,11 @@ class Scenario:
         "queue_bdp": (0.01, 1000.0),
         "rcvbuf_bytes": (4096, 2**31 - 1),
         "sndbuf_bytes": (4096, 2**31 - 1),
+        "tcp_rmem_bytes": (4096, 2**31 - 1),
+        "tcp_wmem_bytes": (4096, 2**31 - 1),
+        # RFC 8446 §5.1: at most 2^14 plaintext bytes; 512 is the smallest
+        # max_fragment_length (RFC 6066 §4) and OpenSSL's smallest send fragment.
+        "tls_record_bytes": (512, 16384),
         "cpu_ghz": (0.0, 10.0),
         "transfer_bytes": (1, 2**50),
         "streams": (1, 100_000),
@@ -176,6 +201,7 @@ class Scenario:
             if (isinstance(value, float) and not math.isfinite(value)) or not lo <= value <= hi:
                 raise ScenarioError(name, value, f"{lo:g} … {hi:g}")
         for name in ("mtu_bytes", "queue_bytes", "rcvbuf_bytes", "sndbuf_bytes",
+                     "tcp_rmem_bytes", "tcp_wmem_bytes", "tls_record_bytes",
                      "transfer_bytes", "streams", "chunks", "udp_payload_bytes",
                      "request_bytes", "requests", "connections", "seed", "run",
                      "server_core", "client_core", "irq_core"):
@@ -185,7 +211,7 @@ class Scenario:
             # rtt_ms=5 and rtt_ms=5.0 compare equal, so they must share a key().
             if type(getattr(self, name)) is not float:
                 object.__setattr__(self, name, float(getattr(self, name)))
-        for name in ("gso", "gro", "pin"):
+        for name in ("gso", "gro", "pin", "tso", "lro", "csum_offload"):
             _bool(getattr(self, name), name)
         for name, allowed in (("cipher", CIPHERS), ("app", APPS), ("cc", CCS),
                               ("workload", WORKLOADS), ("pipeline", _pipelines())):
@@ -257,9 +283,19 @@ class Scenario:
                 raise ScenarioError(err.field, err.value, err.allowed, source=source) from None
             raise
 
+    def key_dict(self) -> dict[str, Any]:
+        """The fields a key hashes: every field, except those added after catalogs held
+        keys (:data:`LATER_FIELDS`) while they keep their default, so that a scenario
+        that does not use them keeps the key (and testbed run id) it had before."""
+        data = self.to_dict()
+        for name in LATER_FIELDS:
+            if data[name] == DEFAULTS[name]:
+                del data[name]
+        return data
+
     def key(self) -> str:
         """A stable content hash (16 hex digits) used to name results of this scenario."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        blob = json.dumps(self.key_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
@@ -279,6 +315,14 @@ def _pipelines() -> tuple[str, ...]:
 
 def field_names() -> list[str]:
     return [f.name for f in fields(Scenario)]
+
+
+#: Fields added after sweeps, predictions and testbed runs were keyed by
+#: :meth:`Scenario.key` (kernel TCP's offloads, buffers and TLS record size): a
+#: scenario at their defaults hashes as before.
+LATER_FIELDS = ("tso", "lro", "csum_offload", "tcp_rmem_bytes", "tcp_wmem_bytes",
+                "tls_record_bytes", "irq_core", "testbed")
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Scenario)}
 
 
 #: Fields held as float whatever number they were given (Scenario.__post_init__).

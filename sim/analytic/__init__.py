@@ -40,8 +40,12 @@ __all__ = ["ENGINE_VERSION", "AnalyticEngine", "bounds", "inputs_from_resolved"]
 
 def _host_key(s: Scenario) -> tuple[object, ...]:
     # connections: the request cores an endpoint uses depend on them (sim/request_costs.py).
+    # Kernel TCP's counts also follow its offloads, buffers, records and, where the
+    # sender's skbs or a NIC's GRO aggregates depend on the rate, the path (sim/tcp.py):
+    # those fields are in the key (at their defaults they change nothing for QUIC).
     return (s.server, s.client, s.cpu, s.cpu_ghz, s.cipher, s.app, s.mtu_bytes, s.gso, s.gro,
-            s.udp_payload_bytes, s.cc, s.connections, *_layout_key(s))
+            s.udp_payload_bytes, s.cc, s.connections, *_layout_key(s), s.tso, s.lro,
+            s.csum_offload, s.tls_record_bytes, s.tcp_rmem_bytes, s.tcp_wmem_bytes)
 
 
 def _layout_key(s: Scenario) -> tuple[object, ...]:
@@ -147,6 +151,17 @@ class AnalyticEngine:
             raise ValueError(f"backend={backend!r}: one of auto, numpy, compiled")
         self.registry = registry
         self.backend = backend
+        self._tcp_names: dict[str, bool] = {}
+
+    def _tcp(self, s: Scenario) -> bool:
+        """Whether ``s``'s server is a kernel TCP model (its resolution follows the path)."""
+        name = s.server.split("@")[0]
+        if name not in self._tcp_names:
+            try:
+                self._tcp_names[name] = self.registry.model(name).tcp is not None
+            except Exception:  # an unknown name: resolve() refuses it with its own line
+                self._tcp_names[name] = False
+        return self._tcp_names[name]
 
     def resolve_many(self, scenarios: Sequence[Scenario]) -> list[Resolved]:
         """Resolve scenarios, sharing the host part among those that agree on it."""
@@ -154,6 +169,9 @@ class AnalyticEngine:
         out = []
         for s in scenarios:
             key = _host_key(s)
+            if self._tcp(s):
+                key += (s.link_gbps, s.rtt_ms, s.base_rtt_us, s.loss_pct, s.queue_bytes,
+                        s.queue_bdp)
             base = cache.get(key)
             if base is None:
                 base = cache[key] = resolve(s, self.registry)
@@ -242,6 +260,10 @@ class AnalyticEngine:
         notes += unmodelled_notes(s, self.name, reordering=False)
         notes += recovery_notes(limit, float(out.rates_bps[i, 4]), float(out.rtt_eff_s[i]),
                                 payload)
+        if r.sender.recovery == "tcp" and s.loss_pct > 0:
+            notes.append("kernel TCP under loss: CUBIC's average window (RFC 9438 §5.1, its "
+                         "Reno-friendly region) over the loss rate; SACK, RACK-TLP and the "
+                         "retransmission timeout are the DES's, not this closed form's")
         return annotate(Prediction(
             scenario=s,
             engine=self.name,
