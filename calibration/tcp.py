@@ -753,7 +753,9 @@ def published_costs(tls: bool, qir: dict[str, QirCell], host: Any, host_cpu: Any
         for name in ("file_in", "file_out"):
             kernel[name] = fixed(0.0, "ns/B", "derived: iperf3 sends and discards buffers in "
                                  "memory, no file", rel=0.0)
-    user, enc, dec = {}, {}, {}
+    user: dict[str, Param] = {}
+    enc: dict[str, Param] = {}
+    dec: dict[str, Param] = {}
     if tls and aes and chacha and sw:
         ru = hc.user["record_out"].value * move.factor
         rv = hc.user["record_in"].value * move.factor

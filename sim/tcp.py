@@ -353,7 +353,8 @@ def resolve_tcp(s: Scenario, registry: Registry, server: CostModel, client: Cost
     snd, rcv = core_work(s, c, tx, rx, tls_s, f_tx, f_rx)
     sender = _endpoint(server, "sender", s, c, snd, tx, s_scale, window)
     receiver = _endpoint(client, "receiver", s, c, rcv, rx, c_scale, window)
-    busy, lo, hi, src = registry.interop.busy(s.server.split("@")[0], s.client.split("@")[0])
+    busy, lo, hi, src = registry.interop.busy(s.server.split("@")[0], s.client.split("@")[0],
+                                            s.testbed)
     if "busy" in tx.facts:
         # The share of a transfer the bottleneck core works (the rest it waits for the
         # other side's data, window or wake-up): the TCP model's own measurement.

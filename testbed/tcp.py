@@ -181,7 +181,8 @@ def summary(report_server: dict[str, Any], report_client: dict[str, Any],
         stats = link.get(role) or {}
         packets, nbytes = stats.get(f"{direction}_packets"), stats.get(f"{direction}_bytes")
         out[f"{direction}_skbs"] = packets
-        out[f"{direction}_skb_bytes"] = (nbytes / packets) if packets else None
+        out[f"{direction}_skb_bytes"] = (nbytes / packets
+                                         if packets and nbytes is not None else None)
     records = _int(report_server.get("records_out"))
     payload = _int(report_server.get("record_payload_bytes_out"))
     out["records_out"] = records
