@@ -27,6 +27,7 @@ GROUPS = (
     "quiclab.sim.cli",
     "quiclab.experiments.cli",
     "quiclab.testbed.cli",
+    "quiclab.testbed.hostcli",
     "quiclab.app.cli",
     "quiclab.bench",
 )
