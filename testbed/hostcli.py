@@ -34,8 +34,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("probe", help="take a host probe (≤ ~20 s) and store it")
     p.add_argument("--name", default="", help="a name to find this probe by "
                    "(`predict --set cpu=NAME`); default: its id")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="interleaved rounds per component (default 3; the spread is theirs)")
+    p.add_argument("--rounds", type=int, default=probe_mod.ROUNDS,
+                   help=f"interleaved rounds per component (default {probe_mod.ROUNDS}; the "
+                        "spread is theirs)")
     p.add_argument("--repeat", type=int, default=1,
                    help="probes back to back, with their run-to-run spread (default 1)")
     p.add_argument("--no-network", action="store_true",
@@ -155,7 +156,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
             print(f"\nrun-to-run over {len(probes)} probes (coefficient of variation):")
             for r in spread:
                 print(f"  {r['component']:<17} median {r['median_ns']:>10.4g} ns  "
-                      f"CV {r['cv_pct']:5.1f} %  (within a probe: {r['median_within_spread_pct']:.1f} %)")
+                      f"CV {r['cv_pct']:5.1f} %  (within a probe: "
+                      f"{r['median_within_spread_pct']:.1f} %)")
         if not args.no_store:
             print(f"\nstored in {args.catalog} (table host_probes); predict at this state with "
                   f"`quiclab predict --set cpu={args.name or probe_store.THIS_HOST} …`")
@@ -178,8 +180,9 @@ def cmd_probes(args: argparse.Namespace) -> int:
     if not rows:
         print("no host probes stored (run `quiclab host probe`)")
         return 0
-    from quiclab.experiments.reproduce import markdown_table
     import pandas as pd
+
+    from quiclab.experiments.reproduce import markdown_table
 
     frame = pd.DataFrame(rows)
     print(markdown_table(frame, list(frame.columns), list(frame.columns)))

@@ -18,7 +18,7 @@ udp_recv            recv of one queued datagram, no GRO
 udp_gso_segment     send of a 44-segment GSO batch, per datagram
 udp_gro_segment     recv of that batch with UDP_GRO, per datagram
 quic_packet         a short transfer of one QUIC stack (default quiche → quiche,
-                    50 MB at MTU 1500): transfer time per data packet
+                    100 MB at MTU 1500): transfer time per data packet
 ==================  ==================================================================
 
 Each component's figure is the median over the rounds and its spread the
@@ -35,6 +35,7 @@ How the figures move a cost model is :mod:`quiclab.models.cpus` (the probe rule)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -69,12 +70,14 @@ COMPONENTS: dict[str, str] = {
                    "(protocol work per packet, ACKs)",
 }
 #: How long each micro-measurement lasts in a round (s).
-MICRO_S = 0.06
-UDP_S = 0.12
+MICRO_S = 0.08
+UDP_S = 0.15
 #: The QUIC transfer: stack, bytes and transfers per probe.
 QUIC_STACK = "quiche"
-QUIC_BYTES = 50_000_000
+QUIC_BYTES = 100_000_000
 QUIC_TRANSFERS = 2
+#: Interleaved rounds of every micro-measurement (their half-range is the spread).
+ROUNDS = 5
 
 
 @dataclass(frozen=True)
@@ -110,10 +113,8 @@ def _clock_mhz() -> dict[str, float]:
     for cpu in sorted(Path("/sys/devices/system/cpu").glob("cpu[0-9]*")):
         cur = cpu / "cpufreq" / "scaling_cur_freq"
         if cur.is_file():
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 out[cpu.name] = int(cur.read_text()) / 1000.0
-            except (OSError, ValueError):
-                pass
     if out:
         return out
     n = 0
@@ -334,7 +335,7 @@ def git_code(repo: Path) -> dict[str, Any]:
     return {"quiclab": __version__, **git_revision(repo)}
 
 
-def run_probe(*, rounds: int = 3, network: bool = True, testbed: Any = None,
+def run_probe(*, rounds: int = ROUNDS, network: bool = True, testbed: Any = None,
               quic_stack: str | None = QUIC_STACK, quic_transfers: int = QUIC_TRANSFERS,
               quic_bytes: int = QUIC_BYTES, state_dir: Path = Path("/run/quiclab"),
               name: str = "", session: str = "", phase: str = "adhoc",
@@ -381,4 +382,4 @@ def run_probe(*, rounds: int = 3, network: bool = True, testbed: Any = None,
                      figures=figures, state=state, rounds=rounds,
                      duration_s=round(time.monotonic() - t0, 2), name=name, session=session,
                      phase=phase, quic=quic, code=git_code(Path(__file__).resolve().parent),
-                     notes=tuple(notes + [f"kernel {platform.release()}"]))
+                     notes=tuple([*notes, f"kernel {platform.release()}"]))

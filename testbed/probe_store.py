@@ -12,7 +12,7 @@ import json
 import math
 import socket
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +116,7 @@ def find(catalog_path: Path, ref: str, host: str | None = None) -> HostProbe:
 
 def _epoch(probe: HostProbe) -> float:
     return datetime.strptime(probe.taken_at, "%Y-%m-%dT%H:%M:%SZ").replace(
-        tzinfo=timezone.utc).timestamp()
+        tzinfo=UTC).timestamp()
 
 
 def state_at(probes: Sequence[HostProbe], when_s: float) -> dict[str, Figure]:
