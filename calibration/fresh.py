@@ -593,7 +593,8 @@ def write_fresh(fit: FreshFit, directory: Path) -> list[str]:
         (directory / f"{name}.json").write_text(model.dumps())
         written.append(f"{name}.json")
     host = {"schema": "quiclab.cpus/1", "cpus": [
-        {**fit.host.to_row(), "sources": list(fit.host.sources)}],
+        {**fit.host.to_row(), "sources": list(fit.host.sources),
+         **({"probe": fit.host.probe_json()} if fit.host.probe else {})}],
         "base_rtt_us": fit.base_rtt_us, "link_gbps": VETH_LINK_GBPS}
     if fit.relay_gbps:
         host.update(relay_gbps=round(fit.relay_gbps, 4), relay_source=fit.relay_source)

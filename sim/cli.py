@@ -139,6 +139,12 @@ def run_predict(args: argparse.Namespace) -> int:
         print(f"quiclab: --runs {args.runs}: the {args.engine} engine is deterministic; "
               "one run", file=sys.stderr)
     registry = Registry.load(args.paths.models)
+    # cpu=this-host or a stored host probe's name: the machine in its probed state.
+    from quiclab.models.cpus import CpuCatalog, read_host_cpu
+    from quiclab.testbed.probe_store import attach
+
+    registry = attach(registry, scenario.cpu, args.catalog,
+                      read_host_cpu(CpuCatalog.packaged()))
     options = {"cache_dir": args.paths.cache / "ns3"} if args.engine == "ns3" else {}
     if runs > 1:
         options["jobs" if args.engine == "ns3" else "workers"] = min(runs, os.cpu_count() or 1)

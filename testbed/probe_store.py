@@ -159,3 +159,97 @@ def median_state(probes: Sequence[HostProbe]) -> dict[str, Figure]:
         half = (values[-1] - values[0]) / 2 / med if len(values) > 1 else 0.0
         out[comp] = Figure(med, max(half, max(f.spread for f in figs)), tuple(values))
     return out
+
+
+def as_cpu(base: Any, name: str, figures: dict[str, Figure], source: str) -> Any:
+    """``base`` (a :class:`~quiclab.models.cpus.Cpu`, e.g. this host's) in the state
+    ``figures`` describe, as a catalog entry named ``name`` for the probe rule."""
+    from dataclasses import replace
+
+    return replace(base, name=name, probe=tuple(sorted(
+        (k, float(f.ns), float(f.spread)) for k, f in figures.items() if f.ns > 0)),
+        probe_source=source)
+
+
+def run_sessions(runs: Any) -> Any:
+    """The testbed session of each run (``extra.provenance.session``; None for runs
+    recorded before sessions had ids), as a pandas Series on ``runs``' index."""
+    import pandas as pd
+
+    def one(extra: Any) -> str | None:
+        try:
+            data = json.loads(extra) if isinstance(extra, str) else (extra or {})
+        except ValueError:
+            return None
+        session = (data.get("provenance") or {}).get("session") if isinstance(data, dict) \
+            else None
+        return str(session) if session else None
+    if "extra" not in runs:
+        return pd.Series([None] * len(runs), index=runs.index, dtype=object)
+    return runs["extra"].map(one)
+
+
+def sessions_probes(catalog_path: Path, sessions: Sequence[str]) -> dict[str, list[HostProbe]]:
+    """Each session's probes (sessions without probes are left out)."""
+    out: dict[str, list[HostProbe]] = {}
+    for probe in load(catalog_path):
+        if probe.session in sessions:
+            out.setdefault(probe.session, []).append(probe)
+    return out
+
+
+def calibration_state(catalog_path: Path, runs: Any, experiment: str
+                      ) -> tuple[dict[str, Figure], str] | None:
+    """The probed state of the sessions that ran ``experiment``'s ``ok`` runs: the
+    component-wise median of their probes, and where it comes from. None when those
+    sessions took no probes."""
+    cal = runs[(runs["experiment"] == experiment) & (runs["status"] == "ok")]
+    sessions = sorted({s for s in run_sessions(cal) if s})
+    found = sessions_probes(catalog_path, sessions)
+    probes = [p for s in sessions for p in found.get(s, [])]
+    if not probes:
+        return None
+    source = (f"median of {len(probes)} host probes of session(s) {', '.join(sorted(found))} "
+              f"({probes[0].taken_at} … {probes[-1].taken_at}; "
+              f"{', '.join(p.probe_id for p in probes)})")
+    return median_state(probes), source
+
+
+def with_cpus(registry: Any, cpus: Sequence[Any]) -> Any:
+    """``registry`` with more CPU entries (probed states); its versions, which hash the
+    CPU catalog, are computed afresh."""
+    catalog = registry.cpus
+    for cpu in cpus:
+        catalog = catalog.with_cpu(cpu)
+    registry.cpus = catalog
+    registry.__dict__.pop("_versions", None)
+    return registry
+
+
+def attach(registry: Any, ref: str, catalog_path: Path, host_cpu: Any) -> Any:
+    """Make ``cpu=ref`` resolvable when it names a stored probe: ``this-host`` (the
+    latest probe of this machine), a probe's name or an id prefix. A CPU the registry
+    already knows is left alone. The entry is ``host_cpu`` (this machine's catalog
+    entry, or the registry's CPU of the probe's name) in the probed state."""
+    from quiclab.errors import ScenarioError
+
+    if ref != THIS_HOST:
+        try:
+            registry.cpus.find(ref)
+            return registry
+        except ScenarioError:
+            pass
+    try:
+        probe = find(catalog_path, ref)
+    except DataError:
+        if ref == THIS_HOST:
+            raise
+        registry.cpus.find(ref)  # the catalog's own one-line refusal
+        raise
+    try:
+        base = registry.cpus.find(probe.cpu)
+    except ScenarioError:
+        base = host_cpu
+    source = f"host probe {probe.probe_id}" + (f" '{probe.name}'" if probe.name else "") \
+        + f" {probe.taken_at}"
+    return with_cpus(registry, [as_cpu(base, ref, dict(probe.figures), source)])
