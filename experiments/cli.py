@@ -100,6 +100,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reproductions", metavar="DIR",
                    help="folder of `quiclab reproduce` results to summarise (default: "
                         "<data dir>/reports/reproductions)")
+    p.add_argument("--probe-scaling", choices=("on", "off", "both"), default="on",
+                   help="fresh cells at their session's probed host state (on, the default; "
+                        "sessions without host probes are not scaled), as if the host were "
+                        "as calibrated (off), or both, with the session table "
+                        "(fresh-sessions.md)")
     p.set_defaults(func=run_validate)
 
 
