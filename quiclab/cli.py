@@ -26,6 +26,7 @@ GROUPS = (
     "quiclab.calibration.cli",
     "quiclab.sim.cli",
     "quiclab.experiments.cli",
+    "quiclab.experiments.prospective_cli",
     "quiclab.testbed.cli",
     "quiclab.testbed.hostcli",
     "quiclab.app.cli",
