@@ -129,7 +129,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if args.rounds < 1 or args.repeat < 1:
             raise QuiclabError(f"--rounds={args.rounds} --repeat={args.repeat}: allowed ≥ 1")
         root = os.geteuid() == 0
-        stack = None if args.quic_stack in ("none", "") else args.quic_stack
+        stack = "" if args.quic_stack in ("none", "") else args.quic_stack
         network = not args.no_network and root
         testbed = _testbed(args) if (stack and root) else None
         probes = []

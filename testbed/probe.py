@@ -335,19 +335,25 @@ def git_code(repo: Path) -> dict[str, Any]:
     return {"quiclab": __version__, **git_revision(repo)}
 
 
-def run_probe(*, rounds: int = ROUNDS, network: bool = True, testbed: Any = None,
-              quic_stack: str | None = QUIC_STACK, quic_transfers: int = QUIC_TRANSFERS,
-              quic_bytes: int = QUIC_BYTES, state_dir: Path = Path("/run/quiclab"),
+def run_probe(*, rounds: int | None = None, network: bool = True, testbed: Any = None,
+              quic_stack: str | None = None, quic_transfers: int | None = None,
+              quic_bytes: int | None = None, state_dir: Path = Path("/run/quiclab"),
               name: str = "", session: str = "", phase: str = "adhoc",
               log: Callable[[str], None] = lambda line: None) -> HostProbe:
     """Measure every component (see the module docstring) and the host's state.
 
     ``network``: the UDP part (needs root: two namespaces); ``testbed``: a
     :class:`~quiclab.testbed.runner.Testbed` for the QUIC transfer (None, or a
-    stack that is not built, leaves it out with a note). The caller holds the
-    testbed lock when ``network`` or a testbed is given.
+    stack that is not built, leaves it out with a note; ``quic_stack=""`` too).
+    Unset numbers take the module's defaults (:data:`ROUNDS`, :data:`QUIC_STACK`,
+    …). The caller holds the testbed lock when ``network`` or a testbed is given.
     """
     from quiclab.testbed.record import host_cpu
+
+    rounds = ROUNDS if rounds is None else rounds
+    quic_stack = QUIC_STACK if quic_stack is None else quic_stack
+    quic_transfers = quic_transfers or QUIC_TRANSFERS
+    quic_bytes = quic_bytes or QUIC_BYTES
 
     if rounds < 1:
         raise TestbedError(f"rounds={rounds}: allowed ≥ 1")
