@@ -32,6 +32,8 @@ import pandas as pd
 CONTROLLED_PREFIX = "fresh-validation-controlled"
 #: The fresh calibration's experiment: its base cells are its session's controls.
 CALIBRATION_EXPERIMENT = "fresh-calibration"
+#: Sessions of controls alone (testbed/specs/fresh-controls.yaml, one name per session).
+CONTROLS_PREFIX = "fresh-controls"
 #: Knob settings the fresh calibration also runs (not held out in kind).
 CALIBRATED_SETTINGS = ("gso=False",)
 #: Probe figures shown per session in the table.
@@ -96,6 +98,8 @@ def _kind(experiment: str, setting: str) -> str:
     """control | knob | calibrated | in-sample | other."""
     if experiment == CALIBRATION_EXPERIMENT:
         return "control" if setting == "base" else "in-sample"
+    if str(experiment).startswith(CONTROLS_PREFIX):
+        return "control" if setting == "base" else "other"
     if is_controlled(experiment):
         if setting == "base":
             return "control"

@@ -143,8 +143,11 @@ def run_predict(args: argparse.Namespace) -> int:
     from quiclab.models.cpus import CpuCatalog, read_host_cpu
     from quiclab.testbed.probe_store import attach
 
-    registry = attach(registry, scenario.cpu, args.catalog,
-                      read_host_cpu(CpuCatalog.packaged()))
+    try:
+        registry = attach(registry, scenario.cpu, args.catalog,
+                          read_host_cpu(CpuCatalog.packaged()))
+    except ScenarioError as err:
+        raise _attributed(err, origin) from None
     options = {"cache_dir": args.paths.cache / "ns3"} if args.engine == "ns3" else {}
     if runs > 1:
         options["jobs" if args.engine == "ns3" else "workers"] = min(runs, os.cpu_count() or 1)
