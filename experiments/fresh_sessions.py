@@ -117,6 +117,11 @@ def classify(items: pd.DataFrame, states: pd.DataFrame) -> pd.DataFrame:
     fresh["setting"] = fresh["ident"].map(_setting)
     fresh["kind"] = [_kind(g, s) for g, s in zip(fresh["group"], fresh["setting"],
                                                  strict=True)]
+    # The calibration's smaller transfer (its third row) is the same setting in name but
+    # not the control: only the largest transfer of an experiment counts as one.
+    size = fresh["ident"].str.extract(r"transfer_bytes=(\d+)")[0].astype(float)
+    largest = size.groupby(fresh["group"]).transform("max")
+    fresh.loc[(fresh["kind"] == "control") & (size < largest), "kind"] = "in-sample"
     return fresh
 
 
