@@ -272,7 +272,7 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
             skipped.append((pid, "duplicate of another point"))
             continue
         if any(k in cond for k in UNMODELLED):
-            skipped.append((pid, "pipelining/pinning/kernel bypass: see issue 11"))
+            skipped.append((pid, "pipelining/pinning/kernel bypass: see calibration/pipeline.py"))
             continue
         server, client = row.server, row.client
         if not isinstance(server, str) or not isinstance(client, str):

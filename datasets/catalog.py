@@ -10,7 +10,7 @@ Tables (documented column by column in ``datasets/SCHEMA.md``):
 - ``sources`` / ``files`` — provenance of each ingest (hashes, parser version);
 - ``ingest_issues`` — every file that was skipped, and why;
 - ``processed_check`` — raw-vs-processed.csv agreement per run and column;
-- ``predictions`` — engine outputs written by sweeps (issue 6);
+- ``predictions`` — engine outputs written by sweeps (``quiclab.experiments``);
 - ``cpus`` — the CPU catalog, for joins;
 - ``host_probes`` — the host probe's figures (``quiclab host probe``, every testbed
   session);
@@ -122,7 +122,7 @@ RUN_COLUMNS: list[tuple[str, str]] = [
     ("latency_p50_ms", "DOUBLE"),
     ("latency_p99_ms", "DOUBLE"),
     ("extra", "JSON"),
-    # Schema version 2 (request workloads, issue 10); NULL for bulk transfers.
+    # Schema version 2 (request workloads, seeds 003/004); NULL for bulk transfers.
     ("workload", "VARCHAR"),
     ("request_bytes", "BIGINT"),
     ("connections", "INTEGER"),
@@ -164,7 +164,7 @@ DDL = [
         name VARCHAR PRIMARY KEY, vendor VARCHAR, microarchitecture VARCHAR, year INTEGER,
         max_ghz DOUBLE, base_ghz DOUBLE, cores INTEGER, threads INTEGER, numa_nodes INTEGER,
         nic_numa_node INTEGER, aes_ni BOOLEAN, sources VARCHAR)""",
-    # Engine outputs written by `quiclab sweep` / `quiclab reproduce` (issue 6);
+    # Engine outputs written by `quiclab sweep` / `quiclab reproduce`;
     # one row per sweep, scenario and engine. Columns in datasets/SCHEMA.md.
     """CREATE TABLE IF NOT EXISTS predictions (
         sweep VARCHAR NOT NULL, kind VARCHAR, scenario_key VARCHAR NOT NULL,

@@ -13,7 +13,7 @@ has them (``data_packets``), else, when the server sent without GSO, from its
 ``OutDatagrams`` (one datagram is one packet; ``ack_packets`` likewise from the
 client's), else bytes ÷ UDP payload (``extra.wire_packets_est``).
 
-Request workloads (issue 10) fill ``workload``, ``request_bytes``,
+Request workloads fill ``workload``, ``request_bytes``,
 ``requests``, ``connections``, ``streams``, ``requests_per_s`` and the latency
 percentiles from the client's report; ``runtime_s`` is then the completion
 time of all requests (connection set-up included). ``server_core`` /
