@@ -21,8 +21,12 @@ quic_packet         a short transfer of one QUIC stack (default quic-go → quic
                     2 × 100 MB at MTU 1500): transfer time per data packet
 ==================  ==================================================================
 
-Each component's figure is the median over the rounds and its spread the
-rounds' half-range over that median (``spread``); ``quiclab host probe
+The measurements run on two cores at once (:func:`on_cores`: one child process
+pinned to each), as a transfer's server and client do, so that other work on
+the host takes its share of a core from the probe as it does from a stack.
+Each component's figure is the median over the rounds on both cores and its
+spread the half-range over that median (``spread``; ``per_core`` keeps each
+core's median); ``quiclab host probe
 --repeat N`` reports the run-to-run spread of whole probes. Beside the
 figures the probe records what else the host did meanwhile
 (:class:`HostState`: other busy cores, steal time, clock where readable).
@@ -210,6 +214,8 @@ class HostProbe:
     quic: dict[str, Any] = field(default_factory=dict)
     code: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: Per measured core: each component's median (the figures pool the cores).
+    per_core: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def content(self) -> dict[str, Any]:
         """Everything measured, JSON-safe (what the hash covers)."""
@@ -243,7 +249,8 @@ class HostProbe:
                    rounds=int(data["rounds"]), duration_s=float(data["duration_s"]),
                    name=data.get("name", ""), session=data.get("session", ""),
                    phase=data.get("phase", "adhoc"), quic=dict(data.get("quic") or {}),
-                   code=dict(data.get("code") or {}), notes=tuple(data.get("notes") or ()))
+                   code=dict(data.get("code") or {}), notes=tuple(data.get("notes") or ()),
+                   per_core={k: dict(v) for k, v in (data.get("per_core") or {}).items()})
 
 
 def _json_default(value: Any) -> Any:
@@ -279,29 +286,86 @@ def _micro(rounds: int, log: Callable[[str], None]) -> dict[str, tuple[list[floa
     return {k: v for k, v in out.items() if v[0]}
 
 
-def _udp(rounds: int, state_dir: Path) -> dict[str, tuple[list[float], list[float]]]:
-    """Rounds of the UDP measurements between two fresh testbed namespaces."""
+def _udp_rounds(pairs: dict[bool, Any], rounds: int
+                ) -> dict[str, tuple[list[float], list[float]]]:
+    """Rounds of the UDP measurements on one core's socket pairs."""
     from quiclab.testbed import probe_net
-    from quiclab.testbed.topology import LinkConfig, Topology
 
     out: dict[str, tuple[list[float], list[float]]] = {
         k: ([], []) for k in ("udp_send", "udp_recv", "udp_gso_segment", "udp_gro_segment")}
-    with Topology(LinkConfig(), state_dir) as topo:
-        pairs = {gso: probe_net.UdpPair(topo.namespace("server"), topo.namespace("client"),
-                                        topo.CLIENT_IP, gso) for gso in (False, True)}
-        try:
-            for _ in range(rounds):
-                for gso, (send_name, recv_name) in (
-                        (False, ("udp_send", "udp_recv")),
-                        (True, ("udp_gso_segment", "udp_gro_segment"))):
-                    send, recv = probe_net.measure(pairs[gso], UDP_S)
-                    for name, t in ((send_name, send), (recv_name, recv)):
-                        out[name][0].append(t.wall_ns)
-                        out[name][1].append(t.cpu_ns)
-        finally:
-            for pair in pairs.values():
-                pair.close()
+    for _ in range(rounds):
+        for gso, (send_name, recv_name) in ((False, ("udp_send", "udp_recv")),
+                                            (True, ("udp_gso_segment", "udp_gro_segment"))):
+            send, recv = probe_net.measure(pairs[gso], UDP_S)
+            for name, t in ((send_name, send), (recv_name, recv)):
+                out[name][0].append(t.wall_ns)
+                out[name][1].append(t.cpu_ns)
     return out
+
+
+def _udp(rounds: int, state_dir: Path, cores: list[int]
+         ) -> dict[int, dict[str, tuple[list[float], list[float]]]]:
+    """The UDP rounds on every core of ``cores`` at once, each core with its own socket
+    pairs between two fresh testbed namespaces."""
+    from quiclab.testbed import probe_net
+    from quiclab.testbed.topology import LinkConfig, Topology
+
+    with Topology(LinkConfig(), state_dir) as topo:
+        pairs = {core: {gso: probe_net.UdpPair(topo.namespace("server"),
+                                               topo.namespace("client"), topo.CLIENT_IP, gso,
+                                               port=probe_net.PORT + 2 * i + int(gso))
+                        for gso in (False, True)} for i, core in enumerate(cores)}
+        try:
+            return on_cores({c: (lambda c=c: _udp_rounds(pairs[c], rounds)) for c in cores})
+        finally:
+            for by_gso in pairs.values():
+                for pair in by_gso.values():
+                    pair.close()
+
+
+def on_cores(bodies: dict[int, Callable[[], Any]]) -> dict[int, Any]:
+    """Run each body in a child process pinned to its core, all at once; their results
+    (JSON-safe) by core. A transfer keeps two cores busy (server and client), so the
+    probe measures each core while the other one works too: other work on the host
+    then takes the share of a core from it that it takes from a stack."""
+    children: dict[int, tuple[int, int]] = {}
+    for core, body in bodies.items():
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: pin, measure, report, leave without cleanup
+            os.close(read)
+            try:
+                os.sched_setaffinity(0, {core})
+                payload = json.dumps({"ok": body()})
+            except BaseException as err:  # any failure is reported to the parent
+                payload = json.dumps({"error": f"{type(err).__name__}: {err}"})
+            with os.fdopen(write, "w") as pipe:
+                pipe.write(payload)
+            os._exit(0)
+        os.close(write)
+        children[core] = (pid, read)
+    out: dict[int, Any] = {}
+    errors = []
+    for core, (pid, read) in children.items():
+        with os.fdopen(read) as pipe:
+            text = pipe.read()
+        os.waitpid(pid, 0)
+        try:
+            result = json.loads(text)
+        except ValueError:
+            result = {"error": "no result"}
+        if "error" in result:
+            errors.append(f"core {core}: {result['error']}")
+        else:
+            out[core] = result["ok"]
+    if errors:
+        raise TestbedError("host probe: " + "; ".join(errors))
+    return out
+
+
+def probe_cores(count: int = 2) -> list[int]:
+    """The cores the probe measures: the first ``count`` this process may run on."""
+    return sorted(os.sched_getaffinity(0))[:count]
 
 
 def _quic(testbed: Any, stack: str, transfers: int, nbytes: int
@@ -362,12 +426,24 @@ def run_probe(*, rounds: int | None = None, network: bool = True, testbed: Any =
     window = StateWindow()
     t0 = time.monotonic()
     taken_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    measured = _micro(rounds, log)
+    cores = probe_cores()
+    per_core = on_cores({c: (lambda: _micro(rounds, log)) for c in cores})
     if network:
         if os.geteuid() != 0:
             notes.append("UDP between namespaces not measured: needs root")
         else:
-            measured.update(_udp(rounds, state_dir))
+            for core, found in _udp(rounds, state_dir, cores).items():
+                per_core[core].update(found)
+    # Each component pools its rounds on every core (the stacks' threads move).
+    measured: dict[str, tuple[list[float], list[float]]] = {}
+    for found in per_core.values():
+        for comp, (wall, cpu) in found.items():
+            have = measured.setdefault(comp, ([], []))
+            have[0].extend(wall)
+            have[1].extend(cpu)
+    core_medians = {str(core): {comp: round(statistics.median(wall), 6)
+                                for comp, (wall, _) in found.items() if wall}
+                    for core, found in per_core.items()}
     quic: dict[str, Any] = {}
     if testbed is not None and quic_stack:
         stack = testbed.stacks.get(quic_stack)
@@ -389,4 +465,5 @@ def run_probe(*, rounds: int | None = None, network: bool = True, testbed: Any =
                      figures=figures, state=state, rounds=rounds,
                      duration_s=round(time.monotonic() - t0, 2), name=name, session=session,
                      phase=phase, quic=quic, code=git_code(Path(__file__).resolve().parent),
-                     notes=tuple([*notes, f"kernel {platform.release()}"]))
+                     notes=tuple([*notes, f"kernel {platform.release()}"]),
+                     per_core=core_medians)

@@ -72,20 +72,21 @@ def in_namespace(name: str) -> Iterator[None]:
 class UdpPair:
     """A sender socket in ``sender_ns`` connected to a receiver socket in ``receiver_ns``."""
 
-    def __init__(self, sender_ns: str, receiver_ns: str, receiver_ip: str, gso: bool):
+    def __init__(self, sender_ns: str, receiver_ns: str, receiver_ip: str, gso: bool,
+                 port: int = PORT):
         self.gso = gso
         with in_namespace(receiver_ns):
             self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             self.rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
             if gso:
                 self.rx.setsockopt(SOL_UDP, UDP_GRO, 1)
-            self.rx.bind((receiver_ip, PORT + int(gso)))
+            self.rx.bind((receiver_ip, port))
         self.rx.setblocking(False)
         with in_namespace(sender_ns):
             self.tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             if gso:
                 self.tx.setsockopt(SOL_UDP, UDP_SEGMENT, DATAGRAM_BYTES)
-            self.tx.connect((receiver_ip, PORT + int(gso)))
+            self.tx.connect((receiver_ip, port))
         self.payload = os.urandom(DATAGRAM_BYTES * (GSO_SEGMENTS if gso else 1))
         self.buf = bytearray(65536)
         # Resolve the neighbour and warm both paths before anything is timed.

@@ -51,7 +51,11 @@ def test_probe_without_network_or_quic_records_its_state(monkeypatch: pytest.Mon
     assert "udp_send" not in p.figures and "quic_packet" not in p.figures
     assert any("QUIC transfer not measured" in n for n in p.notes)
     assert p.state.cores >= 1 and p.state.busy_cores >= 0
-    assert all(len(f.rounds) == 2 for f in p.figures.values())
+    cores = probe_mod.probe_cores()
+    # Two rounds on each measured core, pooled; each core's median kept apart.
+    assert all(len(f.rounds) == 2 * len(cores) for f in p.figures.values())
+    assert sorted(p.per_core) == [str(c) for c in cores]
+    assert "copy_byte" in p.per_core[str(cores[0])]
     with pytest.raises(Exception, match="rounds"):
         probe_mod.run_probe(rounds=0, network=False)
 
@@ -120,13 +124,23 @@ def test_as_cpu_and_attach(tmp_path: Path) -> None:
 def test_udp_between_namespaces(root: None, tmp_path: Path) -> None:
     from quiclab.testbed.topology import exclusive
 
+    cores = probe_mod.probe_cores()
     with exclusive():
-        measured = probe_mod._udp(1, Path("/run/quiclab"))
-    for name in ("udp_send", "udp_recv", "udp_gso_segment", "udp_gro_segment"):
-        (wall,), _ = measured[name]
-        assert wall > 0
-    # A GSO batch costs less per datagram than single sends (the point of GSO).
-    assert measured["udp_gso_segment"][0][0] < measured["udp_send"][0][0]
+        per_core = probe_mod._udp(1, Path("/run/quiclab"), cores)
+    assert sorted(per_core) == cores
+    for measured in per_core.values():
+        for name in ("udp_send", "udp_recv", "udp_gso_segment", "udp_gro_segment"):
+            (wall,), _ = measured[name]
+            assert wall > 0
+        # A GSO batch costs less per datagram than single sends (the point of GSO).
+        assert measured["udp_gso_segment"][0][0] < measured["udp_send"][0][0]
+
+
+def test_a_failing_core_is_one_line() -> None:
+    def boom() -> None:
+        raise ValueError("no such core")
+    with pytest.raises(Exception, match="core 0: ValueError: no such core"):
+        probe_mod.on_cores({0: boom})
 
 
 @pytest.mark.testbed
