@@ -21,12 +21,12 @@ quic_packet         a short transfer of one QUIC stack (default quic-go → quic
                     2 × 100 MB at MTU 1500): transfer time per data packet
 ==================  ==================================================================
 
-The measurements run on two cores at once (:func:`on_cores`: one child process
-pinned to each), as a transfer's server and client do, so that other work on
-the host takes its share of a core from the probe as it does from a stack.
-Each component's figure is the median over the rounds on both cores and its
-spread the half-range over that median (``spread``; ``per_core`` keeps each
-core's median); ``quiclab host probe
+The measurements run as two workers at once (:func:`on_cores`: one child
+process each, unpinned like the peers), as a transfer's server and client keep
+two cores busy, so that other work on the host takes its share of a core from
+the probe as it does from a stack. Each component's figure is the median over
+the rounds of both workers and its spread the half-range over that median
+(``spread``; ``per_core`` keeps each worker's median); ``quiclab host probe
 --repeat N`` reports the run-to-run spread of whole probes. Beside the
 figures the probe records what else the host did meanwhile
 (:class:`HostState`: other busy cores, steal time, clock where readable).
@@ -214,7 +214,8 @@ class HostProbe:
     quic: dict[str, Any] = field(default_factory=dict)
     code: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    #: Per measured core: each component's median (the figures pool the cores).
+    #: Per worker (one per core, :func:`on_cores`): each component's median (the
+    #: figures pool the workers).
     per_core: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def content(self) -> dict[str, Any]:
@@ -323,11 +324,19 @@ def _udp(rounds: int, state_dir: Path, cores: list[int]
                     pair.close()
 
 
-def on_cores(bodies: dict[int, Callable[[], Any]]) -> dict[int, Any]:
-    """Run each body in a child process pinned to its core, all at once; their results
-    (JSON-safe) by core. A transfer keeps two cores busy (server and client), so the
-    probe measures each core while the other one works too: other work on the host
-    then takes the share of a core from it that it takes from a stack."""
+def on_cores(bodies: dict[int, Callable[[], Any]], pin: bool = False) -> dict[int, Any]:
+    """Run each body in a child process, all at once; their results (JSON-safe) by key.
+
+    A transfer keeps two cores busy (server and client), so the probe measures with
+    two workers at once: other work on the host then takes the share of a core from
+    each that it takes from a stack. Each worker, like each peer, runs in a session
+    of its own: where the kernel groups tasks by session for fair scheduling
+    (autogroups, on by default), a worker in the probe's own session would share one
+    session's share with the other worker and measure half the core a peer gets.
+    Like the peers (unless a run pins them, ``pin=true``) the workers are not pinned,
+    so the scheduler may move them off a busy core as it moves a peer; ``pin`` pins
+    each to the core of its key.
+    """
     children: dict[int, tuple[int, int]] = {}
     for core, body in bodies.items():
         read, write = os.pipe()
@@ -335,7 +344,12 @@ def on_cores(bodies: dict[int, Callable[[], Any]]) -> dict[int, Any]:
         if pid == 0:  # the child: pin, measure, report, leave without cleanup
             os.close(read)
             try:
-                os.sched_setaffinity(0, {core})
+                # A session of its own, as the peers get (runner: start_new_session):
+                # with the scheduler's autogroups (kernel.sched_autogroup_enabled) each
+                # session shares the cores fairly with every other busy session.
+                os.setsid()
+                if pin:
+                    os.sched_setaffinity(0, {core})
                 payload = json.dumps({"ok": body()})
             except BaseException as err:  # any failure is reported to the parent
                 payload = json.dumps({"error": f"{type(err).__name__}: {err}"})
