@@ -25,8 +25,8 @@ The measurements run as two workers at once (:func:`on_cores`: one child
 process each, unpinned like the peers), as a transfer's server and client keep
 two cores busy, so that other work on the host takes its share of a core from
 the probe as it does from a stack. Each component's figure is the median over
-the rounds of both workers and its spread the half-range over that median
-(``spread``; ``per_core`` keeps each worker's median); ``quiclab host probe
+the rounds of both workers and its spread the semi-interquartile range over
+that median (``spread``: robust to the odd round another task took whole; ``per_core`` keeps each worker's median); ``quiclab host probe
 --repeat N`` reports the run-to-run spread of whole probes. Beside the
 figures the probe records what else the host did meanwhile
 (:class:`HostState`: other busy cores, steal time, clock where readable).
@@ -81,7 +81,7 @@ UDP_S = 0.15
 QUIC_STACK = "quic-go"
 QUIC_BYTES = 100_000_000
 QUIC_TRANSFERS = 2
-#: Interleaved rounds of every micro-measurement (their half-range is the spread).
+#: Interleaved rounds of every micro-measurement (their quartiles give the spread).
 ROUNDS = 5
 
 
@@ -90,14 +90,17 @@ class Figure:
     """One component: median ns per operation over the rounds, and their spread."""
 
     ns: float
-    spread: float  # half-range of the rounds over the median (relative)
+    spread: float  # semi-interquartile range of the rounds over the median (relative)
     rounds: tuple[float, ...]
     cpu_ns: float = math.nan  # median of this thread's CPU time per operation
 
     @classmethod
     def of(cls, wall: list[float], cpu: list[float] | None = None) -> Figure:
         med = statistics.median(wall)
-        spread = (max(wall) - min(wall)) / 2 / med if med > 0 and len(wall) > 1 else 0.0
+        spread = 0.0
+        if med > 0 and len(wall) > 1:
+            q1, _, q3 = statistics.quantiles(wall, n=4, method="inclusive")
+            spread = (q3 - q1) / 2 / med
         return cls(med, spread, tuple(round(v, 6) for v in wall),
                    statistics.median(cpu) if cpu else math.nan)
 

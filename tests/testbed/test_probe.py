@@ -31,7 +31,10 @@ def _probe(taken_at: str, scale: float = 1.0, **kw: object) -> HostProbe:
 
 def test_figure_median_and_spread() -> None:
     f = Figure.of([10.0, 12.0, 11.0], [5.0, 6.0, 7.0])
-    assert f.ns == 11.0 and f.spread == pytest.approx(1 / 11) and f.cpu_ns == 6.0
+    # Semi-interquartile range (10.5 … 11.5) over the median.
+    assert f.ns == 11.0 and f.spread == pytest.approx(0.5 / 11) and f.cpu_ns == 6.0
+    # One round another task took whole does not make the spread.
+    assert Figure.of([10.0] * 9 + [100.0]).spread == 0.0
     assert Figure.of([3.0]).spread == 0.0
 
 
