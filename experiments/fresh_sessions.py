@@ -69,8 +69,9 @@ def probed_evidence(evidence: list[Any], runs: pd.DataFrame, registry: Any,
         cell = ok[(ok["experiment"] == exp) & (ok["setting"] == setting)]
         named = cell["session"].dropna()
         session = str(named.mode().iloc[0]) if len(named) else ""
-        when = float(pd.to_numeric(cell["start_ns"], errors="coerce").median()) / 1e9 \
-            if len(cell) else math.nan
+        starts = pd.to_numeric(cell["start_ns"], errors="coerce").dropna() \
+            if "start_ns" in cell else pd.Series(dtype=float)
+        when = float(starts.median()) / 1e9 if len(starts) else math.nan
         row = {"ident": e.ident, "experiment": exp, "setting": _setting(e.ident),
                "server": e.scenario.server, "client": e.scenario.client, "session": session,
                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
