@@ -353,14 +353,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                           probing=True)
         from quiclab.testbed import probe_store
 
+        # One hold of the testbed lock from the probe to the last run: no other run
+        # comes between the state the predictions are registered at and the runs.
         with _locked():
             probe_id = session.probe("registration")
-        if probe_id is None:
-            raise DataError(args.catalog, "the host probe failed: nothing registered",
-                            field="host_probes")
-        register(args, probe_store.find(args.catalog, probe_id))
-        t0 = time.monotonic()
-        with _locked():
+            if probe_id is None:
+                raise DataError(args.catalog, "the host probe failed: nothing registered",
+                                field="host_probes")
+            register(args, probe_store.find(args.catalog, probe_id))
+            t0 = time.monotonic()
             done = sweep_summary(session, args.spec, plan=plan)
         print(f"{len(done.results)} runs, {done.failed} failed, {done.skipped} already in the "
               f"catalog ({done.points} points, {time.monotonic() - t0:.0f} s)")
