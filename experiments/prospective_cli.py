@@ -189,7 +189,9 @@ def register(args: argparse.Namespace, probe: Any) -> list[int]:
                 "limit_resource": pred.limit,
                 "predicted_noprobe_mbps": base.goodput_mbps,
                 "probe_id": probe.probe_id, "probe_sha256": probe.sha256,
-                "probe_taken_at": probe.taken_at, "reference_probe": host.probe_source,
+                "probe_taken_at": probe.taken_at,
+                "reference_probe": registry.cpus.find(
+                    registry.model(cell["server"]).reference_cpu).probe_source,
                 "cpu_rule": pred.cpu_rule, "run_prefix": cell["prefix"],
                 "server": cell["server"], "client": cell["client"],
                 "scenario": e.scenario.with_(cpu=state).to_dict(),

@@ -26,9 +26,10 @@ process each, unpinned like the peers), as a transfer's server and client keep
 two cores busy, so that other work on the host takes its share of a core from
 the probe as it does from a stack. Each component's figure is the median over
 the rounds of both workers and its spread the semi-interquartile range over
-that median (``spread``: robust to the odd round another task took whole; ``per_core`` keeps each worker's median); ``quiclab host probe
---repeat N`` reports the run-to-run spread of whole probes. Beside the
-figures the probe records what else the host did meanwhile
+that median (``spread``, robust to the odd round another task took whole;
+``per_core`` keeps each worker's median); ``quiclab host probe --repeat N``
+reports the run-to-run spread of whole probes. Beside the figures the probe
+records what else the host did meanwhile
 (:class:`HostState`: other busy cores, steal time, clock where readable).
 
 The probe is stored in the catalog's ``host_probes`` table with the SHA-256 of

@@ -198,6 +198,30 @@ def sessions_probes(catalog_path: Path, sessions: Sequence[str]) -> dict[str, li
     return out
 
 
+def calibration_states(catalog_path: Path, runs: Any, experiment: str
+                       ) -> dict[str, tuple[str, dict[str, Figure], str]]:
+    """Per stack (server = client) that ran ``experiment``'s ``ok`` runs in sessions
+    with probes: (the sessions' key, the component-wise median of their probes, where
+    it comes from). A stack calibrated in another session than the rest gets that
+    session's state."""
+    cal = runs[(runs["experiment"] == experiment) & (runs["status"] == "ok")
+               & (runs["server_impl"] == runs["client_impl"])]
+    sessions_of = run_sessions(cal)
+    every = sorted({s for s in sessions_of if s})
+    found = sessions_probes(catalog_path, every)
+    out: dict[str, tuple[str, dict[str, Figure], str]] = {}
+    for stack, group in cal.groupby("server_impl"):
+        sessions = sorted({s for s in sessions_of[group.index] if s in found})
+        probes = [p for s in sessions for p in found[s]]
+        if not probes:
+            continue
+        source = (f"median of {len(probes)} host probes of session(s) {', '.join(sessions)} "
+                  f"({probes[0].taken_at} … {probes[-1].taken_at}; "
+                  f"{', '.join(p.probe_id for p in probes)})")
+        out[str(stack)] = (",".join(sessions), median_state(probes), source)
+    return out
+
+
 def calibration_state(catalog_path: Path, runs: Any, experiment: str
                       ) -> tuple[dict[str, Figure], str] | None:
     """The probed state of the sessions that ran ``experiment``'s ``ok`` runs: the
