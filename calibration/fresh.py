@@ -205,7 +205,15 @@ def with_states(fit: FreshFit, states: dict[str, tuple[str, Any, str]]) -> Fresh
         label = f"{fit.host.name} @ calibration {sessions}"
         references.setdefault(label, as_cpu(fit.host, label, figures, source))
         models[name] = replace(model, reference_cpu=label)
-    return replace(fit, models=models, references=list(references.values()))
+    # A busy calibration host is no longer a reason to recalibrate: the state it was in
+    # is the models' reference, and the probe rule moves them to the state predicted at.
+    notes = [f"note: {note[9:].split(chr(39))[0]}'s calibration ran on a busy host "
+             f"({note.split('(', 1)[1].split(')')[0]}), whose state its host probes "
+             "record: predictions at another probed state are moved by the probe rule "
+             "(models/cpus.py)"
+             if note.startswith("warning: ") and note[9:].split("'s ")[0] in states
+             else note for note in fit.notes]
+    return replace(fit, models=models, references=list(references.values()), notes=notes)
 
 
 def relayed(runs: pd.DataFrame) -> pd.Series:
