@@ -46,6 +46,8 @@ def add_parser(sub: Any) -> None:
         if name == "run":
             q.add_argument("--build-dir", type=Path, default=None,
                            help="where the testbed's peers are built (default testbed/.build)")
+            q.add_argument("--probe-points", action="store_true",
+                           help="also a short host probe (~3 s) before each point")
             q.set_defaults(func=cmd_run)
         else:
             q.add_argument("--probe", default="this-host",
@@ -352,7 +354,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         testbed = Testbed(Paths.default(runs_dir=runs_dir, build_dir=args.build_dir),
                           log=lambda line: print(line, flush=True))
         session = Session(testbed, Path(args.catalog), log=lambda line: print(line, flush=True),
-                          probing=True)
+                          probing=True, probe_points=bool(getattr(args, "probe_points", False)))
         from quiclab.testbed import probe_store
 
         # One hold of the testbed lock from the probe to the last run: no other run

@@ -68,6 +68,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="experiment name in the catalog (default: the spec's name); another "
                         "name measures the spec again instead of resuming it")
     _probe_option(p)
+    p.add_argument("--probe-points", action="store_true",
+                   help="also a short host probe (~3 s) before each point: a state per cell")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("matrix", help="every client × every server (interop matrix)")
@@ -195,7 +197,8 @@ def _session(args: argparse.Namespace, quiet: bool = False) -> Session:
         lambda line: print(line, flush=True))
     testbed = Testbed(_paths(args), log=log)
     return Session(testbed, _catalog(args), log=log,
-                   probing=not getattr(args, "no_probe", True))
+                   probing=not getattr(args, "no_probe", True),
+                   probe_points=bool(getattr(args, "probe_points", False)))
 
 
 @contextlib.contextmanager

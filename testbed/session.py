@@ -51,6 +51,9 @@ class Session:
     #: Take host probes (testbed/probe.py) at the session's start, middle and end
     #: (:meth:`probe`); the command line turns it on unless ``--no-probe``.
     probing: bool = False
+    #: Also a short probe (one round, one 50 MB transfer: ~3 s) before each point of a
+    #: sweep, so that each cell has a state of its own minutes (``--probe-points``).
+    probe_points: bool = False
     #: This session's id, carried by its runs (``extra.provenance.session``) and probes.
     session_id: str = ""
     #: The ids of the probes this session took.
@@ -72,8 +75,9 @@ class Session:
             "session": self.session_id,
         }
 
-    def probe(self, phase: str) -> str | None:
-        """Take a host probe (when :attr:`probing`) and store it with this session's id.
+    def probe(self, phase: str, light: bool = False) -> str | None:
+        """Take a host probe (when :attr:`probing`) and store it with this session's id;
+        ``light``: one round and one 50 MB transfer (a point's probe).
 
         The caller holds the testbed lock. A probe that fails is logged and the
         session goes on (its runs are worth more than the reference beside them).
@@ -86,7 +90,9 @@ class Session:
 
         try:
             found = probe_mod.run_probe(testbed=self.testbed, session=self.session_id,
-                                        phase=phase, state_dir=self.testbed.paths.state_dir)
+                                        phase=phase, state_dir=self.testbed.paths.state_dir,
+                                        **({"rounds": 1, "quic_transfers": 1,
+                                            "quic_bytes": 50_000_000} if light else {}))
         except (QuiclabError, OSError) as err:
             self.log(f"host probe ({phase}) failed: {err}")
             return None
@@ -522,6 +528,8 @@ def sweep_summary(session: Session, spec_path: Path, repeat: int | None = None,
     for i, (point, config) in enumerate(points, 1):
         if i == len(points) // 2 + 1 and len(points) > 1:
             session.probe("middle")
+        elif i > 1 and session.probe_points:
+            session.probe("point", light=True)
         session.log(f"[{i}/{len(points)}] {point.server} → {point.client} "
                     f"{point.changes or ''} {point.knobs or ''}".rstrip())
         out += session.run(config, reps, first=0, resume=True)
