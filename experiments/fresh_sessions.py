@@ -98,7 +98,9 @@ def probed_evidence(evidence: list[Any], runs: pd.DataFrame, registry: Any,
 def _kind(experiment: str, setting: str) -> str:
     """control | knob | calibrated | in-sample | other."""
     if experiment == CALIBRATION_EXPERIMENT:
-        return "control" if setting == "base" else "in-sample"
+        # The reference itself (and its base cell also holds the veth-segmentation-off
+        # row, a knob the setting does not name): in sample, not a re-run control.
+        return "in-sample"
     if str(experiment).startswith(CONTROLS_PREFIX):
         return "control" if setting == "base" else "other"
     if is_controlled(experiment):
@@ -217,8 +219,8 @@ def probe_rows(catalog_path: Path) -> pd.DataFrame:
 SESSIONS_TEXT = (
     "Each fresh cell predicted at its session's host state (the session's host probes "
     "interpolated to the cell's time; `probe`) and as if the host were as calibrated "
-    "(`noprobe`). Controls: the calibration setting re-run in the session (in the "
-    "calibration session itself, in sample); knobs: the held-out settings of a controlled "
+    "(`noprobe`). Controls: the calibration setting re-run in a later session (the "
+    "calibration session's own cells are in sample); knobs: the held-out settings of a controlled "
     "experiment (GSO off alone is calibrated and left out). Probe figures: medians of the "
     "session's probes, wall-clock ns per operation; busy cores and steal: the largest over "
     "its probes.")
