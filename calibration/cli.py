@@ -196,8 +196,20 @@ def run_fresh(args: argparse.Namespace) -> int:
         fit = fit_fresh(runs, points, host)
     except ValueError as err:
         raise DataError(args.catalog, str(err)) from None
+    # The host's state while each stack was calibrated (its sessions' host probes):
+    # the reference of the probe rule (models/cpus.py) when predicting at another state.
+    from quiclab.calibration.fresh import CALIBRATION_EXPERIMENT, with_states
+    from quiclab.testbed.probe_store import calibration_states
+
+    fit = with_states(fit, calibration_states(args.catalog, runs, CALIBRATION_EXPERIMENT))
     written = write_fresh(fit, out)
     print(f"wrote {len(written)} files to {out} (reference CPU: {host.name})")
+    for ref in fit.references:
+        users = sorted(n for n, m in fit.models.items() if m.reference_cpu == ref.name)
+        print(f"  host state of {', '.join(users)}: {ref.probe_source}")
+    if not fit.references:
+        print("  no host probes with the calibration runs: predictions at another host "
+              "state fall back to clock × IPC")
     print(fit.table.round(2).to_string(index=False))
     for note in fit.notes:
         print(f"  {note}")

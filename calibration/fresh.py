@@ -184,6 +184,36 @@ class FreshFit:
     #: without relayed calibration runs.
     relay_gbps: float | None = None
     relay_source: str = ""
+    #: This host in the probed state of each calibration session (models/cpus.py, the
+    #: probe rule): the reference CPUs of the models calibrated in it (:func:`with_states`).
+    references: list[Cpu] = field(default_factory=list)
+
+
+def with_states(fit: FreshFit, states: dict[str, tuple[str, Any, str]]) -> FreshFit:
+    """``fit`` with each model's reference CPU the host in the probed state of the
+    session(s) that calibrated it (``states``: stack → (sessions, figures, source),
+    testbed/probe_store.py ``calibration_states``), so that the probe rule moves each
+    model from the state it was measured in. Models without a state keep the host."""
+    from quiclab.testbed.probe_store import as_cpu
+
+    references: dict[str, Cpu] = {}
+    models = dict(fit.models)
+    for name, model in fit.models.items():
+        if name not in states:
+            continue
+        sessions, figures, source = states[name]
+        label = f"{fit.host.name} @ calibration {sessions}"
+        references.setdefault(label, as_cpu(fit.host, label, figures, source))
+        models[name] = replace(model, reference_cpu=label)
+    # A busy calibration host is no longer a reason to recalibrate: the state it was in
+    # is the models' reference, and the probe rule moves them to the state predicted at.
+    notes = [f"note: {note[9:].split(chr(39))[0]}'s calibration ran on a busy host "
+             f"({note.split('(', 1)[1].split(')')[0]}), whose state its host probes "
+             "record: predictions at another probed state are moved by the probe rule "
+             "(models/cpus.py)"
+             if note.startswith("warning: ") and note[9:].split("'s ")[0] in states
+             else note for note in fit.notes]
+    return replace(fit, models=models, references=list(references.values()), notes=notes)
 
 
 def relayed(runs: pd.DataFrame) -> pd.Series:
@@ -596,7 +626,9 @@ def write_fresh(fit: FreshFit, directory: Path) -> list[str]:
         (directory / f"{name}.json").write_text(model.dumps())
         written.append(f"{name}.json")
     host = {"schema": "quiclab.cpus/1", "cpus": [
-        {**fit.host.to_row(), "sources": list(fit.host.sources)}],
+        {**cpu.to_row(), "sources": list(cpu.sources),
+         **({"probe": cpu.probe_json()} if cpu.probe else {})}
+        for cpu in (fit.host, *fit.references)],
         "base_rtt_us": fit.base_rtt_us, "link_gbps": VETH_LINK_GBPS}
     if fit.relay_gbps:
         host.update(relay_gbps=round(fit.relay_gbps, 4), relay_source=fit.relay_source)

@@ -15,6 +15,10 @@ docs/reference/catalog.md is generated):
 - ``cpus`` — the CPU catalog, for joins;
 - ``testbeds`` — where every run and published point was measured (hosts, NIC,
   kernel, link, path; each fact with its source), ``datasets/testbeds.py``.
+- ``host_probes`` — the host probe's figures (``quiclab host probe``, every testbed
+  session);
+- ``registered_predictions`` / ``prediction_outcomes`` — prospective validation's
+  append-only, hash-chained ledger.
 
 Loaders take the connection (``load(catalog)``), as SimPy components take ``env``.
 """
@@ -237,6 +241,29 @@ DDL = [
         notes JSON, content_hash VARCHAR, spec_json JSON, git_revision VARCHAR,
         git_dirty BOOLEAN, packages_json JSON, models_source VARCHAR, out_dir VARCHAR,
         extra JSON, PRIMARY KEY (sweep, scenario_key, engine))""",
+    # Host probes (testbed/probe.py): one row per probe, its figures flattened and
+    # whole (``content``, with its SHA-256). Columns in datasets/SCHEMA.md.
+    """CREATE TABLE IF NOT EXISTS host_probes (
+        probe_id VARCHAR PRIMARY KEY, sha256 VARCHAR NOT NULL, name VARCHAR,
+        taken_at TIMESTAMP NOT NULL, host VARCHAR, cpu VARCHAR, session VARCHAR,
+        phase VARCHAR, rounds INTEGER, duration_s DOUBLE, figures JSON,
+        other_busy_cores DOUBLE, steal_cores DOUBLE, busy_cores DOUBLE, clock_mhz DOUBLE,
+        quic_stack VARCHAR, quic_goodput_mbps DOUBLE, content JSON NOT NULL)""",
+    # Prospective validation (experiments/prospective.py): predictions registered
+    # before their runs, and their outcomes; both append-only, each row hashed and
+    # chained to the one before.
+    """CREATE TABLE IF NOT EXISTS registered_predictions (
+        seq BIGINT PRIMARY KEY, registration VARCHAR NOT NULL, registered_at TIMESTAMP NOT NULL,
+        experiment VARCHAR NOT NULL, cell VARCHAR NOT NULL, engine VARCHAR NOT NULL,
+        predicted_mbps DOUBLE, predicted_lo_mbps DOUBLE, predicted_hi_mbps DOUBLE,
+        limit_resource VARCHAR, probe_id VARCHAR, content JSON NOT NULL,
+        row_sha256 VARCHAR NOT NULL, prev_sha256 VARCHAR NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS prediction_outcomes (
+        seq BIGINT PRIMARY KEY, prediction_seq BIGINT NOT NULL,
+        prediction_sha256 VARCHAR NOT NULL, compared_at TIMESTAMP NOT NULL,
+        runs INTEGER, observed_mbps DOUBLE, ape_pct DOUBLE, signed_error_pct DOUBLE,
+        within_interval BOOLEAN, content JSON NOT NULL, row_sha256 VARCHAR NOT NULL,
+        prev_sha256 VARCHAR NOT NULL)""",
     """CREATE OR REPLACE VIEW perf_categories AS
         SELECT run_id, side, category,
                sum(samples) AS samples,
@@ -248,7 +275,7 @@ DDL = [
 #: Tables a user may export or query (datasets/columns.yaml has their columns' meanings).
 TABLES = ("runs", "cpu_samples", "perf_stacks", "perf_categories", "published_points",
           "sources", "files", "ingest_issues", "processed_check", "cpus", "predictions",
-          "testbeds")
+          "testbeds", "host_probes", "registered_predictions", "prediction_outcomes")
 
 
 def migrate_testbeds(con: duckdb.DuckDBPyConnection) -> None:

@@ -24,7 +24,7 @@ from quiclab.testbed.build import Builder
 from quiclab.testbed.config import Resolved, RunConfig, expected_seconds, resolve, timeout_seconds
 from quiclab.testbed.errors import TestbedError
 from quiclab.testbed.stacks import STACKS, Stack
-from quiclab.testbed.topology import PORT, LinkConfig, Topology
+from quiclab.testbed.topology import PORT, LinkConfig, Topology, relay_queue_bytes
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: The window before each transfer over which the host's background load is read
@@ -198,6 +198,26 @@ def _port_bound(pid: int, port: int, transport: str = "udp") -> bool:
                for line in lines if len(line.split()) > 3)
 
 
+def link_config(config: RunConfig, resolved: Resolved, transport: str = "udp") -> LinkConfig:
+    """The path a configuration runs on (what :meth:`Testbed.run` sets up)."""
+    s, eff = config.scenario, resolved.effective
+    tcp = transport == "tcp"
+    return LinkConfig(
+        mtu_bytes=s.mtu_bytes, veth_segmentation=eff["veth_segmentation"],
+        nic_gro=eff["nic_gro"], tso=eff["tso"],
+        rate_gbps=s.link_gbps if "link_gbps" in config.explicit else 0.0,
+        queue_bytes=s.queue_bytes, loss_pct=s.loss_pct, rtt_ms=s.rtt_ms,
+        reorder_pct=s.reorder_pct, relay_queue_bytes=int(config.knob("relay_queue_bytes")),
+        # The UDP buffers are host-wide sysctls; kernel TCP sizes its own buffers
+        # (tcp_rmem/tcp_wmem of its namespaces), so a TCP run leaves them alone.
+        rcvbuf_bytes=0 if tcp else s.rcvbuf_bytes, sndbuf_bytes=0 if tcp else s.sndbuf_bytes,
+        seed=s.seed, transport=transport, gso=eff.get("gso", True) if tcp else True,
+        csum_offload=eff.get("csum_offload", True),
+        tcp_rmem_bytes=eff.get("tcp_rmem_bytes") or 0 if tcp else 0,
+        tcp_wmem_bytes=eff.get("tcp_wmem_bytes") or 0 if tcp else 0,
+        tcp_cc=eff.get("cc", "") if tcp else "")
+
+
 class Testbed:
     """Runs transfers. ``stacks`` may be replaced (tests add a hanging peer)."""
 
@@ -245,22 +265,7 @@ class Testbed:
         logdir = self.paths.runs_dir / run_id
         logdir.mkdir(parents=True, exist_ok=True)
         result.logdir = str(logdir)
-        eff = resolved.effective
-        tcp = server.transport == "tcp"
-        link = LinkConfig(
-            mtu_bytes=s.mtu_bytes, veth_segmentation=eff["veth_segmentation"],
-            nic_gro=eff["nic_gro"], tso=eff["tso"],
-            rate_gbps=s.link_gbps if "link_gbps" in config.explicit else 0.0,
-            queue_bytes=s.queue_bytes, loss_pct=s.loss_pct, rtt_ms=s.rtt_ms,
-            reorder_pct=s.reorder_pct, relay_queue_bytes=int(config.knob("relay_queue_bytes")),
-            # The UDP buffers are host-wide sysctls; kernel TCP sizes its own buffers
-            # (tcp_rmem/tcp_wmem of its namespaces), so a TCP run leaves them alone.
-            rcvbuf_bytes=0 if tcp else s.rcvbuf_bytes, sndbuf_bytes=0 if tcp else s.sndbuf_bytes,
-            seed=s.seed, transport=server.transport, gso=eff.get("gso", True) if tcp else True,
-            csum_offload=eff.get("csum_offload", True),
-            tcp_rmem_bytes=eff.get("tcp_rmem_bytes") or 0 if tcp else 0,
-            tcp_wmem_bytes=eff.get("tcp_wmem_bytes") or 0 if tcp else 0,
-            tcp_cc=eff.get("cc", "") if tcp else "")
+        link = link_config(config, resolved, server.transport)
         try:
             with Topology(link, self.paths.state_dir, self.builder.loss_object) as topo:
                 self._transfer(topo, config, resolved, server, client, result, logdir)
@@ -435,8 +440,7 @@ class Testbed:
         link = topo.link
         one_way_s = link.rtt_ms / 2e3
         # Bound: 2 × what is in flight in the delay line at the relay's top rate (or the link's).
-        rate_bps = min(link.rate_gbps * 1e9 if link.rate_gbps else 2e9, 2e9)
-        queue = link.relay_queue_bytes or max(1 << 20, int(2 * rate_bps / 8 * one_way_s))
+        queue = relay_queue_bytes(link)
         return [*topo.exec_prefix("relay"), str(self.builder.relay()),
                 f"-listen={topo.client_target}", f"-server={topo.server_listen}",
                 f"-delay={one_way_s * 1e6:.0f}us", f"-reorder-pct={link.reorder_pct}",

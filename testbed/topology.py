@@ -221,6 +221,22 @@ def exclusive(state_dir: Path = DEFAULT_STATE_DIR, wait_s: float = 600.0) -> Ite
 _COUNTER = iter(range(1, 1 << 30))
 
 
+def tbf_limit_bytes(link: LinkConfig) -> int:
+    """The ``tc tbf`` queue limit a rate-limited run gets: ``queue_bytes``, else 1 × BDP
+    at the rate (RTT at least 0.1 ms), at least :data:`MIN_TBF_LIMIT_BYTES`."""
+    rate_bps = link.rate_gbps * 1e9
+    return link.queue_bytes or max(MIN_TBF_LIMIT_BYTES, int(
+        rate_bps / 8 * max(link.rtt_ms, 0.1) / 1e3))
+
+
+def relay_queue_bytes(link: LinkConfig) -> int:
+    """The delay relay's queue bound per direction: ``relay_queue_bytes``, else 2 × what
+    the delay line holds at the relay's top rate (or the link's), at least 1 MiB."""
+    one_way_s = link.rtt_ms / 2e3
+    rate_bps = min(link.rate_gbps * 1e9 if link.rate_gbps else 2e9, 2e9)
+    return link.relay_queue_bytes or max(1 << 20, int(2 * rate_bps / 8 * one_way_s))
+
+
 class Topology:
     """The namespaces of one run. Use as a context manager: always torn down.
 
@@ -349,8 +365,7 @@ class Topology:
         rate_bps = self.link.rate_gbps * 1e9
         # Burst: at least one 64 KiB GSO batch, or 2 ms at the rate (one timer tick).
         burst = max(64 * 1024 + 2 * self.link.mtu_bytes, int(rate_bps / 8 * 0.002))
-        limit = self.link.queue_bytes or max(MIN_TBF_LIMIT_BYTES, int(
-            rate_bps / 8 * max(self.link.rtt_ms, 0.1) / 1e3))
+        limit = tbf_limit_bytes(self.link)
         _run([*self.exec_prefix("server"), "tc", "qdisc", "replace", "dev", "eth0", "root",
               "tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "limit", str(limit)])
         self.applied["tbf"] = {"rate_bps": int(rate_bps), "burst_bytes": burst,
