@@ -41,6 +41,7 @@ How the figures move a cost model is :mod:`quiclab.models.cpus` (the probe rule)
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -321,7 +322,9 @@ def _udp(rounds: int, state_dir: Path, cores: list[int]
                                                port=probe_net.PORT + 2 * i + int(gso))
                         for gso in (False, True)} for i, core in enumerate(cores)}
         try:
-            return on_cores({c: (lambda c=c: _udp_rounds(pairs[c], rounds)) for c in cores})
+            jobs: dict[int, Callable[[], Any]] = {
+                c: functools.partial(_udp_rounds, pairs[c], rounds) for c in cores}
+            return on_cores(jobs)
         finally:
             for by_gso in pairs.values():
                 for pair in by_gso.values():

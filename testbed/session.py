@@ -89,10 +89,13 @@ class Session:
         from quiclab.testbed import probe_store
 
         try:
-            found = probe_mod.run_probe(testbed=self.testbed, session=self.session_id,
-                                        phase=phase, state_dir=self.testbed.paths.state_dir,
-                                        **({"rounds": 1, "quic_transfers": 1,
-                                            "quic_bytes": 50_000_000} if light else {}))
+            if light:
+                found = probe_mod.run_probe(testbed=self.testbed, session=self.session_id,
+                                            phase=phase, state_dir=self.testbed.paths.state_dir,
+                                            rounds=1, quic_transfers=1, quic_bytes=50_000_000)
+            else:
+                found = probe_mod.run_probe(testbed=self.testbed, session=self.session_id,
+                                            phase=phase, state_dir=self.testbed.paths.state_dir)
         except (QuiclabError, OSError) as err:
             self.log(f"host probe ({phase}) failed: {err}")
             return None
