@@ -26,6 +26,7 @@ GROUPS = (
     "quiclab.calibration.cli",
     "quiclab.sim.cli",
     "quiclab.experiments.cli",
+    "quiclab.experiments.traces",
     "quiclab.testbed.cli",
     "quiclab.app.cli",
     "quiclab.bench",
