@@ -57,6 +57,7 @@ from quiclab.calibration.cpu import CpuCostEstimator, tcp_costs
 from quiclab.calibration.crypto import TABLE3_CPU, fit_table3
 from quiclab.calibration.evidence import Evidence, dataset_cells, published_points
 from quiclab.calibration.receiver import ack_frequency, fit_stalls
+from quiclab.calibration.traces import apply as trace_behaviour
 from quiclab.models.costmodel import Behaviour, CostModel
 from quiclab.models.cpus import CpuCatalog
 from quiclab.models.registry import Interop, Registry
@@ -389,6 +390,9 @@ class Calibrator:
                                                  "apps", "fc_window_bytes", "pacing",
                                                  "immediate_ack_on_gap", "ack_per_receive_call")}}
         prov["knowledge"]["rx_stall"] = self._stall_source(name)
+        # Behaviour identified from qlog traces of fresh runs (calibration/traces.py).
+        beh, traced = trace_behaviour(name, beh)
+        prov["knowledge"].update(traced)
         cipher_extra: dict[str, Value] = {}
         h3_share = DEFAULT_H3_SHARE
         if name == "tcp+tls":

@@ -85,6 +85,9 @@ class Features:
     min_rtt_ms: float | None = None
     fc_credit_bytes: list[float] = field(default_factory=list)
     ack_frames: int = 0
+    rtt_ms: float = 1.0
+    rtt_samples_ms: list[float] = field(default_factory=list)
+    time_resolution_ms: float = 0.0
     mss: float = 1200.0
     duration_ms: float = 0.0
 
@@ -112,28 +115,58 @@ def features(events: pd.DataFrame, trace_id: str = "") -> Features:
     ev = events.sort_values(["t_ms", "seq"]) if "seq" in events else events.sort_values("t_ms")
     f = Features(trace_id=trace_id)
     f.duration_ms = float(ev.t_ms.max()) if len(ev) else 0.0
+    # One packet-number space: the application data's (1-RTT); Initial and Handshake
+    # packets number from 0 again.
+    ptype = ev.packet_type.astype("string").str.lower()
+    app = ptype.isna() | ptype.isin(["1rtt", "1-rtt", "onertt"])
+    ev = ev[app | ~ev.event.isin(["packet_sent", "packet_received", "packet_lost"])]
     sent = ev[ev.event == "packet_sent"]
-    data_sent = sent[sent.stream_frames.fillna(0) > 0] if "stream_frames" in sent else sent
+    data_sent = sent[sent.stream_frames.fillna(0) > 0]
+    if data_sent.empty:
+        # A stack that logs no frames (quinn): every 1-RTT packet it sent.
+        data_sent = sent[sent.packet_type.notna()]
     f.packets_sent = len(data_sent)
     sizes = data_sent.size_bytes.dropna()
     if len(sizes):
         f.mss = float(sizes.quantile(0.9))
     lost = ev[ev.event == "packet_lost"]
     f.packets_lost = len(lost)
+    if not len(lost) and ev.lost_total.notna().any():
+        # quiche counts losses in its metrics instead (cf_lost_packets).
+        f.packets_lost = int(ev.lost_total.max())
     srtt_series = ev.smoothed_rtt_ms.ffill()
     # --- RTTs
     mins = pd.concat([ev.min_rtt_ms.dropna(), ev.latest_rtt_ms.dropna()])
     if len(mins):
         f.min_rtt_ms = float(mins[mins > 0].min()) if (mins > 0).any() else None
-    if f.min_rtt_ms:
+    if f.min_rtt_ms and f.min_rtt_ms >= 0.05:
         srtt = ev.smoothed_rtt_ms.dropna()
         f.srtt_over_min = list((srtt / f.min_rtt_ms).to_numpy())
     # --- congestion window: reductions, epochs, recovery, growth
     m = ev[ev.cwnd_bytes.notna()][["t_ms", "cwnd_bytes"]]
-    m = m.assign(srtt=srtt_series.loc[m.index].fillna(f.min_rtt_ms or 1.0))
     cw = m.cwnd_bytes.to_numpy(dtype=float)
     ts = m.t_ms.to_numpy(dtype=float)
-    rt = np.maximum(m.srtt.to_numpy(dtype=float), 1e-3)
+    # Rounds are measured in the trace's typical RTT (the median latest RTT, else the
+    # median smoothed RTT), not the smoothed RTT of the moment: a handshake sample taken
+    # while a loaded host delayed a peer (quic-go here: 676 ms on a 0.1 ms path) keeps
+    # the smoothed RTT high for hundreds of samples.
+    f.rtt_samples_ms = _ack_rtts(ev, sent)
+    latest = ev.latest_rtt_ms.dropna()
+    if len(f.rtt_samples_ms) >= 20:
+        typical = float(np.median(f.rtt_samples_ms))
+    elif len(latest):
+        typical = float(latest.median())
+    else:
+        typical = float(srtt_series.median()) if srtt_series.notna().any() \
+            else (f.min_rtt_ms or 1.0)
+    f.rtt_ms = max(typical, 1e-3)
+    # A trace whose times are whole milliseconds (ngtcp2 0.12) cannot time a round of
+    # a sub-millisecond path: the RTT-scaled parameters are left unidentified.
+    times = ev.t_ms.to_numpy(dtype=float)
+    if len(times) > 100 and np.all(times == np.round(times)):
+        f.time_resolution_ms = 1.0
+    coarse = f.time_resolution_ms > f.rtt_ms / 4
+    rt = np.full(len(cw), f.rtt_ms)
     last_epoch_end = -math.inf
     first_reduction = True
     i = 1
@@ -167,7 +200,7 @@ def features(events: pd.DataFrame, trace_id: str = "") -> Features:
                 if cw[k] < after * REDUCTION_BELOW:
                     break
                 k += 1
-            if k < len(cw) and cw[k] > after:
+            if k < len(cw) and cw[k] > after and not coarse:
                 f.recovery_rtts.append((ts[k] - ts[i]) / rt[i])
             i = j + 1
             continue
@@ -182,7 +215,7 @@ def features(events: pd.DataFrame, trace_id: str = "") -> Features:
             span = seg_t[-1] - seg_t[0]
             grown = seg_c.max() - seg_c[0]
             srtt = float(np.median(seg_r))
-            if span > 2 * srtt and grown > 0:
+            if span > 2 * srtt and grown > 0 and not coarse:
                 f.growth_per_rtt.append(grown / f.mss / (span / srtt))
     # --- loss detection: reordering distance and time since sent
     if len(lost):
@@ -194,10 +227,10 @@ def features(events: pd.DataFrame, trace_id: str = "") -> Features:
         largest = np.maximum.accumulate(acks.largest_acked.to_numpy(dtype=float)) \
             if len(acks) else np.array([])
         lost_srtt = srtt_series.loc[lost.index].fillna(f.min_rtt_ms or 1.0)
-        triggers = lost.trigger.fillna("").str.lower()
-        # With triggers logged, the packet threshold is read from the losses it declared
-        # and the time threshold from the ones the timer declared; without, from all.
-        logged = bool((triggers != "").any())
+        triggers = lost.trigger.astype("string").fillna("").str.lower()
+        # The packet threshold is read from the losses it declared and the time
+        # threshold from the ones the timer declared: a stack that logs no trigger
+        # (aioquic, ngtcp2 0.12) leaves both unidentified.
         for t, pn, s, trig in zip(lost.t_ms, lost.packet_number, lost_srtt, triggers,
                                   strict=False):
             if pn is None or (isinstance(pn, float) and math.isnan(pn)):
@@ -210,10 +243,12 @@ def features(events: pd.DataFrame, trace_id: str = "") -> Features:
             idx = np.searchsorted(at, t, side="left")
             if not (idx < len(at) and at[idx] - t <= ACK_MATCH_MS):
                 idx = np.searchsorted(at, t, side="right") - 1
-            if idx >= 0 and (by_count or not logged):
+            if idx >= 0 and by_count:
                 f.reorder_distance.append(float(largest[idx] - pn))
-            if pn in send_t and (by_time or not logged):
-                f.loss_delay_rtts.append((t - send_t[pn]) / max(float(s), 1e-3))
+            if pn in send_t and by_time and not coarse:
+                # Over the larger of the stack's smoothed RTT then and the trace's
+                # typical round (RFC 9002 §6.1.2: max(smoothed_rtt, latest_rtt)).
+                f.loss_delay_rtts.append((t - send_t[pn]) / max(float(s), f.rtt_ms, 1e-3))
     # --- ACKs (sender side: ACK frames it received; receiver side: ones it sent)
     acks_rx = ev[(ev.event == "packet_received") & ev.largest_acked.notna()]
     side_acks = acks_rx if len(acks_rx) else ev[(ev.event == "packet_sent")
@@ -249,6 +284,25 @@ def features(events: pd.DataFrame, trace_id: str = "") -> Features:
     return f
 
 
+def _ack_rtts(ev: pd.DataFrame, sent: pd.DataFrame) -> list[float]:
+    """RTT samples measured in the trace itself (RFC 9002 §5.1): for each ACK frame that
+    newly acknowledges a largest packet, its time less that packet's send time. Used
+    where a stack logs its RTTs coarsely (ngtcp2 0.12: whole milliseconds)."""
+    acks = ev[(ev.event == "packet_received") & ev.largest_acked.notna()]
+    if acks.empty or sent.empty:
+        return []
+    send_t = dict(zip(sent.packet_number.dropna().astype(int),
+                      sent.t_ms[sent.packet_number.notna()], strict=False))
+    out = []
+    best = -1
+    for t, largest in zip(acks.t_ms, acks.largest_acked.astype(int), strict=False):
+        if largest > best:
+            best = largest
+            if largest in send_t and t >= send_t[largest]:
+                out.append(float(t - send_t[largest]))
+    return out
+
+
 # ---------------------------------------------------------------- summaries
 def _ci(values: list[float], stat: Any = np.median, n_boot: int = 400,
         seed: int = 0) -> tuple[float | None, float | None, float | None]:
@@ -274,8 +328,8 @@ PARAMETERS: tuple[tuple[str, str, str], ...] = (
     ("growth_per_rtt", "datagrams", "median cwnd growth per srtt in congestion avoidance"),
     ("packet_threshold", "packets", "smallest distance below the largest acknowledged at "
                                     "which the packet threshold declared a packet lost"),
-    ("time_threshold", "srtt", "smallest (declared − sent) / srtt of packets the timer "
-                               "declared lost"),
+    ("time_threshold", "srtt", "10th percentile of (declared − sent) / max(srtt, typical "
+                               "RTT) of packets the timer declared lost"),
     ("acked_per_ack", "packets", "median packets an ACK frame moves the largest "
                                  "acknowledged by (ACK frames that move it)"),
     ("packets_per_ack", "packets", "data packets sent per ACK frame received"),
@@ -316,7 +370,7 @@ def _pooled(fs: list[Features], name: str) -> tuple[list[float], list[float]]:
         elif name == "packet_threshold":
             add([d for d in f.reorder_distance if d > 0], np.min)
         elif name == "time_threshold":
-            add([d for d in f.loss_delay_rtts if d > 0], np.min)
+            add([d for d in f.loss_delay_rtts if d > 0], lambda x: np.quantile(x, 0.1))
         elif name == "acked_per_ack":
             add(f.acked_per_ack, np.median)
         elif name == "packets_per_ack" and f.packets_per_ack is not None:
@@ -351,7 +405,8 @@ def summarise(fs: list[Features]) -> dict[str, dict[str, Any]]:
         if len(per_trace) >= 3:
             value, lo, hi = _ci(per_trace, np.median)
         else:
-            stat = {"packet_threshold": np.min, "time_threshold": np.min,
+            stat = {"packet_threshold": np.min,
+                    "time_threshold": lambda x: np.quantile(x, 0.1),
                     "burst_packets": lambda x: np.quantile(x, 0.9),
                     "rtt_inflation_p95": lambda x: np.quantile(x, 0.95)}.get(name, np.median)
             value, lo, hi = _ci(per_event, stat) if len(per_event) > 1 else (per_trace[0], None,
@@ -381,15 +436,20 @@ def _count_interval(name: str, fs: list[Features]) -> tuple[float | None, float 
 def _why_not(name: str, fs: list[Features]) -> str:
     if not fs:
         return "no traces"
+    if name in ("recovery_rtts", "growth_per_rtt", "time_threshold") and all(
+            f.time_resolution_ms > f.rtt_ms / 4 for f in fs):
+        return ("the traces time events in whole milliseconds (ngtcp2 0.12), coarser than "
+                "a round of this path")
     if name in ("reduction_factor", "recovery_rtts", "growth_per_rtt", "cwnd_after_loss_packets",
                 "reductions_per_epoch", "slow_start_exit_kb", "min_cwnd_packets"):
         if not any(f.reductions or f.collapses for f in fs):
             return "no cwnd reduction in the traces (no recovery metrics, or no loss)"
         return "too few reductions followed by growth"
     if name in ("packet_threshold", "time_threshold"):
-        return "no packet_lost events with a packet number (the stack does not log them)"
+        return ("no packet_lost events with a packet number and a trigger (the stack logs no "
+                "losses, as quiche 0.30, or no trigger, as aioquic 1.7 and ngtcp2 0.12)")
     if name in ("acked_per_ack", "ack_delay_ms"):
-        return "no ACK frames in the traces (packet frames not logged)"
+        return "no ACK frames in the traces (frames not logged, as quinn-proto 0.11's qlog)"
     if name == "burst_packets":
         return "too few packet_sent events"
     if name == "fc_credit_kb":

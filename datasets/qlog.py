@@ -73,6 +73,7 @@ EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("stream_bytes", "BIGINT"),
     ("max_data", "BIGINT"),
     ("max_stream_data", "BIGINT"),
+    ("lost_total", "BIGINT"),
 )
 
 #: One row per trace (``qlog_traces``): where it came from and how it is stored.
@@ -219,12 +220,17 @@ def normalise(name: str, data: dict[str, Any], time_ms: float) -> dict[str, Any]
         row["packet_number"] = _int(header.get("packet_number", data.get("packet_number")))
         row["packet_type"] = header.get("packet_type", data.get("packet_type"))
     raw = data.get("raw") if isinstance(data.get("raw"), dict) else {}
-    size = raw.get("length", header.get("packet_size", data.get("packet_size")))
+    size = raw.get("length", header.get("length", header.get("packet_size",
+                                                                data.get("packet_size"))))
     if size is not None:
         row["size_bytes"] = _int(size)
     trigger = data.get("trigger")
     if isinstance(trigger, str):
         row["trigger"] = trigger
+    lost = data.get("cf_lost_packets")
+    if isinstance(lost, dict):
+        # quiche's cumulative count of lost packets (it logs no packet_lost events).
+        row["lost_total"] = _int(lost.get("total"))
     for col, keys in (("cwnd_bytes", ("congestion_window", "cwnd")),
                       ("bytes_in_flight", ("bytes_in_flight",)),
                       ("ssthresh_bytes", ("ssthresh",)),
@@ -235,7 +241,9 @@ def normalise(name: str, data: dict[str, Any], time_ms: float) -> dict[str, Any]
                       ("pacing_rate_bps", ("pacing_rate",))):
         for key in keys:
             if key in data:
-                row[col] = _num(data[key])
+                value = _num(data[key])
+                # u64::MAX and the like stand for "infinite" (an unset ssthresh).
+                row[col] = value if value is None or value < 1e15 else None
                 break
     if short == "congestion_state_updated":
         row["old_state"] = data.get("old")
@@ -393,8 +401,25 @@ def parse(path: Path | str) -> Trace:
         row["seq"] = seq
         rows.append(row)
     frame = pd.DataFrame(rows, columns=[c for c, _ in EVENT_COLUMNS if c != "trace_id"])
+    _rtt_in_seconds(frame)
     return Trace(path=str(path), format=fmt, qlog_version=version, vantage=vantage,
                  title=title, events=frame, truncated=truncated, problems=problems)
+
+
+#: RFC 9002 §6.2.2 kInitialRtt (333 ms): the first RTT a trace's metrics report.
+INITIAL_RTT_MS = 333.0
+RTT_COLUMNS = ("smoothed_rtt_ms", "latest_rtt_ms", "min_rtt_ms", "rtt_variance_ms")
+
+
+def _rtt_in_seconds(frame: pd.DataFrame) -> None:
+    """Scale RTTs logged in seconds to milliseconds, in place. qlog's RTTs are
+    milliseconds; quinn-proto 0.11 logs seconds (``as_secs_f32``), recognisable by
+    its initial RTT, 0.333 (kInitialRtt, 333 ms) where others log 333."""
+    srtt = frame["smoothed_rtt_ms"].dropna()
+    if len(srtt) and (srtt.round(6) == INITIAL_RTT_MS / 1e3).any() \
+            and not (srtt.round(3) == INITIAL_RTT_MS).any():
+        for col in RTT_COLUMNS:
+            frame[col] = frame[col] * 1e3
 
 
 def summarise(events: pd.DataFrame) -> dict[str, Any]:
@@ -405,7 +430,7 @@ def summarise(events: pd.DataFrame) -> dict[str, Any]:
     sent = ev[ev.event == "packet_sent"]
     received = ev[ev.event == "packet_received"]
     lost = ev[ev.event == "packet_lost"]
-    trig = lost.trigger.fillna("").str.lower()
+    trig = lost.trigger.astype("string").fillna("").str.lower()
     metrics = ev[ev.event == "metrics_updated"]
     cwnd = metrics.cwnd_bytes.dropna()
     srtt = ev.smoothed_rtt_ms.dropna()
@@ -416,7 +441,8 @@ def summarise(events: pd.DataFrame) -> dict[str, Any]:
     return {
         "duration_ms": float(ev.t_ms.max()) if len(ev) else 0.0,
         "packets_sent": len(sent), "packets_received": len(received),
-        "packets_lost": len(lost),
+        "packets_lost": max(len(lost), int(ev.lost_total.max())
+                            if ev.lost_total.notna().any() else 0),
         "loss_by_threshold": count(trig.str.contains("reorder|packet_threshold|threshold")
                                    & ~trig.str.contains("time")),
         "loss_by_time": count(trig.str.contains("time")),
@@ -482,6 +508,14 @@ def ensure_tables(con: Any) -> None:
                 + ", ".join(f"{n} {t}" for n, t in CONNECTION_COLUMNS) + ")")
     con.execute("CREATE TABLE IF NOT EXISTS qlog_events ("
                 + ", ".join(f"{n} {t}" for n, t in EVENT_COLUMNS) + ")")
+    for table, columns in (("qlog_events", EVENT_COLUMNS), ("qlog_connections",
+                                                           CONNECTION_COLUMNS)):
+        have = {r[0] for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?",
+            [table]).fetchall()}
+        for name, kind in columns:
+            if name not in have:  # a column added since the table was made
+                con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind.split()[0]}")
 
 
 def trace_id(run_id: str, side: str, path: Path) -> str:

@@ -47,7 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trace", help="qlog traces: ingest, simulate, compare, identify")
     tsub = p.add_subparsers(dest="trace_command", required=True)
     a = tsub.add_parser("ingest", help="ingest qlog files or run directories")
-    a.add_argument("files", nargs="+", metavar="PATH")
+    a.add_argument("files", nargs="*", metavar="PATH")
+    a.add_argument("--runs", metavar="LIKE", help="(again) the qlog of the catalog's runs whose "
+                                                  "id is LIKE this, from their log directories")
     a.add_argument("--run-id", help="run id to file the traces under (default: the file name)")
     a.add_argument("--stack", help="the stack that wrote them")
     a.add_argument("--origin", default="file", help="fresh | des | ns3 | file")
@@ -97,7 +99,20 @@ def run_ingest(args: argparse.Namespace) -> int:
     from quiclab.datasets import qlog
 
     n = 0
+    if not args.files and not args.runs:
+        raise DataError("trace ingest", "give qlog files / run directories, or --runs LIKE")
     with _catalog(args) as cat:
+        if args.runs:
+            for run_id, logdir, server, client in cat.con.execute(
+                    "SELECT run_id, logdir, server_impl, client_impl FROM runs WHERE run_id LIKE ? "
+                    "AND logdir IS NOT NULL ORDER BY run_id", [args.runs]).fetchall():
+                if not Path(logdir).is_dir():
+                    print(f"{run_id}: log directory {logdir} is gone")
+                    continue
+                rows = qlog.ingest_run(cat, run_id, Path(logdir), server=server, client=client,
+                                       parquet_root=Path(args.catalog).parent / "qlog", log=print)
+                n += len(rows)
+                print(f"{run_id}: {len(rows)} trace(s), {sum(r['events'] for r in rows)} events")
         for text in args.files:
             path = Path(text)
             if not path.exists():

@@ -25,7 +25,7 @@ from quiclab.sim.analytic import bounds
 from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.des.connection import Connection, RunConfig, RunResult
 from quiclab.sim.des.recovery import VALIDATIONS
-from quiclab.sim.engine import unmodelled_notes, versioned
+from quiclab.sim.engine import prefix_transient, unmodelled_notes, versioned
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
@@ -272,6 +272,9 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
     notes += unmodelled_notes(s, engine, reordering=True)
     notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
     losses = tot["rcvbuf_drops"] + tot["queue_drops"] + tot["path_losses"]
+    window = result.end["congestion_events"] - result.window_start["congestion_events"]
+    transient = prefix_transient(result.completed, result.end["congestion_events"], window,
+                                 RunConfig.min_window_events, result.end["t_s"])
     # Busy polling, runtime threads and placement notes (sim/cores.py).
     return annotate(Prediction(
         scenario=s,
@@ -300,5 +303,6 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
         model_versions=resolved.model_versions,
         cpu_rule=resolved.describe_cpu(),
         notes=tuple(notes),
+        engine_specific=(transient,) if transient else (),
         timeseries=result.timeseries,
     ), resolved)
