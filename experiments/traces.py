@@ -85,6 +85,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--run", help="run ids LIKE this")
     a.add_argument("--origin", default="fresh")
     a.add_argument("--json", action="store_true")
+    a.add_argument("--write", metavar="FILE", nargs="?", const="",
+                   help="also write the identification the models apply (default: the "
+                        "package's models/trace-behaviour.json)")
     a.set_defaults(func=run_identify)
 
 
@@ -251,8 +254,7 @@ def sim_scenario_for_run(runs: pd.DataFrame, registry: Any, defaults: dict[str, 
     """The Scenario ``validate --source fresh`` gives a fresh run (one cell of one run)."""
     from quiclab.experiments.validate import _fresh_bulk_cells
 
-    known = set(registry.names()) if hasattr(registry, "names") else None
-    cells = _fresh_bulk_cells(runs, known if known else runs.server_impl.unique(), defaults)
+    cells = _fresh_bulk_cells(runs, set(registry.names()), defaults)
     if not cells:
         raise DataError("run", f"{runs.run_id.iloc[0]}: no model for "
                                f"{runs.server_impl.iloc[0]} → {runs.client_impl.iloc[0]}")
@@ -262,9 +264,10 @@ def sim_scenario_for_run(runs: pd.DataFrame, registry: Any, defaults: dict[str, 
 def _value(f: Any, attr: str, how: str) -> float | None:
     import numpy as np
 
-    v = getattr(f, attr)
     if attr == "cwnd_after_loss_packets":
         v = [c / f.mss for c in f.cwnd_after_loss_bytes]
+    else:
+        v = getattr(f, attr)
     if how == "value":
         return v
     vals = [x for x in (v or []) if x is not None and math.isfinite(x)]
@@ -310,9 +313,20 @@ def run_compare(args: argparse.Namespace) -> int:
                 one = runs[runs.run_id == run_id]
                 if one.empty:
                     continue
-                scenario = sim_scenario_for_run(one, registry, defaults)
+                reg = registry
+                if one.server_impl.iloc[0] not in set(registry.names()):
+                    # A stack this host's models do not cover (no fresh calibration of
+                    # it): the packaged model, on this host's CPU by the CPU rule.
+                    from quiclab.models.registry import Registry
+
+                    reg = Registry.load(args.paths.models)
+                    print(f"{run_id}: {one.server_impl.iloc[0]} has no fresh model; "
+                          f"using {args.paths.models}")
+                # Each repetition its own random streams (loss, stalls), as on the testbed.
+                scenario = sim_scenario_for_run(one, reg, defaults).with_(
+                    run=int(one.repetition.iloc[0] or 0))
                 out = Path(args.catalog).parent / "qlog-sim" / f"{run_id}.sqlog"
-                pred = simulate(registry, scenario, out, args.max_events)
+                pred = simulate(reg, scenario, out, args.max_events)
                 row = qlog.store(cat, qlog.parse(out), run_id=f"des:{run_id}", side="server",
                                  stack=scenario.server, origin="des",
                                  parquet_dir=Path(args.catalog).parent / "qlog" / "des")
@@ -378,6 +392,16 @@ def run_identify(args: argparse.Namespace) -> int:
             "ORDER BY 1", [args.origin]).fetchall()]
         tables = [traces.identify(cat, s, run_like=args.run, origin=args.origin) for s in stacks]
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    if args.write is not None and not table.empty:
+        from quiclab.models.costmodel import __file__ as models_init
+        from quiclab.testbed.stacks import STACKS
+
+        path = Path(args.write) if args.write else Path(models_init).parent / \
+            traces.IDENTIFIED_FILE
+        by_stack = {s: (STACKS[s].default_cc if s in STACKS else "cubic", part)
+                    for s, part in table.groupby("stack", sort=True)}
+        traces.write_identified(by_stack, path)
+        print(f"identification written to {path}")
     if args.json:
         print(table.to_json(orient="records"))
         return 0
