@@ -85,6 +85,7 @@ class Features:
     min_rtt_ms: float | None = None
     fc_credit_bytes: list[float] = field(default_factory=list)
     ack_frames: int = 0
+    cwnd_median_bytes: float | None = None
     rtt_ms: float = 1.0
     rtt_samples_ms: list[float] = field(default_factory=list)
     time_resolution_ms: float = 0.0
@@ -145,6 +146,8 @@ def features(events: pd.DataFrame, trace_id: str = "") -> Features:
     # --- congestion window: reductions, epochs, recovery, growth
     m = ev[ev.cwnd_bytes.notna()][["t_ms", "cwnd_bytes"]]
     cw = m.cwnd_bytes.to_numpy(dtype=float)
+    if len(cw):
+        f.cwnd_median_bytes = float(np.median(cw))
     ts = m.t_ms.to_numpy(dtype=float)
     # Rounds are measured in the trace's typical RTT (the median latest RTT, else the
     # median smoothed RTT), not the smoothed RTT of the moment: a handshake sample taken
@@ -333,6 +336,9 @@ PARAMETERS: tuple[tuple[str, str, str], ...] = (
     ("acked_per_ack", "packets", "median packets an ACK frame moves the largest "
                                  "acknowledged by (ACK frames that move it)"),
     ("packets_per_ack", "packets", "data packets sent per ACK frame received"),
+    ("ack_floor_packets", "packets", "packets per ACK frame in traces whose median window is "
+                                     "under 4 × that (where a receiver that followed the "
+                                     "sender's window would ACK more often)"),
     ("ack_delay_ms", "ms", "median ACK delay the receiver reports"),
     ("burst_packets", "packets", "90th percentile of packets sent back to back"),
     ("slow_start_exit_kb", "KB", "cwnd at the first reduction"),
@@ -373,8 +379,11 @@ def _pooled(fs: list[Features], name: str) -> tuple[list[float], list[float]]:
             add([d for d in f.loss_delay_rtts if d > 0], lambda x: np.quantile(x, 0.1))
         elif name == "acked_per_ack":
             add(f.acked_per_ack, np.median)
-        elif name == "packets_per_ack" and f.packets_per_ack is not None:
-            add([f.packets_per_ack], np.mean)
+        elif name in ("packets_per_ack", "ack_floor_packets") and f.packets_per_ack is not None:
+            small = bool(f.cwnd_median_bytes
+                         and f.cwnd_median_bytes / f.mss < 4 * f.packets_per_ack)
+            if name == "packets_per_ack" or small:
+                add([f.packets_per_ack], np.mean)
         elif name == "ack_delay_ms":
             add(f.ack_delay_ms, np.median)
         elif name == "burst_packets":
@@ -412,6 +421,7 @@ def summarise(fs: list[Features]) -> dict[str, dict[str, Any]]:
             value, lo, hi = _ci(per_event, stat) if len(per_event) > 1 else (per_trace[0], None,
                                                                                None)
             if len(per_trace) == 1 and name in ("loss_event_rate", "loss_rate", "packets_per_ack",
+                                                "ack_floor_packets",
                                                 "reductions_per_epoch", "slow_start_exit_kb",
                                                 "min_cwnd_packets"):
                 value = per_trace[0]
@@ -549,7 +559,9 @@ def apply(name: str, behaviour: Any, identified: dict[str, Any] | None = None
           ) -> tuple[Any, dict[str, str]]:
     """``behaviour`` with the fields its stack's traces identify, and their provenance
     (``provenance.knowledge`` keys). Applied: NewReno's β (``reno_beta``) for a stack
-    whose traces ran NewReno, from at least :data:`MIN_REDUCTIONS` reductions. The other
+    whose traces ran NewReno, from at least :data:`MIN_REDUCTIONS` reductions; the
+    receiver's ACK floor (``ack_threshold_floor_packets``) where traces at small windows
+    (at least two) show it ACKs less often than a quarter of the window. The other
     identified parameters are recorded with their value, interval and runs, under
     ``trace:<parameter>``, beside the source-read field they check."""
     from dataclasses import replace
@@ -565,6 +577,14 @@ def apply(name: str, behaviour: Any, identified: dict[str, Any] | None = None
             and beta.get("events", 0) >= MIN_REDUCTIONS and 0.3 < beta["value"] < 0.95):
         behaviour = replace(behaviour, reno_beta=round(float(beta["value"]), 3))
         notes["reno_beta"] = _provenance(entry, "reduction_factor")
+    floor = params.get("ack_floor_packets", {})
+    if (floor.get("value") is not None and floor.get("traces", 0) >= 2
+            and floor["value"] > behaviour.ack_threshold_floor_packets):
+        # The receiver ACKs no more often than this however small the sender's window
+        # (sim/TRANSPORT.md "A receiver's own floor"), as its traces at loss show.
+        behaviour = replace(behaviour, ack_threshold_floor_packets=round(float(
+            floor["value"]), 1))
+        notes["ack_threshold_floor_packets"] = _provenance(entry, "ack_floor_packets")
     for key, p in params.items():
         if (p.get("value") is not None and key != "reduction_factor") or (
                 key == "reduction_factor" and "reno_beta" not in notes
