@@ -296,6 +296,7 @@ def compare_table(real: list[Any], sim: list[Any]) -> pd.DataFrame:
 def run_compare(args: argparse.Namespace) -> int:
     from quiclab.calibration import traces
     from quiclab.datasets import qlog
+    from quiclab.sim.scenario import Scenario
 
     registry, defaults, models_note = _fresh_registry_and_defaults(args)
     with _catalog(args) as cat:
@@ -325,6 +326,11 @@ def run_compare(args: argparse.Namespace) -> int:
                 # Each repetition its own random streams (loss, stalls), as on the testbed.
                 scenario = sim_scenario_for_run(one, reg, defaults).with_(
                     run=int(one.repetition.iloc[0] or 0))
+                if reg is not registry and scenario.cpu not in reg.cpus.names():
+                    # The packaged models know the catalog's CPUs, not this host's.
+                    scenario = scenario.with_(cpu=Scenario().cpu)
+                    print(f"{run_id}: simulated on the {scenario.cpu} (this host's CPU is "
+                          "known to the fresh models only)")
                 out = Path(args.catalog).parent / "qlog-sim" / f"{run_id}.sqlog"
                 pred = simulate(reg, scenario, out, args.max_events)
                 row = qlog.store(cat, qlog.parse(out), run_id=f"des:{run_id}", side="server",

@@ -96,16 +96,13 @@ def test_identified_beta_reaches_behaviour_with_provenance() -> None:
     assert traces.apply("lsquic", Behaviour(), entry) == (Behaviour(), {})
 
 
-def test_identified_ack_floor_reaches_behaviour() -> None:
+def test_identified_ack_floor_is_recorded_not_applied() -> None:
     entry = {"quiche": {"cc": "cubic", "runs": ["r1", "r2"], "parameters": {
-        "reduction_factor": {"value": 0.7, "lo": 0.7, "hi": 0.7, "traces": 2, "events": 300},
         "ack_floor_packets": {"value": 21.85, "lo": 18.9, "hi": 52.3, "traces": 5,
                               "events": 5}}}}
     beh, prov = traces.apply("quiche", Behaviour(), entry)
-    assert beh.ack_threshold_floor_packets == 21.9 and beh.reno_beta == 0.5
-    assert prov["ack_threshold_floor_packets"].startswith("trace: 21.9 [18.9, 52.3]")
-    entry["quiche"]["parameters"]["ack_floor_packets"]["traces"] = 1  # one trace: not enough
-    assert traces.apply("quiche", Behaviour(), entry)[0].ack_threshold_floor_packets == 2.0
+    assert beh == Behaviour()
+    assert prov["trace:ack_floor_packets"].startswith("trace: 21.9 [18.9, 52.3]")
 
 
 def test_cli_ingest_list_identify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
