@@ -25,9 +25,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "<data dir>/models-fresh)")
     p.add_argument("--report", metavar="DIR",
                    help="report directory (default <data dir>/reports/calibration)")
-    p.add_argument("--cv", default="experiments", choices=("none", "experiments", "pairs", "all"),
-                   help="cross-validation: leave one experiment out (default), leave one "
-                        "implementation pair out (slow), both, or none")
+    p.add_argument("--cv", default="experiments",
+                   choices=("none", "testbeds", "experiments", "pairs", "all"),
+                   help="cross-validation: leave one testbed out (the error to expect on "
+                        "your own testbed), leave one experiment out (default), leave one "
+                        "implementation pair out (slow), all three, or none")
     p.add_argument("--max-nfev", type=int, default=400,
                    help="evaluation budget of the joint fit (default 400)")
     p.set_defaults(func=run_calibrate)
@@ -35,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     from quiclab.calibration import cv as cvmod
-    from quiclab.calibration.fit import Calibrator, Frames
+    from quiclab.calibration.fit import DATASET_SOURCES, Calibrator, Frames
     from quiclab.calibration.report import write_report
     from quiclab.datasets.catalog import Catalog
     from quiclab.errors import DataError
@@ -45,12 +47,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
     if args.source == "fresh":
         return run_fresh(args)
-    source = "qir10g"
     with Catalog(args.catalog, read_only=True) as catalog:
-        frames = Frames.from_catalog(catalog, source=source)
+        frames = Frames.from_catalog(catalog)
     if frames.runs.empty:
-        raise DataError(args.catalog, f"no runs with source={source!r} "
-                                      "(run `quiclab data ingest` or `quiclab testbed run`)")
+        raise DataError(args.catalog, "no runs of the published datasets "
+                                      f"({', '.join(DATASET_SOURCES)}; run `quiclab data ingest`)")
     started = time.perf_counter()
     cal = Calibrator(max_nfev=args.max_nfev, progress=progress).fit(frames)
     out = Path(args.out) if args.out else args.paths.models
@@ -63,6 +64,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     written = cal.write(out)
     print(f"wrote {len(written)} model files to {out}")
     cv: dict[str, object] = {}
+    if args.cv in ("testbeds", "all"):
+        cv["testbeds"] = cvmod.leave_one_testbed_out(frames, cal, progress=progress)
     if args.cv in ("experiments", "all"):
         cv["experiments"] = cvmod.leave_one_experiment_out(frames, cal, progress=progress)
     if args.cv in ("pairs", "all"):
@@ -70,6 +73,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
     report_dir = Path(args.report) if args.report else args.paths.reports / "calibration"
     headline = write_report(cal, report_dir, cv)
     print(f"report: {report_dir / 'calibration.md'} ({time.perf_counter() - started:.0f} s)")
+    if "testbeds" in cv:
+        # The figure a user should read first: the error on a testbed the fit never saw.
+        summary = cvmod.summarise(cv["testbeds"])  # type: ignore[arg-type]
+        print("leave one testbed out (absolute % error of each held-out testbed's items; "
+              "'stacks seen': items whose stacks other testbeds measured):")
+        print(summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     for key, value in headline.items():
         print(f"  {key:42s} {value:6.1f}")
     (report_dir / "headline.json").write_text(json.dumps(headline, indent=1, sort_keys=True))

@@ -290,11 +290,11 @@ REQUEST_TESTBEDS: dict[str, dict[str, Any]] = {
     # max_udp_payload_size 1350, HTTP/3. Connections and streams are not stated:
     # 100 connections with one request each in flight assumed.
     "003": {"cpu": "AMD EPYC 7K62", "app": "h3", "client": "tquic", "udp_payload_bytes": 1350,
-            "connections": 100},
+            "connections": 100, "testbed": "tquic"},
     # Seed 004: two machines on a 10G link; the CPU is not stated — a Broadwell
     # server of the benchmark's time (the catalog's Xeon E5-2640 v4) is assumed.
     # gQUIC is approximated by the HTTP/3 application model, with gQUIC's 1350-byte
     # default packets. One lsquic http_client.
     "004": {"cpu": "Intel Xeon E5-2640 v4", "link_gbps": 10.0, "app": "h3",
-            "client": "lsquic", "udp_payload_bytes": 1350},
+            "client": "lsquic", "udp_payload_bytes": 1350, "testbed": "litespeed"},
 }

@@ -23,6 +23,9 @@ from typing import Any
 from quiclab.errors import DataError, ScenarioError
 
 SCHEMA = "quiclab.cpus/1"
+#: The microarchitecture of a stand-in CPU whose model is not recorded (its speed is
+#: fitted per testbed: quiclab.models.testbeds).
+UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,15 @@ class Cpu:
     #: NICs of the hosts with this CPU as (rate Gbit/s, NUMA node), where the seeds
     #: name more than one (seed 002 Fig. 10); empty: one NIC on ``nic_numa_node``.
     nics: tuple[tuple[float, int], ...] = ()
+    #: For hosts whose CPU model is not recorded (microarchitecture ``unknown``):
+    #: their fitted single-core speed (value, lo, hi) in GHz × IPC, the rule's unit.
+    fitted_speed: tuple[float, float, float] | None = None
 
     def to_row(self) -> dict[str, Any]:
         row = dict(self.__dict__)
         row["sources"] = "; ".join(self.sources)
         row.pop("nics", None)  # not a catalog column: nic_numa_node is the default NIC
+        row.pop("fitted_speed", None)  # a calibrated testbed's, not the catalog's
         return row
 
     def numa_node_of(self, core: int) -> int:
@@ -104,6 +111,8 @@ class CpuCatalog:
         self.rule = rule
         self._found: dict[str, Cpu] = {}
         for cpu in self.cpus:
+            if cpu.fitted_speed is not None and cpu.microarchitecture == UNKNOWN:
+                continue
             if cpu.microarchitecture not in self.microarchitectures:
                 raise DataError("cpus.json", f"{cpu.name}: unknown microarchitecture "
                                 f"{cpu.microarchitecture!r}", field="microarchitecture")
@@ -171,7 +180,15 @@ class CpuCatalog:
                             + ", ".join(c.name for c in hits))
 
     def speed(self, cpu: Cpu, ghz: float = 0.0) -> tuple[float, float, float]:
-        """(speed, lo, hi) in GHz × IPC."""
+        """(speed, lo, hi) in GHz × IPC.
+
+        Raises ScenarioError for a clock override on a CPU whose clock is not recorded.
+        """
+        if cpu.fitted_speed is not None:
+            if ghz:
+                raise ScenarioError("cpu_ghz", ghz, f"0 ({cpu.name}: the clock is not "
+                                                    "recorded, only a fitted speed)")
+            return cpu.fitted_speed
         u = self.microarchitectures[cpu.microarchitecture]
         clock = ghz or cpu.max_ghz
         return clock * u.ipc, clock * u.lo, clock * u.hi
@@ -189,12 +206,25 @@ class CpuCatalog:
             lo, hi = rlo / thi, rhi / tlo
         clock = f"{target_ghz:g} GHz (override)" if target_ghz else f"{tgt.max_ghz:g} GHz max"
         ref_ipc = self.microarchitectures[ref.microarchitecture].ipc
-        tgt_ipc = self.microarchitectures[tgt.microarchitecture].ipc
-        rule = (f"clock×IPC: {ref.name} {ref.max_ghz:g} GHz × {ref_ipc:g}"
-                f" → {tgt.name} {clock} × {tgt_ipc:g}"
-                f" ({tgt.microarchitecture})")
+        if tgt.fitted_speed is not None:
+            rule = (f"clock×IPC: {ref.name} {ref.max_ghz:g} GHz × {ref_ipc:g}"
+                    f" → {tgt.name}: fitted speed {ts:.3g} [{tlo:.3g}, {thi:.3g}] GHz×IPC")
+        else:
+            tgt_ipc = self.microarchitectures[tgt.microarchitecture].ipc
+            rule = (f"clock×IPC: {ref.name} {ref.max_ghz:g} GHz × {ref_ipc:g}"
+                    f" → {tgt.name} {clock} × {tgt_ipc:g}"
+                    f" ({tgt.microarchitecture})")
         return CpuScaling(ref.name, tgt.name, rs, ts, factor, min(lo, factor), max(hi, factor),
                           rule)
+
+
+def unknown_cpu(name: str, speed: tuple[float, float, float], source: str) -> Cpu:
+    """A stand-in catalog entry for hosts whose CPU model is not recorded: only
+    their fitted speed (GHz × IPC, with its interval) is known (``cores`` 0: not
+    recorded either)."""
+    return Cpu(name=name, vendor="unknown", microarchitecture=UNKNOWN, year=0,
+               max_ghz=0.0, base_ghz=0.0, cores=0, threads=0, numa_nodes=1,
+               nic_numa_node=0, aes_ni=True, sources=(source,), fitted_speed=speed)
 
 
 def _norm(text: str) -> str:

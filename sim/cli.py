@@ -47,10 +47,29 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
     from quiclab.sim.scenario import Scenario
 
     fields, origin = _fields_and_origin(args)
+    if "testbed" in fields:
+        fields = _on_testbed(fields, args, origin)
     try:
         return Scenario.from_dict(fields), origin
     except ScenarioError as err:
         raise _attributed(err, origin) from None
+
+
+def _on_testbed(fields: dict[str, Any], args: argparse.Namespace,
+                origin: dict[str, str]) -> dict[str, Any]:
+    """``fields`` with the named testbed's defaults (models directory's testbeds.json)
+    under them."""
+    from quiclab.models.testbeds import FILE, Testbeds, on_testbed
+
+    models = getattr(getattr(args, "paths", None), "models", None)
+    path = Path(models) / FILE if models else None
+    testbeds = Testbeds.load(path) if path is not None and path.is_file() else Testbeds.stated()
+    try:
+        return on_testbed(fields, testbeds)
+    except KeyError:
+        raise ScenarioError("testbed", fields["testbed"],
+                            "one of: " + ", ".join([*testbeds.ids(), "unseen"]),
+                            source=origin.get("testbed")) from None
 
 
 def _fields_and_origin(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:

@@ -311,6 +311,7 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     """
     server = registry.model(scenario.server, field="server")
     client = registry.model(scenario.client, field="client")
+    registry.testbed(scenario.testbed)  # refuses an unknown testbed, naming the known
     cpu = registry.cpus.find(scenario.cpu)
     if scenario.cipher == "aes-ni" and not cpu.aes_ni:
         raise ScenarioError("cipher", "aes-ni", f"aes-sw | chacha20 ({cpu.name} has no AES-NI)")
@@ -328,9 +329,10 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     receiver = _endpoint(client, "receiver", scenario, c_scale, payload, "client")
     path = path_for(scenario)
     s_base, c_base = scenario.server.split("@")[0], scenario.client.split("@")[0]
-    busy, lo, hi, src = registry.interop.busy(s_base, c_base)
+    # Pair effects fitted to a testbed's goodput act only on that testbed's Scenarios.
+    busy, lo, hi, src = registry.interop.busy(s_base, c_base, scenario.testbed)
     pair_acks = registry.interop.ack_every(s_base, c_base)
-    overhead = registry.interop.overhead(s_base, c_base)
+    overhead = registry.interop.overhead(s_base, c_base, scenario.testbed)
     if overhead != 1.0:
         # The pair's interplay costs CPU per packet on both sides (Interop.pair_overhead).
         sender, receiver = (_scaled(ep, overhead) for ep in (sender, receiver))

@@ -37,6 +37,11 @@ CIPHERS = ("aes-ni", "aes-sw", "chacha20")
 APPS = ("perf", "hq", "h3")
 CCS = ("cubic", "reno", "bbr")
 WORKLOADS = ("bulk", "requests", "handshakes")
+#: A testbed id (``models/fitted/testbeds.json``); whether it exists is checked
+#: against the registry when the scenario is resolved.
+TESTBED_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+#: The testbed id of hosts the models never saw: no testbed-specific effect applies.
+UNSEEN_TESTBED = "unseen"
 
 
 def _bool(value: object, name: str) -> bool:
@@ -90,6 +95,11 @@ class Scenario:
     #: NIC when ``pin``, else wherever the scheduler puts it (seed 002 §4.7).
     server_core: int = -1
     client_core: int = -1
+    #: The core that handles the NIC queue's interrupts on both hosts (-1: not a core
+    #: a stack is pinned to — irqbalance or a dedicated core). A stack pinned to it
+    #: shares that core with the kernel's packet processing (UCLouvain's testbed
+    #: pins its interrupts to core 2, and some runs the stacks too).
+    irq_core: int = -1
     # --- application --------------------------------------------------------
     transfer_bytes: int = QIR_TRANSFER_BYTES
     streams: int = 1
@@ -102,6 +112,14 @@ class Scenario:
     request_bytes: int = 0
     requests: int = 0
     connections: int = 1
+    # --- where -----------------------------------------------------------------
+    #: The testbed the transfer runs on (``models/fitted/testbeds.json``): effects
+    #: fitted to one testbed's measurements (a pair's interplay, an unknown CPU's
+    #: speed) act only on predictions for that testbed. The default, ``unseen``, is
+    #: a testbed the models never saw — the user's own hosts — where only
+    #: mechanisms act; ``qir10g`` is the testbed whose baseline the other defaults
+    #: reproduce (seed 002 §3.2).
+    testbed: str = UNSEEN_TESTBED
     # --- reproducibility ------------------------------------------------------
     seed: int = 0
     run: int = 0
@@ -125,6 +143,7 @@ class Scenario:
         "udp_payload_bytes": (0, 65527),
         "server_core": (-1, 4095),
         "client_core": (-1, 4095),
+        "irq_core": (-1, 4095),
         "request_bytes": (0, 2**40),
         "requests": (0, 10**9),
         "connections": (1, 1_000_000),
@@ -137,6 +156,10 @@ class Scenario:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ScenarioError(name, value, "a non-empty name")
+        if not isinstance(self.testbed, str) or not TESTBED_ID.fullmatch(self.testbed):
+            raise ScenarioError("testbed", self.testbed,
+                                "a testbed id: lower-case letters, digits and '-' (e.g. "
+                                "qir10g, koenig25, uclouvain, unseen)")
         for name, (lo, hi) in self.RANGES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
@@ -146,7 +169,7 @@ class Scenario:
         for name in ("mtu_bytes", "queue_bytes", "rcvbuf_bytes", "sndbuf_bytes",
                      "transfer_bytes", "streams", "chunks", "udp_payload_bytes",
                      "request_bytes", "requests", "connections", "seed", "run",
-                     "server_core", "client_core"):
+                     "server_core", "client_core", "irq_core"):
             if not isinstance(getattr(self, name), int):
                 raise ScenarioError(name, getattr(self, name), "a whole number")
         for name in _FLOAT_FIELDS:

@@ -69,7 +69,7 @@ def registry() -> Registry:
                         rx_stall_min_us=300.0, rx_stall_alpha=2.0),
         synthetic_model("pair", sender_ns=4000, receiver_ns=800),
         synthetic_model("acks", sender_ns=2000, receiver_ns=800, ack_ns=2000),
-        interop=Interop(server_effect={"pair": math.log(0.7)}),
+        interop=Interop.for_testbed("qir10g", server_effect={"pair": math.log(0.7)}),
     )
 
 
@@ -168,7 +168,8 @@ def test_ack_cost_on_the_sender(registry: Registry) -> None:
 
 
 def test_pair_interplay_idles_the_sender(registry: Registry) -> None:
-    pred = des(registry).predict(Scenario(server="pair", client="fast", transfer_bytes=10 * MB))
+    pred = des(registry).predict(Scenario(server="pair", client="fast", transfer_bytes=10 * MB,
+                                          testbed="qir10g"))
     assert pred.limit == "interop"
     assert pred.goodput_mbps == pytest.approx(0.7 * BITS / 4000 * 1e3, rel=0.02)
     assert pred.server_cpu_util == pytest.approx(0.7, abs=0.03)

@@ -66,7 +66,7 @@ def registry() -> Registry:
         # GSO batches of 44 into a slower GRO receiver (TRANSPORT.md "Receive buffer").
         synthetic_model("gro", sender_ns=1000, receiver_ns=1500, supports_gso=True,
                         supports_gro=True, gso_max_segments=44),
-        interop=Interop(server_effect={"pair": -0.3}),
+        interop=Interop.for_testbed("qir10g", server_effect={"pair": -0.3}),
     )
 
 
@@ -124,7 +124,7 @@ def test_python_ns_module_is_never_imported() -> None:
         ("slow", "fast", {}, "sender_cpu"),
         ("fast", "slow", {}, "receiver_cpu"),
         ("gso", "gso", {"link_gbps": 40.0}, "sender_cpu"),
-        ("pair", "fast", {}, "interop"),
+        ("pair", "fast", {"testbed": "qir10g"}, "interop"),
     ],
 )
 def test_exact_regimes_match_the_analytic_engine(engine: Ns3Engine, registry: Registry,
