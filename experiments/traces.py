@@ -324,11 +324,14 @@ def run_compare(args: argparse.Namespace) -> int:
                     print(f"{run_id}: {one.server_impl.iloc[0]} has no fresh model; "
                           f"using {args.paths.models}")
                 # Each repetition its own random streams (loss, stalls), as on the testbed.
+                # testbed "unseen": this host's models carry no other lab's fitted pair
+                # effects, and their registry does not list this host's testbed.
                 scenario = sim_scenario_for_run(one, reg, defaults).with_(
-                    run=int(one.repetition.iloc[0] or 0))
+                    run=int(one.repetition.iloc[0] or 0), testbed="unseen")
                 if reg is not registry and scenario.cpu not in reg.cpus.names():
-                    # The packaged models know the catalog's CPUs, not this host's.
-                    scenario = scenario.with_(cpu=Scenario().cpu)
+                    # The packaged models know the catalog's CPUs and testbeds, not this
+                    # host's: the default CPU, and no testbed's fitted effects.
+                    scenario = scenario.with_(cpu=Scenario().cpu, testbed="unseen")
                     print(f"{run_id}: simulated on the {scenario.cpu} (this host's CPU is "
                           "known to the fresh models only)")
                 out = Path(args.catalog).parent / "qlog-sim" / f"{run_id}.sqlog"
