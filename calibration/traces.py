@@ -426,6 +426,15 @@ def summarise(fs: list[Features]) -> dict[str, dict[str, Any]]:
                                                 "min_cwnd_packets"):
                 value = per_trace[0]
                 lo, hi = _count_interval(name, fs)
+        if name == "time_threshold" and value is not None and value < 0.5:
+            # RFC 9002 §6.1.2 never declares a packet lost sooner than 9/8 of a round
+            # after it was sent: such a value says the trace's send times and losses do
+            # not pair up (quic-go v0.65 here), not what the stack's threshold is.
+            out[name] = {"value": None, "lo": None, "hi": None, "traces": len(per_trace),
+                         "events": len(per_event), "unit": unit,
+                         "why": f"inconsistent: the 10th percentile is {value:.3g} rounds "
+                                "after sending, below any time threshold"}
+            continue
         out[name] = {"value": value, "lo": lo, "hi": hi, "traces": len(per_trace),
                      "events": len(per_event), "unit": unit, "why": meaning}
     return out
