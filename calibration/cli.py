@@ -32,6 +32,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "implementation pair out (slow), all three, or none")
     p.add_argument("--max-nfev", type=int, default=400,
                    help="evaluation budget of the joint fit (default 400)")
+    from quiclab.experiments.cli import interval_level
+
+    p.add_argument("--level", type=interval_level, default=0.9, metavar="L",
+                   help="default level of the predictive intervals written beside the models "
+                        "(intervals.json; default 0.9)")
+    p.add_argument("--interval-engines", nargs="+", default=["analytic"],
+                   choices=("analytic", "des", "ns3"), metavar="ENGINE",
+                   help="engines whose held-out residuals the intervals learn from (default "
+                        "analytic; des and ns3 re-predict every held-out item with its fold's "
+                        "models: minutes per engine)")
     p.set_defaults(func=run_calibrate)
 
 
@@ -62,15 +72,25 @@ def run_calibrate(args: argparse.Namespace) -> int:
                                       f"(known: {', '.join(sorted(cal.models_))})")
         cal.models_ = {k: v for k, v in cal.models_.items() if k in args.impl}
     written = cal.write(out)
+    written.append(write_domain(cal, out))
     print(f"wrote {len(written)} model files to {out}")
     cv: dict[str, object] = {}
-    if args.cv in ("testbeds", "all"):
-        cv["testbeds"] = cvmod.leave_one_testbed_out(frames, cal, progress=progress)
-    if args.cv in ("experiments", "all"):
-        cv["experiments"] = cvmod.leave_one_experiment_out(frames, cal, progress=progress)
-    if args.cv in ("pairs", "all"):
-        cv["pairs"] = cvmod.leave_one_pair_out(frames, cal, progress=progress)
     report_dir = Path(args.report) if args.report else args.paths.reports / "calibration"
+    folds = report_dir / "folds" if set(args.interval_engines) - {"analytic"} else None
+    if args.cv in ("testbeds", "all"):
+        cv["testbeds"] = cvmod.leave_one_testbed_out(
+            frames, cal, progress=progress, models_dir=folds / "testbeds" if folds else None)
+    if args.cv in ("experiments", "all"):
+        cv["experiments"] = cvmod.leave_one_experiment_out(
+            frames, cal, progress=progress, models_dir=folds / "experiments" if folds else None)
+    if args.cv in ("pairs", "all"):
+        cv["pairs"] = cvmod.leave_one_pair_out(
+            frames, cal, progress=progress, models_dir=folds / "pairs" if folds else None)
+    if cv:
+        write_band(args, cv, out, report_dir, progress)
+    else:
+        print("no cross-validation (--cv none): intervals.json left as it is (a Prediction "
+              "says when it was fitted for other models)")
     headline = write_report(cal, report_dir, cv)
     print(f"report: {report_dir / 'calibration.md'} ({time.perf_counter() - started:.0f} s)")
     if "testbeds" in cv:
@@ -83,6 +103,43 @@ def run_calibrate(args: argparse.Namespace) -> int:
         print(f"  {key:42s} {value:6.1f}")
     (report_dir / "headline.json").write_text(json.dumps(headline, indent=1, sort_keys=True))
     return 0
+
+
+def write_domain(cal: object, out: Path) -> str:
+    """Write ``domain.json``: the envelope of the fit's evidence per model and pair."""
+    from quiclab.models.domain import FILE, Domain
+
+    items = cal.evidence_  # type: ignore[attr-defined]
+    domain = Domain.from_scenarios(
+        cal._scenarios(cal.theta_, items), cal.cpus,  # type: ignore[attr-defined]
+        {"evidence": len(items), "sources": sorted({e.source for e in items}),
+         "written_by": "quiclab calibrate (calibration/fit.py evidence_)"})
+    (out / FILE).write_text(domain.dumps())
+    return FILE
+
+
+def write_band(args: argparse.Namespace, cv: dict[str, object], out: Path, report_dir: Path,
+               progress: object) -> None:
+    """Held-out residuals of each engine asked for → ``intervals.json`` and the coverage
+    report (calibration/intervals.py)."""
+    import pandas as pd
+
+    from quiclab.calibration.intervals import coverage_table, engine_residuals, write_intervals
+
+    held = [frame for frame in cv.values() if isinstance(frame, pd.DataFrame)]
+    for engine in args.interval_engines:
+        if engine == "analytic":
+            continue
+        options = {"cache_dir": args.paths.cache / "ns3"} if engine == "ns3" else {}
+        held += [engine_residuals(frame, engine, progress, **options)
+                 for frame in cv.values() if isinstance(frame, pd.DataFrame)]
+    model, judged = write_intervals(held, out, report_dir, args.level,
+                                    {"written_by": f"quiclab calibrate --cv {args.cv}",
+                                     "catalog": str(args.catalog)})
+    table = coverage_table(judged)
+    print(f"intervals: {out / 'intervals.json'} ({model.provenance['residuals']} held-out "
+          "residuals); coverage of held-out items by cross-conformal folds:")
+    print(table.round(2).to_string(index=False))
 
 
 def run_fresh(args: argparse.Namespace) -> int:
@@ -115,4 +172,50 @@ def run_fresh(args: argparse.Namespace) -> int:
     print(fit.table.round(2).to_string(index=False))
     for note in fit.notes:
         print(f"  {note}")
+    write_fresh_band(args, runs, points, host, out)
     return 0
+
+
+def write_fresh_band(args: argparse.Namespace, runs: object, points: object, host: object,
+                     out: Path) -> None:
+    """This host's models' ``domain.json`` (the calibration cells' envelope) and, with
+    two sessions or more, ``intervals.json`` from each session predicted by another's
+    models (calibration/sessions.py)."""
+    from quiclab.calibration.fresh import CALIBRATION_EXPERIMENT
+    from quiclab.calibration.intervals import coverage_table, write_intervals
+    from quiclab.calibration.sessions import session_labels, session_residuals
+    from quiclab.experiments.validate import _fresh_bulk_cells, _is_bulk
+    from quiclab.models.domain import FILE, Domain
+    from quiclab.models.registry import Registry
+
+    def progress(msg: str) -> None:
+        print(f"  {msg}", file=sys.stderr, flush=True)
+
+    if not any(p.name != "cpus.json" for p in out.glob("*.json")):
+        return  # no stack could be fitted (the notes above say why)
+    registry = Registry.load(out)
+    meta = json.loads((out / "cpus.json").read_text())
+    defaults = {"base_rtt_us": float(meta.get("base_rtt_us", 100.0)),
+                "link_gbps": float(meta.get("link_gbps", 40.0))}
+    if meta.get("relay_gbps"):
+        defaults["relay_gbps"] = float(meta["relay_gbps"])
+    cal = runs[(runs["experiment"] == CALIBRATION_EXPERIMENT)]  # type: ignore[index]
+    cells = _fresh_bulk_cells(cal[_is_bulk(cal)], registry.names(), defaults)
+    Domain.from_evidence(cells, registry.cpus, {
+        "evidence": len(cells), "sources": ["fresh"],
+        "written_by": "quiclab calibrate --source fresh (the calibration cells)"}) \
+        .dump(out / FILE)
+    sessions = session_labels(runs).nunique()
+    held = session_residuals(runs, points, host, progress)
+    if held.empty:
+        print(f"{sessions} fresh session(s): intervals need each session predicted by "
+              "another session's models (two sessions with calibration runs); "
+              f"{out / 'intervals.json'} not written")
+        return
+    report = Path(args.report) if args.report else args.paths.reports / "calibration-fresh"
+    model, judged = write_intervals([held], out, report, args.level,
+                                    {"written_by": "quiclab calibrate --source fresh",
+                                     "catalog": str(args.catalog)})
+    print(f"intervals: {out / 'intervals.json'} ({model.provenance['residuals']} held-out "
+          f"residuals of {sessions} sessions); coverage by cross-conformal folds:")
+    print(coverage_table(judged).round(2).to_string(index=False))

@@ -32,8 +32,10 @@ separately (``repro-mukherjee25-table3-crypto``), not here.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -42,12 +44,14 @@ from quiclab.calibration.fit import Calibrator, Frames
 
 
 def _fold(frames: Frames, full: Calibrator, exclude: tuple[str, ...], max_nfev: int,
-          drop_pair: str | None = None) -> pd.DataFrame:
-    return _fit_fold(frames, full, exclude, max_nfev, drop_pair)[0]
+          drop_pair: str | None = None, fold_kind: str = "",
+          models_dir: Path | None = None) -> pd.DataFrame:
+    return _fit_fold(frames, full, exclude, max_nfev, drop_pair, fold_kind, models_dir)[0]
 
 
 def _fit_fold(frames: Frames, full: Calibrator, exclude: tuple[str, ...], max_nfev: int,
-              drop_pair: str | None = None) -> tuple[pd.DataFrame, Calibrator]:
+              drop_pair: str | None = None, fold_kind: str = "",
+              models_dir: Path | None = None) -> tuple[pd.DataFrame, Calibrator]:
     # requests=False: the folds score bulk goodput only; request terms add nothing here.
     cal = Calibrator(cpus=full.cpus, exclude=exclude, max_nfev=max_nfev,
                      warm_start={k: v for k, v in full.theta_by_name_.items()
@@ -63,12 +67,51 @@ def _fit_fold(frames: Frames, full: Calibrator, exclude: tuple[str, ...], max_nf
             for name in (e.scenario.server, e.scenario.client)}
     held["stacks_seen"] = (held["server"].str.split("@").str[0].isin(seen)
                            & held["client"].str.split("@").str[0].isin(seen))
+    held["fold_kind"] = fold_kind
+    _describe_held(cal, held)
+    if models_dir is not None:
+        # The fold's own models, so that other engines can predict its held-out
+        # items later (quiclab.calibration.intervals: residuals per engine).
+        cal.write(models_dir)
+        held["fold_models"] = str(models_dir)
     return held, cal
 
 
+def _describe_held(cal: Calibrator, held: pd.DataFrame) -> None:
+    """Add to ``held`` (in place) what the fold's model said about each held-out item:
+    the engine, its limiting resource (the regime), every resource's rate and the
+    Scenario it predicted (JSON), and which of the item's conditions lie inside the
+    fold's own evidence (:mod:`quiclab.models.domain`)."""
+    from quiclab.models.domain import Domain
+    from quiclab.sim.analytic import AnalyticEngine
+    from quiclab.sim.analytic.core import LIMIT_NAMES, RESOURCES
+
+    items = [e for e in cal.all_evidence_ if cal._excluded(e)]
+    scenarios = cal._scenarios(cal.theta_, items)
+    resolved, out = AnalyticEngine(cal.registry_).evaluate(scenarios)
+    held["engine"] = "analytic"
+    held["limit"] = [LIMIT_NAMES[int(k)] for k in out.limit]
+    held["rates_mbps"] = [json.dumps({name: float(out.rates_bps[i, k]) / 1e6
+                                      for k, name in enumerate(RESOURCES)}, sort_keys=True)
+                          for i in range(len(items))]
+    held["scenario"] = [json.dumps(s.to_dict(), sort_keys=True) for s in scenarios]
+    domain = Domain.from_scenarios(cal._scenarios(cal.theta_, cal.evidence_), cal.cpus)
+    checks = [domain.check(s, cal.cpus) for s in scenarios]
+    held["pair_in_evidence"] = [c.pair_measured for c in checks]
+    held["cpu_in_evidence"] = [c.cpu_measured for c in checks]
+    held["extrapolated"] = [c.line() for c in checks]
+    held["extrapolated_fields"] = [",".join(c.names) for c in checks]
+    held["pair_fields"] = [",".join(c.pair_fields) for c in checks]
+    held["extrapolation"] = [c.distance for c in checks]
+    held["cpu_scaled"] = [r.cpu.target != r.cpu.reference for r in resolved]
+
+
 def leave_one_experiment_out(frames: Frames, full: Calibrator, max_nfev: int = 60,
-                             progress: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """Held-out APE per item when each evidence group is left out in turn."""
+                             progress: Callable[[str], None] | None = None,
+                             models_dir: Path | None = None) -> pd.DataFrame:
+    """Held-out APE per item when each evidence group is left out in turn.
+
+    ``models_dir``: write each fold's models to ``models_dir/<group>``."""
     from sklearn.model_selection import LeaveOneGroupOut
 
     groups = np.array([e.group for e in full.all_evidence_])
@@ -77,15 +120,19 @@ def leave_one_experiment_out(frames: Frames, full: Calibrator, max_nfev: int = 6
         group = str(groups[test[0]])
         if progress:
             progress(f"cross-validation: leaving out {group} ({len(test)} items)")
-        held = _fold(frames, full, (group,), max_nfev)
+        held = _fold(frames, full, (group,), max_nfev, fold_kind="experiments",
+                     models_dir=models_dir / group if models_dir else None)
         held["fold"] = group
         out.append(held)
     return pd.concat(out, ignore_index=True)
 
 
 def leave_one_pair_out(frames: Frames, full: Calibrator, max_nfev: int = 25,
-                       progress: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """Held-out APE of each dataset pair's cells with the pair's effect unknown."""
+                       progress: Callable[[str], None] | None = None,
+                       models_dir: Path | None = None) -> pd.DataFrame:
+    """Held-out APE of each dataset pair's cells with the pair's effect unknown.
+
+    ``models_dir``: write each fold's models to ``models_dir/<server>_<client>``."""
     from sklearn.model_selection import LeaveOneGroupOut
 
     cells = [e for e in full.all_evidence_ if e.source == "dataset"]
@@ -97,18 +144,24 @@ def leave_one_pair_out(frames: Frames, full: Calibrator, max_nfev: int = 25,
         pair = str(pairs[test[0]])
         if progress:
             progress(f"cross-validation: leaving out pair {pair} ({i}/{len(splits)})")
-        held = _fold(frames, full, (f"pair:{pair}",), max_nfev, drop_pair=pair)
+        held = _fold(frames, full, (f"pair:{pair}",), max_nfev, drop_pair=pair,
+                     fold_kind="pairs",
+                     models_dir=models_dir / pair.replace("|", "_").replace("+", "_")
+                     if models_dir else None)
         held["fold"] = pair
         out.append(held)
     return pd.concat(out, ignore_index=True)
 
 
 def leave_one_testbed_out(frames: Frames, full: Calibrator, max_nfev: int = 60,
-                          progress: Callable[[str], None] | None = None) -> pd.DataFrame:
+                          progress: Callable[[str], None] | None = None,
+                          models_dir: Path | None = None) -> pd.DataFrame:
     """Held-out APE per item when each testbed is left out in turn: its runs (from
     the stage-A regressions on), its published points and everything fitted to
     them alone (its pair interplay, its hosts' speed, its variants) — the error a
-    user should expect on their own, unseen testbed."""
+    user should expect on their own, unseen testbed.
+
+    ``models_dir``: write each fold's models to ``models_dir/<testbed>``."""
     from sklearn.model_selection import LeaveOneGroupOut
 
     groups = np.array([e.testbed for e in full.all_evidence_])
@@ -119,7 +172,9 @@ def leave_one_testbed_out(frames: Frames, full: Calibrator, max_nfev: int = 60,
         if progress:
             progress(f"cross-validation: leaving out testbed {testbed} ({len(test)} items, "
                      f"{i}/{len(splits)})")
-        held, cal = _fit_fold(frames, full, (f"testbed:{testbed}",), max_nfev)
+        held, cal = _fit_fold(frames, full, (f"testbed:{testbed}",), max_nfev,
+                              fold_kind="testbeds",
+                              models_dir=models_dir / testbed if models_dir else None)
         held["fold"] = testbed
         if cal.testbeds_.get(testbed).speed is not None:
             held = _with_reference(held, cal, testbed)

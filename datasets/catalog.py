@@ -145,6 +145,10 @@ RUN_COLUMNS: list[tuple[str, str]] = [
 #: Columns appended to other tables after their first version: table → columns.
 ADDED_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "published_points": [("testbed", "VARCHAR")],
+    # Predictive intervals and the domain of validity (models/intervals.py, domain.py).
+    "predictions": [("interval_level", "DOUBLE"), ("param_lo_mbps", "DOUBLE"),
+                    ("param_hi_mbps", "DOUBLE"), ("extrapolated", "VARCHAR"),
+                    ("interval_source", "VARCHAR")],
 }
 
 TESTBED_COLUMNS: list[tuple[str, str]] = [
@@ -218,7 +222,9 @@ DDL = [
         udp_payload_bytes INTEGER, workload VARCHAR, request_bytes BIGINT, requests BIGINT,
         connections INTEGER, seed BIGINT, run INTEGER,
         goodput_mbps DOUBLE, goodput_lo_mbps DOUBLE, goodput_hi_mbps DOUBLE,
-        limit_resource VARCHAR, duration_s DOUBLE, rates_mbps JSON,
+        interval_level DOUBLE, param_lo_mbps DOUBLE, param_hi_mbps DOUBLE,
+        extrapolated VARCHAR, interval_source VARCHAR, limit_resource VARCHAR,
+        duration_s DOUBLE, rates_mbps JSON,
         server_cpu_util DOUBLE, client_cpu_util DOUBLE, server_cpu_s DOUBLE,
         client_cpu_s DOUBLE, server_packets_sent DOUBLE, server_packets_received DOUBLE,
         client_packets_sent DOUBLE, client_packets_received DOUBLE, acks DOUBLE,

@@ -56,6 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="output folder (default <data dir>/sweeps/<name>-<content hash>)")
     p.add_argument("--no-catalog", action="store_true",
                    help="write the Parquet parts only, not the catalog")
+    add_level(p)
     p.set_defaults(func=run_sweep)
 
     p = sub.add_parser(
@@ -103,10 +104,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_validate)
 
 
+def interval_level(text: str) -> float:
+    """``--level``: a fraction in (0, 1) or a percentage in (1, 100), e.g. 0.9 or 90."""
+    try:
+        value = float(text.rstrip("%").strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a level such as 0.9 or 90, got {text!r}") \
+            from None
+    value = value / 100.0 if value > 1.0 else value
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a level in (0, 1) or (1, 100) %, got {text!r}")
+    return value
+
+
+def add_level(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--level", type=interval_level, metavar="L",
+                   help="level of every prediction's predictive interval, as a fraction or a "
+                        "percentage (default: the models' intervals.json, 0.9)")
+
+
 def _registry(args: argparse.Namespace) -> Any:
     from quiclab.models.registry import Registry
 
-    return Registry.load(args.paths.models)
+    registry = Registry.load(args.paths.models)
+    if getattr(args, "level", None) is not None:
+        registry.interval_level = args.level
+    return registry
 
 
 def _executor(args: argparse.Namespace) -> Any:

@@ -74,8 +74,11 @@ ENGINE_OPTION_RULES: dict[str, dict[str, OptionRule]] = {
 #: Prediction outputs a sweep can record (scenario fields and keys are always recorded).
 OUTPUT_FIELDS = tuple(f.name for f in fields(Prediction)
                       if f.name not in ("scenario", "timeseries"))
-#: Always recorded: identity and provenance of each row.
-ALWAYS_RECORDED = ("engine", "engine_version", "goodput_mbps", "limit", "model_versions")
+#: Always recorded: identity and provenance of each row, and how sure its goodput is
+#: (the predictive band and the fields outside the evidence; its level is in
+#: ``model_versions`` as ``interval-level``).
+ALWAYS_RECORDED = ("engine", "engine_version", "goodput_mbps", "goodput_lo_mbps",
+                   "goodput_hi_mbps", "extrapolated", "limit", "model_versions")
 #: A grid larger than this is refused (a typo in a range should not fill the disk).
 MAX_POINTS = 2_000_000
 

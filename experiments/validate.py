@@ -543,6 +543,63 @@ def _requests_md(summary: pd.DataFrame, items: pd.DataFrame) -> list[str]:
             _fmt_table(summary), "", _fmt_table(shown, floats=2), ""]
 
 
+def coverage_report(registries: dict[str, Any], sources: list[str]) -> dict[str, pd.DataFrame]:
+    """Coverage of the predictive intervals on held-out items, per source and regime.
+
+    ``registries``: the model sets whose ``intervals.json`` to judge (``main``: the
+    published and dataset evidence; ``fresh``: this host's sessions). Each stored
+    residual set is judged again by cross-conformal folds
+    (:func:`quiclab.calibration.intervals.judge_stored`). Returns the tables
+    ``coverage`` (source × regime), ``outside`` (items outside their 90 % band),
+    ``extremes`` (widest and narrowest 90 % bands) and ``degenerate`` (zero width
+    or beyond ×/÷ 10); empty frames when no model set carries intervals."""
+    from quiclab.calibration.intervals import (
+        coverage_table,
+        degenerate,
+        extremes,
+        judge_stored,
+        outside,
+    )
+
+    judged = []
+    for registry in registries.values():
+        model = getattr(registry, "intervals", None) if registry is not None else None
+        if model is None or not model.residuals:
+            continue
+        items = judge_stored(model)
+        judged.append(items[items["source"].isin(sources)])
+    if not judged or not sum(len(j) for j in judged):
+        return {}
+    items = pd.concat(judged, ignore_index=True)
+    strict = items[items["nest"] == "fold"] if "nest" in items.columns else items
+    return {"coverage": coverage_table(items),
+            "engines": coverage_table(items, by=("source", "engine")), "outside": outside(strict),
+            "extremes": extremes(strict), "degenerate": degenerate(strict), "items": items}
+
+
+def _coverage_md(tables: dict[str, pd.DataFrame]) -> list[str]:
+    from quiclab.calibration.intervals import COVERAGE_TEXT
+
+    if not tables:
+        return ["## Predictive intervals: coverage of held-out items", "",
+                "No model set here carries held-out residuals (`intervals.json`): run "
+                "`quiclab calibrate --cv all` (and `--source fresh` with two sessions).", ""]
+    miss = tables["outside"]
+    shown = ["source", "regime", "fold", "ident", "observed_mbps", "predicted_mbps",
+             "lo_90", "hi_90", "extrapolated_fields"]
+    bad = tables["degenerate"]
+    return ["## Predictive intervals: coverage of held-out items", "", COVERAGE_TEXT, "",
+            _fmt_table(tables["coverage"], floats=2), "",
+            "Per engine (each engine's residuals: the held-out items predicted again by it "
+            "with their fold's models):", "", _fmt_table(tables["engines"], floats=2), "",
+            f"### Items outside their 90 % band ({len(miss)}, judged fold by fold)", "",
+            _fmt_table(miss[shown], floats=1) if len(miss) else "None.", "",
+            "### Widest and narrowest 90 % bands, with what set them", "",
+            _fmt_table(tables["extremes"], floats=3), "",
+            f"Degenerate bands (zero width, or beyond ×/÷ 10 of the prediction): {len(bad)}.",
+            ""]
+
+
 def _written(path: Path) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
 
@@ -573,8 +630,12 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
                  skipped: dict[str, list[tuple[str, str]]],
                  requests: pd.DataFrame | None = None,
                  requests_summary: pd.DataFrame | None = None,
-                 stale: str | None = None) -> tuple[Path, Path]:
+                 stale: str | None = None,
+                 coverage: dict[str, pd.DataFrame] | None = None) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
+    coverage = coverage or {}
+    for name, table in coverage.items():
+        table.to_csv(out / f"coverage-{name}.csv", index=False)
     items.to_csv(out / "validation.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
     has_requests = requests is not None and requests_summary is not None and len(requests)
@@ -604,6 +665,7 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
     md += ["## Worst cases", "", _fmt_table(worst[["source", "engine", "ident", "scenario",
                                                     "observed_mbps", "predicted_mbps",
                                                     "signed_error_pct", "limit"]]), ""]
+    md += _coverage_md(coverage)
     if len(by_stack):
         md += ["## Fresh runs per engine, experiment and stack", "",
                "Goodput cells of this host's testbed runs (median of each cell's "
@@ -632,6 +694,17 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
                       f"{counts.get('fail', 0)} fail, {counts.get('not covered', 0)} not covered")
         per = findings.groupby(["reproduction", "engine"])["verdict"].value_counts() \
             .unstack(fill_value=0).reset_index()
+        if "band_90" in findings:
+            # Beside the tolerance verdicts, not replacing them: how many findings'
+            # published values lie within the prediction's 90 % band.
+            band = findings["band_90"].fillna("")
+            per = per.merge(findings.assign(band=band).groupby(["reproduction", "engine"])[
+                "band"].agg(within_90_band=lambda b: int((b == "consistent").sum()),
+                            outside_90_band=lambda b: int((b == "outside").sum()))
+                .reset_index(), on=["reproduction", "engine"])
+            verdict_md += (f"; consistent within the 90 % band: "
+                           f"{int((band == 'consistent').sum())} of "
+                           f"{int((band != '').sum())} with a predicted goodput value")
         md += ["## Seed findings reproduced", "",
                verdict_md + f" (from {repro_dir}, written {_written(repro_dir / 'findings.csv')})."
                + (f" **Stale:** {stale}." if stale else ""), "", _fmt_table(per), ""]
@@ -654,6 +727,16 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
         parts.append(_img(png))
     parts += ["<h2>Worst cases</h2>", worst.to_html(index=False,
                                                     float_format=lambda x: f"{x:.1f}")]
+    if coverage:
+        from quiclab.calibration.intervals import COVERAGE_TEXT
+
+        parts += ["<h2>Predictive intervals: coverage of held-out items</h2>",
+                  f"<p>{html.escape(COVERAGE_TEXT)}</p>",
+                  coverage["coverage"].to_html(index=False, float_format=lambda x: f"{x:.2f}"),
+                  "<h3>Items outside their 90 % band</h3>",
+                  coverage["outside"].to_html(index=False, float_format=lambda x: f"{x:.3g}"),
+                  "<h3>Widest and narrowest 90 % bands</h3>",
+                  coverage["extremes"].to_html(index=False, float_format=lambda x: f"{x:.3g}")]
     if len(by_stack):
         parts += ["<h2>Fresh runs per engine, experiment and stack</h2>",
                   by_stack.to_html(index=False, float_format=lambda x: f"{x:.1f}"),
@@ -679,8 +762,9 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
         parts.append(f"<p>{html.escape(verdict_md)}</p>")
         if stale:
             parts.append(f"<p><strong>Stale:</strong> {html.escape(stale)}.</p>")
-        table = findings[["reproduction", "finding", "engine", "tolerance", "predicted",
-                          "published", "verdict"]].to_html(index=False)
+        columns = ["reproduction", "finding", "engine", "tolerance", "predicted",
+                   "published", "verdict"] + [c for c in ("band_90", "band") if c in findings]
+        table = findings[columns].to_html(index=False)
         table = table.replace("<td>pass</td>", "<td class='pass'>pass</td>") \
             .replace("<td>fail</td>", "<td class='fail'>fail</td>")
         parts.append(table)
@@ -758,11 +842,18 @@ def main_validate(args: argparse.Namespace) -> int:
     findings = pd.read_csv(findings_path) if findings_path.is_file() else None
     stale = stale_reason(repro_dir, registry) if findings is not None else None
     out = Path(args.out) if args.out else args.paths.reports / "validation"
+    coverage = coverage_report({"main": registry, "fresh": fresh_registry},
+                               [s.source for s in sources])
     md, html_path = write_report(out, summary, items_df, findings, repro_dir,
                                  {s.source: s.skipped for s in sources},
-                                 requests_df, requests_summary, stale)
+                                 requests_df, requests_summary, stale, coverage)
     if len(summary):
         print(_fmt_table(summary))
+    if coverage:
+        print("\npredictive intervals: coverage of held-out items (cross-conformal; nominal "
+              "50 and 90 %):\n" + _fmt_table(coverage["coverage"], floats=2))
+        print(f"  {len(coverage['outside'])} items outside their 90 % band, "
+              f"{len(coverage['degenerate'])} degenerate bands (coverage-*.csv)")
     by_stack = summarise_fresh(items_df)
     if len(by_stack):
         print("\nfresh runs per engine, experiment and stack:\n" + _fmt_table(by_stack))
@@ -782,8 +873,11 @@ def main_validate(args: argparse.Namespace) -> int:
                                       "signed_error_pct", "noise_cv_pct", "n"]], floats=2))
     if findings is not None and not findings.empty:
         counts = findings["verdict"].value_counts().to_dict()
+        band = findings["band_90"].fillna("") if "band_90" in findings else pd.Series([], dtype=str)
+        within = (f"; within the 90 % band: {int((band == 'consistent').sum())} of "
+                  f"{int((band != '').sum())}" if len(band) else "")
         print(f"\nseed findings: {counts.get('pass', 0)} pass, {counts.get('fail', 0)} fail, "
-              f"{counts.get('not covered', 0)} not covered ({findings_path}, written "
+              f"{counts.get('not covered', 0)} not covered{within} ({findings_path}, written "
               f"{_written(findings_path)})" + (f"\n  stale: {stale}" if stale else ""))
     print(f"\nreport: {html_path}\n        {md}", file=sys.stdout)
     return 0

@@ -18,6 +18,10 @@ from typing import Any
 from quiclab.errors import DataError, ScenarioError
 from quiclab.models.costmodel import CostModel
 from quiclab.models.cpus import CpuCatalog
+from quiclab.models.domain import FILE as DOMAIN_FILE
+from quiclab.models.domain import Domain
+from quiclab.models.intervals import DEFAULT_LEVEL, IntervalModel, check_level
+from quiclab.models.intervals import FILE as INTERVALS_FILE
 from quiclab.models.pipelines import HostParams
 from quiclab.models.testbeds import UNSEEN, Testbed, Testbeds
 from quiclab.paths import tree_digest
@@ -203,6 +207,26 @@ class Registry:
         self.set_testbeds(testbeds or Testbeds.stated())
         self.interop = interop or Interop()
         self.source = source
+        #: The evidence's envelope per model and pair (``domain.json``); None: unknown.
+        self.domain: Domain | None = None
+        #: The predictive-interval model (``intervals.json``); None: parameter intervals only.
+        self.intervals: IntervalModel | None = None
+        #: Why the interval model may not describe these models ('' when it does).
+        self.intervals_stale = ""
+        self._level = DEFAULT_LEVEL
+
+    @property
+    def interval_level(self) -> float:
+        """The level of every Prediction's interval (default 0.9; ``--level``)."""
+        return self._level
+
+    @interval_level.setter
+    def interval_level(self, level: float) -> None:
+        check_level(level)
+        self._level = float(level)
+        cached = getattr(self, "_versions", None)
+        if cached is not None and "calibration" not in cached:
+            self._versions = None  # the level is part of what a prediction depends on
 
     def set_testbeds(self, testbeds: Testbeds) -> None:
         """Use ``testbeds``; hosts of unknown CPU join the CPU catalog as stand-in
@@ -256,15 +280,29 @@ class Registry:
             if path.name == PIPELINE_FILE:
                 host = HostParams.load(path)
                 continue
-            if path.name == TESTBEDS_FILE:
-                continue  # the seeds' testbeds (quiclab.models.testbeds), not a cost model
+            if path.name in (TESTBEDS_FILE, DOMAIN_FILE, INTERVALS_FILE):
+                continue  # the seeds' testbeds, the evidence's envelope, the intervals
             model = CostModel.load(path)
             models[model.implementation] = model
         if not models:
             raise DataError(directory, "no cost models (*.json) found (run `quiclab calibrate`)")
         testbeds = (Testbeds.load(directory / TESTBEDS_FILE)
-                     if (directory / TESTBEDS_FILE).is_file() else None)
-        return cls(models, cpus, interop, str(directory), host=host, testbeds=testbeds)
+                    if (directory / TESTBEDS_FILE).is_file() else None)
+        registry = cls(models, cpus, interop, str(directory), host=host, testbeds=testbeds)
+        if (directory / DOMAIN_FILE).is_file():
+            registry.domain = Domain.load(directory / DOMAIN_FILE)
+        if (directory / INTERVALS_FILE).is_file():
+            from quiclab.models.intervals import models_digest
+
+            registry.intervals = IntervalModel.load(directory / INTERVALS_FILE)
+            registry._level = registry.intervals.level
+            digest = models_digest(directory)
+            fitted_for = registry.intervals.models_digest
+            if fitted_for and fitted_for != digest:
+                registry.intervals_stale = (
+                    f"{INTERVALS_FILE} was fitted for other models ({fitted_for}, these are "
+                    f"{digest}): re-run `quiclab calibrate --cv all`")
+        return registry
 
     @classmethod
     def packaged(cls) -> Registry:
@@ -320,6 +358,11 @@ class Registry:
         out["pipelines"] = _digest(_packaged_text("pipelines.json"))
         out["testbeds"] = _digest({k: v.to_json() for k, v in sorted(self.testbeds.items.items())})
         out["models-code"] = models_code_digest()
+        if self.domain is not None:
+            out["domain"] = _digest(self.domain.to_json())
+        if self.intervals is not None:
+            out["intervals"] = _digest(self.intervals.to_json())
+            out["interval-level"] = f"{self._level:g}"
         self._versions = out
         return out
 

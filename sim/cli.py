@@ -35,6 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the Prediction as one JSON object (goodput_mbps, limit, …); "
                         "with --runs, an object with every run and the goodput summary")
+    from quiclab.experiments.cli import add_level
+
+    add_level(p)
     p.set_defaults(func=run_predict)
 
 
@@ -158,6 +161,8 @@ def run_predict(args: argparse.Namespace) -> int:
         print(f"quiclab: --runs {args.runs}: the {args.engine} engine is deterministic; "
               "one run", file=sys.stderr)
     registry = Registry.load(args.paths.models)
+    if args.level is not None:
+        registry.interval_level = args.level
     options = {"cache_dir": args.paths.cache / "ns3"} if args.engine == "ns3" else {}
     if runs > 1:
         options["jobs" if args.engine == "ns3" else "workers"] = min(runs, os.cpu_count() or 1)
@@ -190,12 +195,33 @@ def run_predict(args: argparse.Namespace) -> int:
 
 
 
+def _band(pred: Any) -> str:
+    """``90 % band [lo, hi]`` (or the parameter interval when no band was learned)."""
+    import math
+
+    level = pred.interval_level
+    name = f"{level * 100:g} % band" if math.isfinite(level) else "parameter interval"
+    return f"{name} [{_mbps(pred.goodput_lo_mbps)}, {_mbps(pred.goodput_hi_mbps)}]"
+
+
+def _mbps(value: float) -> str:
+    """A rate with three significant digits at least (1.23, 45.6, 789, 12345)."""
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+
+
 def format_prediction(pred: Any) -> str:
     s = pred.scenario
     lines = [
         f"{s.describe()}",
-        f"  goodput   {pred.goodput_mbps:9.1f} Mbit/s  [{pred.goodput_lo_mbps:.0f}, "
-        f"{pred.goodput_hi_mbps:.0f}]  limit: {pred.limit}  ({pred.engine} {pred.engine_version})",
+        f"  goodput   {pred.goodput_mbps:9.1f} Mbit/s  {_band(pred)}  limit: {pred.limit}  "
+        f"({pred.engine} {pred.engine_version})",
+        f"  band      {pred.interval_source}",
+        f"  params    fitted parameters alone [{_mbps(pred.param_lo_mbps)}, "
+        f"{_mbps(pred.param_hi_mbps)}]",
+        "  evidence  " + (f"outside: {pred.extrapolated}" if pred.extrapolated
+                          else "unknown (no domain.json beside these models)"
+                          if "no domain.json" in pred.interval_source
+                          else "inside the evidence of its models and pair"),
         f"  CPU       server {pred.server_cpu_util * 100:5.1f} %   client "
         f"{pred.client_cpu_util * 100:5.1f} %",
         f"  packets   data {pred.server_packets_sent:,.0f}  acks {pred.acks:,.0f}  "

@@ -26,6 +26,7 @@ from quiclab.sim.analytic.core import (
     rcvbuf_charge_bytes,
 )
 from quiclab.sim.analytic.pipeline import annotate
+from quiclab.sim.bands import band_columns, with_band
 from quiclab.sim.engine import unmodelled_notes, versioned
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, check_rcvbuf, path_for, resolve
@@ -168,8 +169,22 @@ class AnalyticEngine:
         if not scenarios:
             return []
         resolved, out = self.evaluate(scenarios)
-        preds = [self._prediction(r, out, i) if r.scenario.workload == "bulk" else None
-                 for i, r in enumerate(resolved)]
+        bulk = [i for i, r in enumerate(resolved) if r.scenario.workload == "bulk"]
+        preds: list[Prediction | None] = [None] * len(resolved)
+        if bulk:
+            idx = np.asarray(bulk)
+            limits = [LIMIT_NAMES[int(k)] for k in out.limit[idx]]
+            params = np.array([self._param_interval(resolved[i], out, i, limits[k])
+                               for k, i in enumerate(bulk)]).reshape(len(bulk), 2)
+            goodput = out.goodput_bps[idx] / 1e6
+            cols = band_columns(self.registry, [resolved[i].scenario for i in bulk], limits,
+                                self.name, goodput, params[:, 0], params[:, 1],
+                                np.array([resolved[i].scenario.link_gbps * 1e3 for i in bulk]))
+            lo, hi = cols.lo_mbps.tolist(), cols.hi_mbps.tolist()
+            for k, i in enumerate(bulk):
+                preds[i] = self._prediction(resolved[i], out, i, limits[k], (
+                    lo[k], hi[k], cols.level, float(params[k, 0]), float(params[k, 1]),
+                    cols.extrapolated[k], cols.source[k]))
         requests = [i for i, r in enumerate(resolved) if r.scenario.workload != "bulk"]
         if requests:
             # Request and handshake workloads: the closed form of sim/analytic/requests.py,
@@ -179,22 +194,15 @@ class AnalyticEngine:
             answered = predict_requests([resolved[i] for i in requests],
                                         out.rates_bps[requests], self.name, self.version)
             for i, pred in zip(requests, answered, strict=True):
-                preds[i] = pred
-        return preds
+                preds[i] = with_band(pred, self.registry)
+        return [p for p in preds if p is not None]
 
-    def _prediction(self, r: Resolved, out: Outputs, i: int) -> Prediction:
-        s = r.scenario
+    @staticmethod
+    def _param_interval(r: Resolved, out: Outputs, i: int, limit: str) -> tuple[float, float]:
+        """The interval of the fitted parameters alone (Mbit/s): the cost parameters'
+        interval on the CPU-bound side, the pair-interplay interval where that binds;
+        other limits are exact bounds."""
         goodput = float(out.goodput_bps[i])
-        limit = LIMIT_NAMES[int(out.limit[i])]
-        payload = r.sender.stream_bytes
-        goodput_packets = s.transfer_bytes / payload
-        loss = float(out.loss_prob[i])
-        sent = goodput_packets / max(1.0 - loss, 1e-9)
-        acks = goodput_packets * float(out.acks_per_packet[i])
-        drops = sent * float(out.rcvbuf_drop_prob[i])
-        duration = float(out.duration_s[i])
-        # Interval: the cost parameters' interval on the CPU-bound side, the
-        # pair-interplay interval where that binds; others are exact bounds.
         lo, hi = goodput, goodput
         if limit in ("sender_cpu", "receiver_cpu", "interop"):
             ep = r.sender if limit == "sender_cpu" else r.receiver
@@ -205,8 +213,21 @@ class AnalyticEngine:
             if limit == "interop" and r.interop_busy > 0:
                 lo *= r.interop_lo / r.interop_busy
                 hi *= r.interop_hi / r.interop_busy
-        link_cap = float(out.rates_bps[i, 3])
-        hi = min(hi, link_cap)
+        hi = min(hi, float(out.rates_bps[i, 3]))
+        return min(lo, goodput) / 1e6, max(hi, goodput) / 1e6
+
+    def _prediction(self, r: Resolved, out: Outputs, i: int, limit: str,
+                    band: tuple[float, float, float, float, float, str, str]) -> Prediction:
+        s = r.scenario
+        goodput = float(out.goodput_bps[i])
+        lo, hi, level, p_lo, p_hi, extrapolated, source = band
+        payload = r.sender.stream_bytes
+        goodput_packets = s.transfer_bytes / payload
+        loss = float(out.loss_prob[i])
+        sent = goodput_packets / max(1.0 - loss, 1e-9)
+        acks = goodput_packets * float(out.acks_per_packet[i])
+        drops = sent * float(out.rcvbuf_drop_prob[i])
+        duration = float(out.duration_s[i])
         rates = {name: float(out.rates_bps[i, k]) / 1e6 for k, name in enumerate(RESOURCES)}
         notes = [f"pair interplay: busy {r.interop_busy:.2f} ({r.interop_source})"]
         if s.cc == "bbr":
@@ -220,8 +241,13 @@ class AnalyticEngine:
             engine=self.name,
             engine_version=self.version,
             goodput_mbps=goodput / 1e6,
-            goodput_lo_mbps=min(lo, goodput) / 1e6,
-            goodput_hi_mbps=max(hi, goodput) / 1e6,
+            goodput_lo_mbps=lo,
+            goodput_hi_mbps=hi,
+            interval_level=level,
+            param_lo_mbps=p_lo,
+            param_hi_mbps=p_hi,
+            extrapolated=extrapolated,
+            interval_source=source,
             limit=limit,
             duration_s=duration,
             rates_mbps=rates,

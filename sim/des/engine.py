@@ -23,6 +23,7 @@ from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic import bounds
 from quiclab.sim.analytic.pipeline import annotate
+from quiclab.sim.bands import with_band
 from quiclab.sim.des.connection import Connection, RunConfig, RunResult
 from quiclab.sim.des.recovery import VALIDATIONS
 from quiclab.sim.engine import prefix_transient, unmodelled_notes, versioned
@@ -125,8 +126,8 @@ class DesEngine:
         if scenario.workload != "bulk":
             from quiclab.sim.des.requests import predict_requests_des
 
-            return predict_requests_des(resolve(scenario, self.registry), self.name,
-                                        self.version)
+            return with_band(predict_requests_des(resolve(scenario, self.registry),
+                                                  self.name, self.version), self.registry)
         if scenario.connections != 1:
             raise ScenarioError("connections", scenario.connections,
                                 "1 (the DES simulates one connection)")
@@ -158,8 +159,9 @@ class DesEngine:
         return Connection(resolved, config).run()
 
     def predict_resolved(self, resolved: Resolved) -> Prediction:
-        return prediction_from_run(resolved, self.run(resolved), self.name, self.version,
-                                   self.granularity)
+        """One simulated run, with its predictive band (:mod:`quiclab.sim.bands`)."""
+        return with_band(prediction_from_run(resolved, self.run(resolved), self.name,
+                                             self.version, self.granularity), self.registry)
 
 
 # ---------------------------------------------------------------- worker pool

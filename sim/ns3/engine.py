@@ -26,6 +26,7 @@ from typing import Any
 from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic.pipeline import annotate
+from quiclab.sim.bands import with_band
 from quiclab.sim.engine import prefix_transient, unmodelled_notes, versioned
 from quiclab.sim.ns3.build import ensure_binary
 from quiclab.sim.ns3.results import RunResult, limit_fractions, limit_of
@@ -236,6 +237,10 @@ class Ns3Engine:
         return RunResult(data, r.scenario.transfer_bytes, 1.5 * r.path.rtt_s)
 
     def _predict(self, binary: Path, r: Resolved) -> Prediction:
+        """One ns-3 run, with its predictive band (:mod:`quiclab.sim.bands`)."""
+        return with_band(self._simulate(binary, r), self.registry)
+
+    def _simulate(self, binary: Path, r: Resolved) -> Prediction:
         from quiclab.sim.analytic import bounds
 
         res = self.run(binary, r)
