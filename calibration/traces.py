@@ -464,6 +464,10 @@ def _why_not(name: str, fs: list[Features]) -> str:
         if not any(f.reductions or f.collapses for f in fs):
             return "no cwnd reduction in the traces (no recovery metrics, or no loss)"
         return "too few reductions followed by growth"
+    if name == "packet_threshold" and any(f.packets_lost for f in fs) \
+            and not any(f.ack_frames for f in fs):
+        return ("no ACK frames to measure a lost packet's distance from the largest "
+                "acknowledged (quinn-proto 0.11's qlog logs no frames)")
     if name in ("packet_threshold", "time_threshold"):
         return ("no packet_lost events with a packet number and a trigger (the stack logs no "
                 "losses, as quiche 0.30, or no trigger, as aioquic 1.7 and ngtcp2 0.12)")
