@@ -188,6 +188,12 @@ def _int(value: Any) -> int | None:
     return None if f is None else int(f)
 
 
+def _obj(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` when it is a JSON object, else an empty one."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _short(name: str) -> tuple[str, str]:
     category, _, short = name.rpartition(":")
     return category, _RENAMED.get(short, short)
@@ -215,11 +221,11 @@ def normalise(name: str, data: dict[str, Any], time_ms: float) -> dict[str, Any]
     row: dict[str, Any] = {"t_ms": time_ms, "category": category, "event": short}
     if not isinstance(data, dict):
         return row
-    header = data.get("header") if isinstance(data.get("header"), dict) else {}
+    header = _obj(data, "header")
     if header or "packet_number" in data:
         row["packet_number"] = _int(header.get("packet_number", data.get("packet_number")))
         row["packet_type"] = header.get("packet_type", data.get("packet_type"))
-    raw = data.get("raw") if isinstance(data.get("raw"), dict) else {}
+    raw = _obj(data, "raw")
     size = raw.get("length", header.get("length", header.get("packet_size",
                                                                 data.get("packet_size"))))
     if size is not None:
@@ -288,12 +294,12 @@ def normalise(name: str, data: dict[str, Any], time_ms: float) -> dict[str, Any]
 def _header_info(header: dict[str, Any]) -> tuple[str, str, str, float, str]:
     """(qlog_version, vantage, title, time scale to ms, time format) of a header record."""
     version = str(header.get("qlog_version", ""))
-    trace = header.get("trace") if isinstance(header.get("trace"), dict) else header
-    vp = trace.get("vantage_point") if isinstance(trace.get("vantage_point"), dict) else {}
+    trace = _obj(header, "trace") or header
+    vp = _obj(trace, "vantage_point")
     vantage = str(vp.get("type", "") or "")
     title = str(trace.get("title", header.get("title", "")) or "")
-    common = trace.get("common_fields") if isinstance(trace.get("common_fields"), dict) else {}
-    config = trace.get("configuration") if isinstance(trace.get("configuration"), dict) else {}
+    common = _obj(trace, "common_fields")
+    config = _obj(trace, "configuration")
     units = common.get("time_units", config.get("time_units", "ms"))
     scale = 1e-3 if units == "us" else 1.0
     fmt = str(common.get("time_format", "relative"))

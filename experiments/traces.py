@@ -264,12 +264,11 @@ def sim_scenario_for_run(runs: pd.DataFrame, registry: Any, defaults: dict[str, 
 def _value(f: Any, attr: str, how: str) -> float | None:
     import numpy as np
 
-    if attr == "cwnd_after_loss_packets":
-        v = [c / f.mss for c in f.cwnd_after_loss_bytes]
-    else:
-        v = getattr(f, attr)
     if how == "value":
-        return v
+        scalar = getattr(f, attr)
+        return None if scalar is None else float(scalar)
+    v: list[float] = ([c / f.mss for c in f.cwnd_after_loss_bytes]
+                      if attr == "cwnd_after_loss_packets" else getattr(f, attr))
     vals = [x for x in (v or []) if x is not None and math.isfinite(x)]
     if not vals:
         return None
