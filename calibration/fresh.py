@@ -69,6 +69,7 @@ from quiclab.calibration.crypto import TABLE3_CPU, fit_table3
 from quiclab.calibration.evidence import recorded
 from quiclab.calibration.fit import DEFAULT_BYTES_NS, DEFAULT_CALL_SHARE, DEFAULT_H3_SHARE
 from quiclab.calibration.receiver import STALL_MIN_S
+from quiclab.calibration.traces import apply as trace_behaviour
 from quiclab.models.costmodel import Behaviour, CostModel
 from quiclab.models.cpus import Cpu, CpuCatalog
 from quiclab.sim.analytic.core import rcvbuf_charge_bytes
@@ -504,6 +505,8 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         k = max(drops if math.isfinite(drops) else 0.0, 1e-7) / x ** (1 - alpha)
         stall_rate = k * (alpha - 1) / STALL_MIN_S**alpha
         beh = _stack_behaviour(stack, ack_every, (stall_rate, alpha), seg_s)
+        # Behaviour identified from qlog traces of fresh runs (calibration/traces.py).
+        beh, traced = trace_behaviour(str(name), beh)
         P = beh.udp_payload_bytes - beh.overhead_bytes
 
         def role(T: float, call: Value, segment: float = SEGMENT_SHARE, rel: float = rel,
@@ -537,7 +540,7 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             provenance={"stack": stack.version, "runs": len(g), "experiment":
                         CALIBRATION_EXPERIMENT,
                         "knowledge": {**{key: REGISTRY + getattr(stack, attr)
-                                         for key, attr in REGISTRY_FACTS.items()},
+                                         for key, attr in REGISTRY_FACTS.items()}, **traced,
                                       "gso_max_segments": (
                                           f"fit: median {seg_s:.1f} packets per send call "
                                           f"at the default offloads ({len(g)} runs), the "

@@ -34,6 +34,7 @@ GROUPS = (
     "quiclab.sim.cli",
     "quiclab.experiments.cli",
     "quiclab.experiments.prospective_cli",
+    "quiclab.experiments.traces",
     "quiclab.testbed.cli",
     "quiclab.testbed.hostcli",
     "quiclab.app.cli",

@@ -171,6 +171,27 @@ class Session:
             cat.con.execute("DELETE FROM cpu_samples WHERE run_id = ?", [result.run_id])
             cat.upsert("runs", [row])
             cat.upsert("cpu_samples", record.sample_rows(result))
+        if result.logdir and result.config.knob("qlog"):
+            self.store_qlog(result)
+
+    def store_qlog(self, result: RunResult) -> None:
+        """The run's qlog traces into ``qlog_*`` (``datasets/qlog.py``), after the run
+        row is stored: a damaged trace is one ``ingest_issues`` line, the run stays."""
+        from quiclab.datasets import qlog
+        from quiclab.datasets.catalog import Catalog
+
+        assert self.catalog_path is not None
+        s = result.config.scenario
+        parquet_root = Path(self.catalog_path).parent / "qlog"
+        try:
+            with Catalog(self.catalog_path) as cat, cat.transaction():
+                rows = qlog.ingest_run(cat, result.run_id, Path(result.logdir),
+                                       server=s.server, client=s.client,
+                                       parquet_root=parquet_root, log=self.log)
+            self.log(f"{result.run_id}: {len(rows)} qlog trace(s), "
+                     f"{sum(r['events'] for r in rows)} events")
+        except Exception as err:
+            self.log(f"{result.run_id}: qlog not ingested: {type(err).__name__}: {err}")
 
     def run(self, config: RunConfig, repeat: int = 1, first: int | None = None,
             resume: bool = False) -> list[RunResult]:

@@ -251,7 +251,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         build="cargo", source="quinn", command=("{peers}/quinn/target/release/quinn-peer",),
         version="quinn 0.11.12", default_udp_payload_bytes=1452,
         gso="switch", gro="on", gso_max_payload_bytes=6500, ccs=("cubic", "reno", "bbr"),
-        ciphers=("aes-ni", "chacha20"), min_goodput_mbps=200.0,
+        ciphers=("aes-ni", "chacha20"), min_goodput_mbps=200.0, qlog=True,
         pacing_source="quinn-proto: poll_transmit waits on Pacer::delay, a token bucket at 1.25 × "
                       "cwnd / RTT (connection/pacing.rs); no switch",
         pacing_burst=(1.6, 10, 256, 1.0),
@@ -349,7 +349,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         build="cargo", source="quiche", command=("{peers}/quiche/target/release/quiche-peer",),
         version="quiche 0.30.0", default_udp_payload_bytes=1472, gso="switch", gro="switch",
         ccs=("cubic", "reno", "bbr"), ciphers=("aes-ni",), apt=("libclang-dev", "cmake"),
-        min_goodput_mbps=100.0, pacing=False,
+        min_goodput_mbps=100.0, pacing=False, qlog=True,
         fc_window_bytes=16 << 20,
         fc_window_source="peers/quiche/src/main.rs config(): max stream window 16 MiB, "
                          "connection window 24 MiB unless --stream-window / --conn-window",
