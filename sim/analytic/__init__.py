@@ -28,6 +28,7 @@ from quiclab.sim.analytic.core import (
 )
 from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.bands import band_columns, with_band
+from quiclab.sim.constants import GRANULARITY_S, TIME_THRESHOLD
 from quiclab.sim.engine import unmodelled_notes, versioned
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, check_rcvbuf, path_for, resolve
@@ -109,9 +110,6 @@ def bounds(resolved: Resolved) -> dict[str, float]:
     return {name: float(out.rates_bps[0, i]) / 1e6 for i, name in enumerate(RESOURCES)}
 
 
-#: RFC 9002 §6.1.2's kGranularity (s) and kTimeThreshold, as the DES runs them.
-GRANULARITY_S = 0.001
-TIME_THRESHOLD = 9.0 / 8.0
 #: Loss-limited windows (packets) below which recovery, not the window's
 #: response, sets the pace: fewer than three packets after a loss cannot reach
 #: the packet threshold, and at LAN round trips a few more only reach it slower

@@ -62,6 +62,9 @@ from typing import Any
 
 import numpy as np
 
+# The RFC 9002 / RFC 9438 constants and the busy-time rule, with their sources.
+from quiclab.sim.constants import ACK_WINDOW_FRACTION, BUSY_LIMIT, CUBIC_BETA, CUBIC_C, RENO_BETA
+
 #: Order of the resources in ``Outputs.rates`` columns.
 RESOURCES = ("sender_cpu", "receiver_cpu", "interop", "link", "cwnd", "flow_control")
 #: What Linux charges a UDP socket's receive buffer for one datagram (the skb
@@ -109,15 +112,7 @@ def skb_truesize_array(udp_payload_bytes: np.ndarray) -> np.ndarray:
     return alloc + SKB_STRUCT_BYTES
 
 
-CUBIC_C = 0.4  # RFC 9438 §5.1
-CUBIC_BETA = 0.7
-RENO_BETA = 0.5
 CC_CODES = {"cubic": 0, "reno": 1, "bbr": 2}
-#: A side busy at least this fraction of the time is the limit (not the interplay).
-CPU_BOUND_BUSY = 0.95
-#: The receiver's ACK threshold is capped at this fraction of the sender's
-#: window, in packets (TRANSPORT.md "ACKs"; the DES and ns-3 use the same).
-ACK_WINDOW_FRACTION = 0.25
 #: A slow round of a time-driven CUBIC grows its window by half (over the minimum
 #: RTT, s2n-quic) or doubles it (over the smoothed RTT, quinn): see _rates.
 LOG_1_5 = math.log(1.5)
@@ -601,9 +596,9 @@ def _finish(c, i, y, transfer_bytes, payload, s_cores, r_cores):
     low = _min(low, rate_cc)
     limit = _where(rate_fc < low, 5.0, limit)
     # Ties between CPU and interplay: name the CPU when the pair keeps it busy at
-    # least CPU_BOUND_BUSY of the time (seed 002 §4.4: "server limited … with a
-    # server CPU usage above 95 %"; the DES and ns-3 use the same, BUSY_LIMIT).
-    limit = _where((limit == 2.0) & (c[C_BUSY, i] >= CPU_BOUND_BUSY),
+    # least BUSY_LIMIT of the time (kempf24 §4.4: "server limited … with a
+    # server CPU usage above 95 %"; the DES and ns-3 use the same rule).
+    limit = _where((limit == 2.0) & (c[C_BUSY, i] >= BUSY_LIMIT),
                    _where(rate_s <= rate_r, 0.0, 1.0), limit)
     # Loss that comes (mostly) from the receive buffer: call the limit rcvbuf.
     limit = _where((limit == 4.0) & (p_buf > c[C_LOSS, i]), 6.0, limit)

@@ -17,23 +17,17 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-#: RFC 9002 §7.2: kInitialWindow — the TRANSPORT.md spec fixes it at 10 packets.
-INITIAL_WINDOW_PACKETS = 10
-#: RFC 9002 §7.2: kMinimumWindow = 2 × max_datagram_size.
-MINIMUM_WINDOW_PACKETS = 2
-#: RFC 9438 §4.1: C = 0.4 (segments / s³), β_cubic = 0.7.
-CUBIC_C = 0.4
-CUBIC_BETA = 0.7
-#: RFC 9438 §4.3: α_cubic = 3 (1 − β) / (1 + β), the Reno-friendly additive increase.
-CUBIC_ALPHA = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA)
-#: RFC 9002 §7.3.2 / Appendix B.1: kLossReductionFactor = 0.5 for NewReno.
-RENO_BETA = 0.5
-#: RFC 9002 §6.1.1 kPacketThreshold, §6.1.2 kTimeThreshold, §6.1.2 kGranularity (s).
-PACKET_THRESHOLD = 3
-TIME_THRESHOLD = 9.0 / 8.0
-GRANULARITY_S = 0.001
-#: RFC 9002 §7.6.1: kPersistentCongestionThreshold.
-PERSISTENT_CONGESTION_THRESHOLD = 3
+# The RFC 9002 and RFC 9438 constants, with their sections: sim/constants.py.
+from quiclab.sim.constants import (
+    CUBIC_ALPHA,
+    CUBIC_BETA,
+    CUBIC_C,
+    GRANULARITY_S,
+    INITIAL_WINDOW_PACKETS,
+    MINIMUM_WINDOW_PACKETS,
+    RENO_BETA,
+    TIME_THRESHOLD,
+)
 
 
 class CongestionController:

@@ -18,6 +18,7 @@ from simpy.events import Timeout
 
 from quiclab.errors import EngineError
 from quiclab.sim.analytic.core import skb_truesize
+from quiclab.sim.constants import ACK_WINDOW_FRACTION
 from quiclab.sim.des.host import Stalls
 from quiclab.sim.des.link import CAUSE_RCVBUF, ForwardLink, ReverseLink
 from quiclab.sim.des.receiver import Receiver
@@ -62,7 +63,7 @@ class RunConfig:
     prefix_extend: float = 4.0
     #: Receiver ACK threshold capped at this fraction of the sender's cwnd
     #: (0 = TRANSPORT.md's fixed ack_every_packets; see Receiver).
-    ack_window_fraction: float = 0.25
+    ack_window_fraction: float = ACK_WINDOW_FRACTION
     #: RFC 9002 §7.8 rule for cwnd growth (recovery.VALIDATIONS): "app" per TRANSPORT.md.
     cwnd_validation: str = "app"
     timeseries_interval_s: float = 0.0
@@ -168,10 +169,10 @@ class Connection:
         notes: list[str] = []
         if self.sender.qlog is not None:
             notes.append(self.sender.qlog.close())
-        if self.config.ack_window_fraction != 0.25:
+        if self.config.ack_window_fraction != ACK_WINDOW_FRACTION:
             notes.append(f"not TRANSPORT.md: the receiver's ACK threshold is capped at "
                          f"{self.config.ack_window_fraction:g} × the sender's cwnd "
-                         "(spec: 0.25; 0 = no cap)")
+                         f"(spec: {ACK_WINDOW_FRACTION:g}; 0 = no cap)")
         if self.config.cwnd_validation != "app":
             notes.append(f"not TRANSPORT.md: cwnd_validation={self.config.cwnd_validation} "
                          "(cwnd grows " + ("on every ACK" if self.config.cwnd_validation == "off"

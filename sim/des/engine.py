@@ -25,6 +25,7 @@ from quiclab.models.registry import Registry
 from quiclab.sim.analytic import bounds
 from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.bands import with_band
+from quiclab.sim.constants import ACK_WINDOW_FRACTION, BUSY_LIMIT
 from quiclab.sim.des.connection import Connection, RunConfig, RunResult
 from quiclab.sim.des.recovery import VALIDATIONS
 from quiclab.sim.engine import prefix_transient, unmodelled_notes, versioned
@@ -40,8 +41,6 @@ GRANULARITIES = ("packet", "batch")
 #: that 8 GiB (6.4 M packets of 1350 B) takes seconds whatever the unit size.
 DEFAULT_MAX_PACKETS = {"packet": 200_000, "batch": 20_000_000}
 DEFAULT_MAX_UNITS = 100_000
-#: TRANSPORT.md "Outputs": a resource busy ≥ 95 % of the time is the limit.
-BUSY_LIMIT = 0.95
 #: A limit's analytic bound this far above the simulated goodput gets a note.
 LIMIT_BOUND_SLACK = 1.5
 
@@ -74,7 +73,7 @@ class DesEngine:
                  max_units: int = DEFAULT_MAX_UNITS, unit_cwnd_divisor: int = 8,
                  timeseries: bool = False, timeseries_interval_s: float = 0.01,
                  workers: int = 1, max_sim_s: float = 36_000.0,
-                 ack_window_fraction: float = 0.25, cwnd_validation: str = "app",
+                 ack_window_fraction: float = ACK_WINDOW_FRACTION, cwnd_validation: str = "app",
                  qlog_path: str = "", qlog_max_events: int = 200_000):
         if granularity not in GRANULARITIES:
             raise ValueError(f'granularity={granularity!r}: allowed "packet" | "batch"')

@@ -17,12 +17,8 @@ import math
 from collections import deque
 from typing import Any, Final
 
-from quiclab.sim.des.cc import (
-    PACKET_THRESHOLD,
-    PERSISTENT_CONGESTION_THRESHOLD,
-    CongestionController,
-    RttEstimator,
-)
+from quiclab.sim.constants import PACKET_THRESHOLD, PERSISTENT_CONGESTION_THRESHOLD
+from quiclab.sim.des.cc import CongestionController, RttEstimator
 
 #: A sent record: (sent_s, size_bytes, count, stream, offset, length).
 Record = tuple[float, int, int, int, int, int]

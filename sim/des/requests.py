@@ -47,6 +47,7 @@ import numpy as np
 import simpy
 
 from quiclab.sim.analytic.requests import REQUEST_RESOURCES, evaluate_requests
+from quiclab.sim.constants import BUSY_LIMIT
 from quiclab.sim.engine import unmodelled_notes
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.request_costs import (
@@ -66,8 +67,6 @@ CHUNK_BYTES = 262_144
 MAX_CHUNKS = 64
 #: Requests simulated at most before extrapolating (see the module docstring).
 DEFAULT_MAX_REQUESTS = 20_000
-#: A resource busy at least this share of the time is the limit (TRANSPORT.md "Outputs").
-BUSY_LIMIT = 0.95
 
 
 class Station:

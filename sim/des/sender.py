@@ -37,7 +37,8 @@ from quiclab.sim.analytic.core import (
     SKB_STRUCT_BYTES,
     skb_truesize,
 )
-from quiclab.sim.des.cc import GRANULARITY_S, RttEstimator, congestion_controller
+from quiclab.sim.constants import GRANULARITY_S, PACING_GAIN
+from quiclab.sim.des.cc import RttEstimator, congestion_controller
 from quiclab.sim.des.host import CpuServers
 from quiclab.sim.des.link import CAUSE_PATH, CAUSE_QUEUE, ForwardLink
 from quiclab.sim.des.pipeline import cpu_for
@@ -57,8 +58,6 @@ if TYPE_CHECKING:
 #: Why the send loop is not sending (TRANSPORT.md "Outputs": the ``limit`` rule).
 BUSY, CWND, FLOW, HOLD, NODATA = range(5)
 STATE_NAMES = ("busy", "cwnd", "flow_control", "interop", "no_data")
-#: RFC 9002 §7.7: pacing rate = N · cwnd / smoothed_rtt with N = 1.25.
-PACING_GAIN = 1.25
 
 
 class Sender(Recovery):

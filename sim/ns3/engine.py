@@ -27,6 +27,7 @@ from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.bands import with_band
+from quiclab.sim.constants import ACK_WINDOW_FRACTION
 from quiclab.sim.engine import prefix_transient, unmodelled_notes, versioned
 from quiclab.sim.ns3.build import ensure_binary
 from quiclab.sim.ns3.results import RunResult, limit_fractions, limit_of
@@ -79,7 +80,7 @@ class Ns3Engine:
                  prefix_packets: int = DEFAULT_PREFIX_PACKETS,
                  warm_fraction: float = DEFAULT_WARM_FRACTION, compiler: str | None = None,
                  progress: Callable[[str], None] | None = _stderr, timeout_s: float = 3600.0,
-                 ack_window_fraction: float = 0.25, cwnd_validation: str = "app",
+                 ack_window_fraction: float = ACK_WINDOW_FRACTION, cwnd_validation: str = "app",
                  min_window_events: int = DEFAULT_MIN_WINDOW_EVENTS,
                  prefix_extend: float = DEFAULT_PREFIX_EXTEND):
         if jobs < 1:
@@ -269,10 +270,10 @@ class Ns3Engine:
                          "DES has them, but this simulator's loss detection and probes are "
                          "RFC 9002's (9/8 RTT, PTO), not RACK-TLP's and the 200 ms "
                          "retransmission timeout (the DES runs those)")
-        if self.ack_window_fraction != 0.25:
+        if self.ack_window_fraction != ACK_WINDOW_FRACTION:
             notes.append(f"not TRANSPORT.md: the receiver's ACK threshold is capped at "
                          f"{self.ack_window_fraction:g} × the sender's cwnd "
-                         "(spec: 0.25; 0 = no cap)")
+                         f"(spec: {ACK_WINDOW_FRACTION:g}; 0 = no cap)")
         if self.cwnd_validation != "app":
             notes.append(f"not TRANSPORT.md: cwnd_validation={self.cwnd_validation} "
                          "(cwnd grows " + ("on every ACK" if self.cwnd_validation == "off"

@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from quiclab.errors import EngineError
+from quiclab.sim.constants import BUSY_LIMIT
 from quiclab.sim.resolve import Resolved
-
-#: TRANSPORT.md "Outputs": a resource busy ≥ 95 % of the time is the limit.
-BUSY_LIMIT = 0.95
 
 
 class RunResult:

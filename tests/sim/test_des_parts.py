@@ -9,13 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from quiclab.sim.des.cc import (
-    CUBIC_ALPHA,
-    Cubic,
-    NewReno,
-    RttEstimator,
-    congestion_controller,
-)
+from quiclab.sim.constants import CUBIC_ALPHA
+from quiclab.sim.des.cc import Cubic, NewReno, RttEstimator, congestion_controller
 from quiclab.sim.des.host import CpuServers, Stalls
 from quiclab.sim.des.link import CAUSE_PATH, CAUSE_QUEUE, ForwardLink, ReverseLink
 from quiclab.sim.resolve import Path
