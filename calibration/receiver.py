@@ -5,7 +5,7 @@
   its servers, from runs with large buffers (≥ 1.6 MiB) so that loss-triggered
   ACKs do not dominate.
 - Receive-buffer drops: the receiver-stall model of
-  :func:`quiclab.sim.analytic.core.rcvbuf_drop_fraction` with Pareto shape α
+  :func:`quiclab.sim.rcvbuf.rcvbuf_drop_fraction` with Pareto shape α
   and scale K = rate·τm^α/(α−1) is fitted to the drop fraction (client UDP
   receive-buffer errors / data packets) against buffer size and arrival rate
   — Kempf et al. 2024 Fig. 3 (buffer experiment, LSQUIC and quiche). Other
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from quiclab.sim.analytic.core import skb_truesize_array
+from quiclab.sim.rcvbuf import skb_truesize_array
 
 #: Minimum stall length (assumed): the receiver-stall model needs a scale;
 #: 50 µs is a typical scheduler time slice remnant on an idle core.

@@ -49,7 +49,7 @@ def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0,
     import os
     from dataclasses import fields
 
-    from quiclab.sim.analytic import AnalyticEngine, core, inputs_from_resolved
+    from quiclab.sim.analytic import AnalyticEngine, compiled, core, inputs_from_resolved
     from quiclab.sim.analytic.core import Inputs, evaluate
     from quiclab.sim.scenario import Scenario
 
@@ -75,7 +75,7 @@ def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0,
     inputs = Inputs(**arrays)
     # Warm-up; in a process that has not loaded the compiled core yet, this
     # also measures what loading it costs (numba's import and its disk cache).
-    loaded = bool(core._compiled_kernel)
+    loaded = bool(compiled._compiled_kernel)
     t0 = time.perf_counter()
     evaluate(Inputs(**{k: v[:1000] for k, v in arrays.items()}))
     warm_s = time.perf_counter() - t0

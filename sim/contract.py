@@ -171,7 +171,7 @@ def reference_goodput_mbps(case: ContractCase, registry: Registry,
     if case.reference == "window":
         return r.receiver.fc_window_bytes * 8.0 / r.path.rtt_s / 1e6
     if case.reference == "stalls":
-        from quiclab.sim.analytic.core import skb_truesize
+        from quiclab.sim.rcvbuf import skb_truesize
 
         rcv = r.receiver
         # Whole datagrams, as the engines hold them (TRANSPORT.md "Receive buffer").

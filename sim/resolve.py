@@ -311,7 +311,7 @@ def path_for(scenario: Scenario) -> Path:
 def check_rcvbuf(scenario: Scenario, udp_payload_bytes: int) -> None:
     """Refuse a receive buffer smaller than one full datagram's skb truesize: the
     packet engines admit a datagram only while it fits, so nothing would arrive."""
-    from quiclab.sim.analytic.core import skb_truesize
+    from quiclab.sim.rcvbuf import skb_truesize
 
     smallest = int(skb_truesize(udp_payload_bytes))
     if scenario.rcvbuf_bytes < smallest:

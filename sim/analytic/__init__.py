@@ -24,13 +24,13 @@ from quiclab.sim.analytic.core import (
     Inputs,
     Outputs,
     evaluate,
-    rcvbuf_charge_bytes,
 )
 from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.bands import band_columns, with_band
 from quiclab.sim.constants import GRANULARITY_S, TIME_THRESHOLD
 from quiclab.sim.engine import unmodelled_notes, versioned
 from quiclab.sim.prediction import Prediction
+from quiclab.sim.rcvbuf import rcvbuf_charge_bytes
 from quiclab.sim.resolve import Resolved, check_rcvbuf, path_for, resolve
 from quiclab.sim.scenario import Scenario
 
@@ -309,7 +309,7 @@ def few_loss_cycles(r: Resolved, sent: float, duration_s: float) -> str | None:
     engine's window is the mean of a loss cycle (Mathis; CUBIC's cycle, RFC 9438), which
     a transfer with only a handful of loss events never reaches — the packet engines
     simulate those few events (and the loss-free rate between them) instead."""
-    from quiclab.sim.analytic.core import rcvbuf_charge_bytes, stall_event_rate
+    from quiclab.sim.rcvbuf import stall_event_rate
 
     snd, rcv = r.sender, r.receiver
     charge = rcvbuf_charge_bytes(snd.udp_payload_bytes, snd.segments_per_call,

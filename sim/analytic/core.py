@@ -12,8 +12,8 @@ allows, the limit is the resource that attains it:
   Reno-friendly region) or Reno/Mathis 1.22/√p, × P·8 / RTT
 - flow control: window · 8 / RTT
 - receive buffer: drops from receiver scheduling stalls feed the loss rate
-  (see ``rcvbuf_drop_fraction``) and therefore act through the cwnd term and the
-  extra ACKs and retransmissions they cost; if they make the cwnd term the
+  (:func:`quiclab.sim.rcvbuf.rcvbuf_drop_fraction`) and therefore act through
+  the cwnd term and the extra ACKs and retransmissions they cost; if they make the cwnd term the
   minimum, the limit is reported as ``rcvbuf``.
 
 Because loss depends on the rate (faster arrivals overflow a stalled
@@ -29,18 +29,17 @@ The model is written once, element by element (``_prepare``, ``_rates``,
 (``_where``, ``_min``, ``_max``, ``_exp``, ``_log``, ``_sqrt``, ``_abs``, ``_ceil``) as module
 globals. Two backends run that one source:
 
-- numpy: the functions called on whole arrays (``_evaluate_numpy``): when
+- numpy: the functions called on whole arrays (``_evaluate_numpy``, here): when
   numba cannot be imported, with QUICLAB_ANALYTIC_PURE=1, or with
   ``backend="numpy"``;
 - compiled: numba compiles the same functions for one scenario with scalar
-  primitives (branch-free selects; exp and log as polynomials on the float's
-  bits, so that LLVM can vectorise them) and a driver, ``_kernel``, that solves
-  blocks of KERNEL_BLOCK scenarios one solver step at a time across the block
-  (AVX-512 where the CPU has it), moving the scenarios still iterating to the
-  front as others converge. Large batches run on a thread per core. The machine
-  code is cached on disk (numba ``cache=True``: next to this file, else in
-  numba's user cache): a process pays numba's import and the cache load on its
-  first call (~0.5 s), and the first run after this file changes compiles (~5 s).
+  primitives and a driver that solves blocks of scenarios one solver step at a
+  time (numba's plumbing is apart, in :mod:`quiclab.sim.analytic.compiled`).
+  The machine code is cached on disk: a process pays numba's import and the
+  cache load on its first call (~0.5 s), and the first run after the model,
+  the kernel or the constants change compiles (~5 s).
+
+Large batches run on a thread per core (either backend).
 
 Each backend gives a scenario the same bits in any batch (so the choice of
 backend never depends on the batch size); the two agree to the solver's
@@ -53,8 +52,6 @@ from __future__ import annotations
 import contextvars
 import math
 import os
-import threading
-import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
@@ -65,53 +62,12 @@ import numpy as np
 # The RFC 9002 / RFC 9438 constants and the busy-time rule, with their sources.
 from quiclab.sim.constants import ACK_WINDOW_FRACTION, BUSY_LIMIT, CUBIC_BETA, CUBIC_C, RENO_BETA
 
+# Receive-buffer accounting has its own module, sim/rcvbuf.py; calibration/fresh.py
+# imports this one name from here.
+from quiclab.sim.rcvbuf import rcvbuf_charge_bytes as rcvbuf_charge_bytes
+
 #: Order of the resources in ``Outputs.rates`` columns.
 RESOURCES = ("sender_cpu", "receiver_cpu", "interop", "link", "cwnd", "flow_control")
-#: What Linux charges a UDP socket's receive buffer for one datagram (the skb
-#: truesize): the data buffer holds headroom (NET_SKB_PAD, 64 B), the Ethernet,
-#: IP and UDP headers (42 B), the payload and struct skb_shared_info (320 B),
-#: rounded up to the allocator's power-of-two size (at least 512 B), plus the
-#: struct sk_buff (256 B). Measured on the testbed's kernel 6.18 (a socket of
-#: rcvbuf B holds floor(B / truesize) datagrams): 1200–1452 B payloads → 2304 B
-#: (28 in 64 KiB, 92 in 208 KiB), 8952 B → 16 640 B (3 and 12); NIC drivers that
-#: receive into 2 KiB buffers charge the same 2304 B at MTU 1500 (TRANSPORT.md).
-SKB_HEAD_BYTES = 64 + 42 + 320
-SKB_STRUCT_BYTES = 256
-SKB_MIN_ALLOC_BYTES = 512
-#: A GSO batch that reaches a GRO receiver whole is one skb, charged its UDP
-#: payloads plus this (measured on this host's kernel 6.18 with SO_MEMINFO over
-#: loopback: 41 × 1350 B → 56 182 B, 10 × 1452 B → 15 352 B, 44 × 1452 B →
-#: 64 720 B). The kernel admits an skb while occupancy + its truesize fits the
-#: buffer, or when the buffer is empty (a 64 KiB buffer holds one 44-segment
-#: skb, four 10-segment ones, or 28 single datagrams). TRANSPORT.md "Receive buffer".
-GRO_SKB_OVERHEAD_BYTES = 832
-
-
-def skb_truesize(udp_payload_bytes: float) -> float:
-    """Receive-buffer bytes one datagram of ``udp_payload_bytes`` costs (see SKB_HEAD_BYTES)."""
-    need = max(float(udp_payload_bytes), 0.0) + SKB_HEAD_BYTES
-    alloc = SKB_MIN_ALLOC_BYTES
-    while alloc < need:
-        alloc *= 2
-    return float(alloc + SKB_STRUCT_BYTES)
-
-
-def rcvbuf_charge_bytes(udp_payload_bytes: float, gso_segments: int, gro_segments: int) -> float:
-    """Receive-buffer bytes per datagram on average: its skb truesize, or, when a
-    GSO batch of ``gso_segments`` reaches a GRO receiver as one skb, its payload
-    and a share of the skb's overhead (GRO_SKB_OVERHEAD_BYTES)."""
-    if gso_segments > 1 and gro_segments > 1:
-        return float(udp_payload_bytes) + GRO_SKB_OVERHEAD_BYTES / gso_segments
-    return skb_truesize(udp_payload_bytes)
-
-
-def skb_truesize_array(udp_payload_bytes: np.ndarray) -> np.ndarray:
-    """:func:`skb_truesize` element-wise."""
-    need = np.maximum(np.asarray(udp_payload_bytes, dtype=np.float64), 0.0) + SKB_HEAD_BYTES
-    alloc = np.maximum(np.exp2(np.ceil(np.log2(need))), SKB_MIN_ALLOC_BYTES)
-    return alloc + SKB_STRUCT_BYTES
-
-
 CC_CODES = {"cubic": 0, "reno": 1, "bbr": 2}
 #: A slow round of a time-driven CUBIC grows its window by half (over the minimum
 #: RTT, s2n-quic) or doubles it (over the smoothed RTT, quinn): see _rates.
@@ -206,45 +162,6 @@ class Outputs:
 LIMIT_NAMES = ("sender_cpu", "receiver_cpu", "interop", "link", "cwnd", "flow_control", "rcvbuf")
 
 
-def rcvbuf_drop_fraction(arrival_Bps: np.ndarray, rcvbuf_bytes: np.ndarray,
-                         stall_rate_hz: np.ndarray, stall_min_s: np.ndarray,
-                         stall_alpha: np.ndarray) -> np.ndarray:
-    """Fraction of arriving bytes dropped because the receiver stalled.
-
-    Stalls arrive at ``stall_rate_hz`` (Poisson) and last a Pareto(τm, α) time;
-    during a stall the buffer of B bytes absorbs B/r seconds of arrivals at r
-    bytes/s, the rest overflows. Expected overflow time per stall:
-
-    - x = B/r ≥ τm:  E[(τ−x)+] = τm^α · x^(1−α) / (α − 1)
-    - x < τm:        E[τ] − x  = τm·α/(α−1) − x
-
-    Drop fraction = stall_rate × E[(τ−x)+] (capped at 1). (The solver's form of
-    the same law is in ``_rates``.)
-    """
-    r = np.maximum(arrival_Bps, 1.0)
-    x = rcvbuf_bytes / r
-    a = np.maximum(stall_alpha, 1.01)
-    tm = stall_min_s
-    safe_x = np.maximum(x, 1e-12)
-    tail = np.where(x >= tm, tm**a * safe_x ** (1.0 - a) / (a - 1.0), tm * a / (a - 1.0) - x)
-    return np.clip(stall_rate_hz * tail, 0.0, 1.0)
-
-
-def stall_event_rate(arrival_Bps: np.ndarray, rcvbuf_bytes: np.ndarray,
-                     stall_rate_hz: np.ndarray, stall_min_s: np.ndarray,
-                     stall_alpha: np.ndarray) -> np.ndarray:
-    """Stalls per second that overflow the buffer: rate × P(τ > B/r) = rate·(τm/x)^α.
-
-    Each overflowing stall drops a burst of consecutive datagrams, which the
-    sender's congestion controller sees as one loss event (RFC 9002 §7.3.2:
-    one reduction per round trip).
-    """
-    x = rcvbuf_bytes / np.maximum(arrival_Bps, 1.0)
-    a = np.maximum(stall_alpha, 1.01)
-    tail = np.where(x >= stall_min_s, (stall_min_s / np.maximum(x, 1e-12)) ** a, 1.0)
-    return stall_rate_hz * tail
-
-
 # ---------------------------------------------------------------------------
 # The model, element by element.
 #
@@ -263,10 +180,6 @@ _log: Callable[..., Any] = np.log
 _sqrt: Callable[..., Any] = np.sqrt
 _abs: Callable[..., Any] = np.abs
 _ceil: Callable[..., Any] = np.ceil
-
-
-def _prefer_wide_vectors() -> None:
-    """Nothing here; compiled, it lets the kernel use 512-bit vectors (_scalar_primitives)."""
 
 
 INF = math.inf
@@ -409,7 +322,7 @@ def _rates(c, i, y):
     log_pkt = _max(y - c[C_LOG_P8, i], 0.0)
     pkt = _exp(log_pkt)
     inv_pkt = 1.0 / pkt
-    # Receive-buffer drops (see rcvbuf_drop_fraction and stall_event_rate): the
+    # Receive-buffer drops (see sim/rcvbuf.py, rcvbuf_drop_fraction and stall_event_rate): the
     # buffer absorbs x = x1 / pkt seconds of arrivals. While x ≥ τm the overflow
     # tail is rate·τm^α·x^(1−α)/(α−1) and rate·τm^α·x^(−α) stalls per second
     # overflow; below, E[τ] − x and every stall. rate·τm^α·x^(1−α) =
@@ -676,329 +589,6 @@ def _evaluate_numpy(x: Inputs, out: Outputs) -> None:
 
 
 # ---------------------------------------------------------------------------
-# compiled backend (numba)
-
-#: Scenarios per block of the compiled kernel: its work arrays then stay in
-#: the core's cache (w and v: (2·N_W + 21) × 128 × 8 B ≈ 100 KB).
-KERNEL_BLOCK = 128
-#: Loops run over multiples of this many scenarios (AVX-512 doubles).
-KERNEL_LANES = 8
-#: Kernel-only rows after the work array: the inputs _finish reads (transfer
-#: bytes, payload, sender and receiver cores) and its outputs, so that the loop
-#: that computes them reads and writes one array only (rows a constant apart
-#: need no run-time aliasing checks; LLVM vectorises it), then copy loops.
-W_FIN = N_W
-W_OUT = W_FIN + 4
-N_KERNEL_ROWS = W_OUT + 17
-
-
-def _kernel(payload, skb_bytes, wire, s_ns_packet, s_ns_call, s_segments, s_ns_ack, s_cores,
-            r_ns_packet, r_ns_call, r_segments, r_ns_ack, r_cores, ack_every, immediate_ack,
-            stall_rate_hz, stall_min_s, stall_alpha, max_ack_delay_s, fc_window_bytes, busy,
-            link_bps, rtt_s, loss_prob, queue_bytes, rcvbuf_bytes, cc, ack_fixed, ack_floor,
-            time_friendly, reno_beta, transfer_bytes,
-            o_goodput, o_limit, o_rates, o_loss, o_pbuf, o_acks, o_s_ns, o_r_ns, o_s_util,
-            o_r_util, o_duration, o_rtt_eff, start, stop):
-    """Scenarios start…stop, KERNEL_BLOCK at a time; runs compiled only (see _compiled).
-
-    Every loop over a block's scenarios is one straight-line body on the work
-    array ``w``, which LLVM vectorises across scenarios.
-    """
-    _prefer_wide_vectors()
-    w = np.zeros((N_KERNEL_ROWS, KERNEL_BLOCK))  # zeros: no subnormal garbage in the padding
-    v = np.zeros((N_W, KERNEL_BLOCK))
-    pos = np.empty(KERNEL_BLOCK, dtype=np.int64)
-    for b0 in range(start, stop, KERNEL_BLOCK):
-        m = stop - b0 if stop - b0 < KERNEL_BLOCK else KERNEL_BLOCK
-        # Loops that compute run over whole vectors (the padding's results are
-        # not used): a scalar remainder of the long loop bodies costs more.
-        mp = (m + KERNEL_LANES - 1) // KERNEL_LANES * KERNEL_LANES
-        for j in range(m):
-            w[W_FIN, j] = transfer_bytes[b0 + j]
-            w[W_FIN + 1, j] = payload[b0 + j]
-            w[W_FIN + 2, j] = s_cores[b0 + j]
-            w[W_FIN + 3, j] = r_cores[b0 + j]
-        for j in range(m):  # 31 input arrays and w: see _compile on aliasing checks
-            k = b0 + j
-            _prepare(w, j, payload[k], skb_bytes[k], wire[k], s_ns_packet[k], s_ns_call[k],
-                     s_segments[k], s_ns_ack[k], s_cores[k], r_ns_packet[k], r_ns_call[k],
-                     r_segments[k], r_ns_ack[k], r_cores[k], ack_every[k], immediate_ack[k],
-                     stall_rate_hz[k], stall_min_s[k], stall_alpha[k], max_ack_delay_s[k],
-                     fc_window_bytes[k], busy[k], link_bps[k], rtt_s[k], loss_prob[k],
-                     queue_bytes[k], rcvbuf_bytes[k], cc[k], ack_fixed[k], ack_floor[k],
-                     time_friendly[k], reno_beta[k])
-        for j in range(mp):
-            _solve_start(w, w, j)
-        # Scenarios converge after 3–5 evaluations, a few take many more: once
-        # half of those iterating have converged, the others move to the front of
-        # v (their invariants and state) and iterate there; w keeps the block's
-        # order for _finish and each scenario's answer (S_YOUT).
-        n_live = m
-        in_v = False
-        for _ in range(MAX_STEPS - 1):
-            live = 0
-            for k in range(n_live):
-                live += 1 if (v[S_DONE, k] if in_v else w[S_DONE, k]) == 0.0 else 0
-            if 2 * live <= n_live:
-                k2 = 0
-                for k in range(n_live):
-                    if in_v:
-                        if v[S_DONE, k] == 0.0:
-                            for r in range(N_W):
-                                v[r, k2] = v[r, k]
-                            pos[k2] = pos[k]
-                            k2 += 1
-                        else:
-                            w[S_YOUT, pos[k]] = v[S_YOUT, k]
-                    elif w[S_DONE, k] == 0.0:
-                        for r in range(N_W):
-                            v[r, k2] = w[r, k]
-                        pos[k2] = k
-                        k2 += 1
-                n_live = k2
-                in_v = True
-            if n_live == 0:
-                break
-            n_lanes = (n_live + KERNEL_LANES - 1) // KERNEL_LANES * KERNEL_LANES
-            if in_v:
-                for k in range(n_lanes):
-                    _solve_step(v, v, k)
-            else:
-                for k in range(n_lanes):
-                    _solve_step(w, w, k)
-        if in_v:  # still iterating after MAX_STEPS evaluations
-            for k in range(n_live):
-                w[S_YOUT, pos[k]] = v[S_YOUT, k]
-        for j in range(mp):
-            r = _finish(w, j, w[S_YOUT, j], w[W_FIN, j], w[W_FIN + 1, j], w[W_FIN + 2, j],
-                        w[W_FIN + 3, j])
-            w[W_OUT, j] = r[0]
-            w[W_OUT + 1, j] = r[1]
-            w[W_OUT + 2, j] = r[2]
-            w[W_OUT + 3, j] = r[3]
-            w[W_OUT + 4, j] = r[4]
-            w[W_OUT + 5, j] = r[5]
-            w[W_OUT + 6, j] = r[6]
-            w[W_OUT + 7, j] = r[7]
-            w[W_OUT + 8, j] = r[8]
-            w[W_OUT + 9, j] = r[9]
-            w[W_OUT + 10, j] = r[10]
-            w[W_OUT + 11, j] = r[11]
-            w[W_OUT + 12, j] = r[12]
-            w[W_OUT + 13, j] = r[13]
-            w[W_OUT + 14, j] = r[14]
-            w[W_OUT + 15, j] = r[15]
-            w[W_OUT + 16, j] = r[16]
-        for j in range(m):
-            o_goodput[b0 + j] = w[W_OUT, j]
-            o_limit[b0 + j] = np.intp(w[W_OUT + 1, j])
-        for j in range(m):
-            for q in range(6):
-                o_rates[b0 + j, q] = w[W_OUT + 2 + q, j]
-        for r, a in enumerate((o_loss, o_pbuf, o_acks, o_s_ns, o_r_ns, o_s_util, o_r_util,
-                               o_duration, o_rtt_eff)):
-            for j in range(m):
-                a[b0 + j] = w[W_OUT + 8 + r, j]
-    return 0
-
-
-#: Functions compiled with scalar primitives, in dependency order.
-_MODEL_FUNCTIONS = ("_cpu_rates", "_cwnd", "_upper_bound", "_rates", "_residual", "_prepare",
-                    "_solve_start", "_solve_step", "_finish")
-
-#: LLVM fast-math flags of the compiled code: reassociation, contraction into
-#: FMA, reciprocals — not nnan/ninf, as the model relies on inf (no window, no
-#: flow-control limit) and on comparisons with NaN being false.
-FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
-
-_compiled_kernel: Any = None
-_compile_lock = threading.Lock()
-
-
-def _scalar_primitives(numba: Any) -> dict[str, Any]:
-    """The primitives for one float: selects, and exp/log that LLVM can vectorise.
-
-    exp: e^x = 2^k·e^r with k = round(x/ln 2), |r| ≤ ln 2/2, e^r by its Taylor
-    series to r^12 (error < 2e-16), 2^k written into the exponent bits. log: x =
-    2^e·m with m in [√½, √2), log m = 2·atanh(s) = 2(s + s³/3 + …), s = (m−1)/(m+1),
-    |s| ≤ 0.172, to s^19 (error < 1e-16). Both handle 0, ±inf and NaN as libm,
-    except that exp flushes subnormal results (x < −708) to 0; subnormal
-    arguments of log are not needed by the model and not handled.
-    """
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic
-
-    def as_bits_typer(typingctx, x):
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.IntType(64))
-        return types.int64(types.float64), codegen
-
-    def from_bits_typer(typingctx, b):
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.DoubleType())
-        return types.float64(types.int64), codegen
-
-    def sqrt_typer(typingctx, x):
-        # The LLVM intrinsic (one vsqrtpd for a vector); numba's math.sqrt calls libm.
-        def codegen(context, builder, signature, args):
-            fn = builder.module.declare_intrinsic("llvm.sqrt", [ir.DoubleType()])
-            return builder.call(fn, args, fastmath=tuple(sorted(FASTMATH)))
-        return types.float64(types.float64), codegen
-
-    def prefer_wide_vectors_typer(typingctx):
-        # The function this is called from may use the CPU's widest vectors
-        # (LLVM keeps to 256 bits on many AVX-512 CPUs unless told so). A string
-        # attribute, which llvmlite's attribute set does not list: added as such.
-        def codegen(context, builder, signature, args):
-            set.add(builder.function.attributes, '"prefer-vector-width"="512"')
-            return context.get_dummy_value()
-        return types.none(), codegen
-
-    as_bits: Any = intrinsic(as_bits_typer)
-    from_bits: Any = intrinsic(from_bits_typer)
-    sqrt: Any = intrinsic(sqrt_typer)
-    prefer_wide_vectors: Any = intrinsic(prefer_wide_vectors_typer)
-
-    # Not reassoc: exp's scaling (p·2^k1)·2^k2 must keep its order.
-    jit = numba.njit(forceinline=True, fastmath=FASTMATH - {"reassoc"}, error_model="numpy")
-    ln2_hi = 6.93147180369123816490e-01
-    ln2_lo = 1.90821492927058770002e-10
-    inv_ln2 = 1.0 / math.log(2.0)
-    sqrt2 = math.sqrt(2.0)
-    mant = 0x000FFFFFFFFFFFFF
-    one_bits = 0x3FF0000000000000
-
-    def where(cond, a, b):
-        return a if cond else b
-
-    def minimum(a, b):
-        return a if a < b else b
-
-    def maximum(a, b):
-        return a if a > b else b
-
-    def absolute(a):
-        return a if a >= 0.0 else -a
-
-    def ceil(x):
-        return np.ceil(x)
-
-    def exp(x):
-        xc = x if x > -708.0 else -708.0
-        xc = xc if xc < 709.78 else 709.78
-        k = math.floor(xc * inv_ln2 + 0.5)
-        r = (xc - k * ln2_hi) - k * ln2_lo
-        p = 1.0 / 479001600.0
-        p = p * r + 1.0 / 39916800.0
-        p = p * r + 1.0 / 3628800.0
-        p = p * r + 1.0 / 362880.0
-        p = p * r + 1.0 / 40320.0
-        p = p * r + 1.0 / 5040.0
-        p = p * r + 1.0 / 720.0
-        p = p * r + 1.0 / 120.0
-        p = p * r + 1.0 / 24.0
-        p = p * r + 1.0 / 6.0
-        p = p * r + 0.5
-        p = p * r + 1.0
-        p = p * r + 1.0
-        # 2^k as 2^k1·2^k2: each factor a normal double for every k used here.
-        k1 = np.int64(k) >> 1
-        k2 = np.int64(k) - k1
-        v = p * from_bits((k1 + 1023) << 52) * from_bits((k2 + 1023) << 52)
-        v = 0.0 if x < -708.0 else v  # (subnormal results are flushed to 0)
-        v = math.inf if x > 709.782712893384 else v  # log of the largest double
-        return x if x != x else v
-
-    def log(x):
-        b = as_bits(x)
-        e = (b >> 52) - 1023
-        m = from_bits((b & mant) | one_bits)
-        big = m > sqrt2
-        m = 0.5 * m if big else m
-        e = e + 1 if big else e
-        s = (m - 1.0) / (m + 1.0)
-        z = s * s
-        p = 1.0 / 19.0
-        p = p * z + 1.0 / 17.0
-        p = p * z + 1.0 / 15.0
-        p = p * z + 1.0 / 13.0
-        p = p * z + 1.0 / 11.0
-        p = p * z + 1.0 / 9.0
-        p = p * z + 1.0 / 7.0
-        p = p * z + 1.0 / 5.0
-        p = p * z + 1.0 / 3.0
-        p = p * z + 1.0
-        fe = float(e)
-        v = fe * ln2_hi + (2.0 * s * p + fe * ln2_lo)
-        v = -math.inf if x == 0.0 else v
-        v = math.inf if x == math.inf else v
-        return math.nan if (x < 0.0) | (x != x) else v
-
-    prims = {"where": where, "min": minimum, "max": maximum, "abs": absolute, "exp": exp,
-             "log": log, "sqrt": sqrt, "ceil": ceil}
-    out = {"_" + name: jit(fn) for name, fn in prims.items() if name != "sqrt"}
-    out["_sqrt"] = sqrt
-    out["_prefer_wide_vectors"] = prefer_wide_vectors
-    return out
-
-
-def _rebind(fn: Callable[..., Any], namespace: dict[str, Any]) -> Callable[..., Any]:
-    """``fn``'s code with ``namespace`` as its globals (the same source, other primitives)."""
-    import types
-
-    return types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__,
-                              fn.__closure__)
-
-
-def _compiled() -> Any:
-    """The compiled kernel (loaded from numba's cache, or compiled: ~5 s), or None
-    when numba cannot be imported (or compiling fails: then with a warning)."""
-    global _compiled_kernel
-    if _compiled_kernel is None:
-        with _compile_lock:
-            if _compiled_kernel is None:
-                try:
-                    _compiled_kernel = _compile() or False
-                except Exception as e:  # numba is there but cannot build the kernel
-                    warnings.warn(f"analytic core: the compiled kernel failed ({e!r}); "
-                                  "using numpy", RuntimeWarning, stacklevel=2)
-                    _compiled_kernel = False
-    return _compiled_kernel or None
-
-
-def _compile() -> Any:
-    try:
-        import llvmlite.binding as llvm
-        import numba
-    except ImportError:
-        return None
-    # The loop that runs _prepare reads 31 input arrays and writes w: LLVM
-    # vectorises it only behind run-time checks that they do not overlap, and
-    # by default gives up beyond 8 such checks. (A process-wide LLVM option; it
-    # matters only when numba compiles, i.e. not when the kernel comes from
-    # the cache.)
-    llvm.set_option("", "-runtime-memory-check-threshold=64")
-    # The model's own source, its globals the scalar primitives and the
-    # compiled model functions (inlined into the kernel by LLVM).
-    ns = dict(globals())
-    ns.update(_scalar_primitives(numba))
-    model = numba.njit(fastmath=FASTMATH, error_model="numpy", forceinline=True)
-    for name in _MODEL_FUNCTIONS:
-        ns[name] = model(_rebind(globals()[name], ns))
-    options: dict[str, Any] = {"fastmath": FASTMATH, "error_model": "numpy", "nogil": True}
-    try:
-        kernel = numba.njit(cache=True, **options)(_rebind(_kernel, ns))
-    except RuntimeError:  # no writable cache directory: compile in every process
-        kernel = numba.njit(**options)(_rebind(_kernel, ns))
-    # Load (or compile) it now, in this thread, with the argument types evaluate uses.
-    a = np.zeros(0)
-    kernel(*[a] * (len(_PREPARE_FIELDS) + 1), a, np.zeros(0, dtype=np.intp),
-           np.zeros((0, len(RESOURCES))), *[a] * 9, 0, 0)
-    return kernel
-
-
-# ---------------------------------------------------------------------------
 # entry point
 
 #: Scenarios per task on the thread pool (either backend).
@@ -1028,6 +618,8 @@ def backend_for(n: int, backend: str = "auto") -> str:
     if backend == "numpy" or (backend == "auto" and os.environ.get("QUICLAB_ANALYTIC_PURE", "")
                               not in ("", "0")):
         return "numpy"
+    from quiclab.sim.analytic.compiled import _compiled
+
     return "numpy" if _compiled() is None else "compiled"
 
 
@@ -1045,6 +637,8 @@ def evaluate(inp: Inputs, backend: str = "auto") -> Outputs:
                      for f in fields(Outputs) if f.name != "rates_bps"},
                   rates_bps=np.empty((n, len(RESOURCES))))
     if which == "compiled":
+        from quiclab.sim.analytic.compiled import _compiled
+
         kernel = _compiled()
         # (A read-only array would be another type for numba, hence another compilation.)
         args = [a if a.flags.writeable else a.copy()

@@ -17,13 +17,13 @@ import simpy
 from simpy.events import Timeout
 
 from quiclab.errors import EngineError
-from quiclab.sim.analytic.core import skb_truesize
 from quiclab.sim.constants import ACK_WINDOW_FRACTION
 from quiclab.sim.des.host import Stalls
 from quiclab.sim.des.link import CAUSE_RCVBUF, ForwardLink, ReverseLink
 from quiclab.sim.des.receiver import Receiver
 from quiclab.sim.des.sender import Sender
 from quiclab.sim.des.timeseries import Recorder
+from quiclab.sim.rcvbuf import skb_truesize
 from quiclab.sim.resolve import Resolved
 
 #: Counters every snapshot holds (all cumulative since t = 0).

@@ -32,12 +32,12 @@ from typing import Any
 import simpy
 from simpy.events import Timeout
 
-from quiclab.sim.analytic.core import skb_truesize
 from quiclab.sim.des.host import Stalls
 from quiclab.sim.des.link import CAUSE_RCVBUF, ReverseLink
 from quiclab.sim.des.pipeline import cpu_for
 from quiclab.sim.des.recovery import R_COUNT, R_LEN, R_OFF, R_SID, R_SIZE, Arrival, Record
 from quiclab.sim.des.sender import Sender
+from quiclab.sim.rcvbuf import skb_truesize
 from quiclab.sim.resolve import Resolved
 
 #: RFC 9000 §19.3: ACK ranges a frame carries at most (a receiver-side cap; the
@@ -165,7 +165,7 @@ class Receiver:
 
         (The sender inlines this on its hot path; keep the two in step.)
         """
-        # The kernel charges each datagram its skb truesize (analytic.core.skb_truesize).
+        # The kernel charges each datagram its skb truesize (sim/rcvbuf.py skb_truesize).
         each = record[R_SIZE] / record[R_COUNT]
         truesize = self.sender.truesize if each > self.sender.truesize_floor else skb_truesize(each)
         item = (arrival_s, pn, delivered, record, largest_acked, truesize, -1, 0.0)

@@ -31,12 +31,6 @@ from typing import TYPE_CHECKING, Any
 import simpy
 from simpy.events import Timeout
 
-from quiclab.sim.analytic.core import (
-    GRO_SKB_OVERHEAD_BYTES,
-    SKB_HEAD_BYTES,
-    SKB_STRUCT_BYTES,
-    skb_truesize,
-)
 from quiclab.sim.constants import GRANULARITY_S, PACING_GAIN
 from quiclab.sim.des.cc import RttEstimator, congestion_controller
 from quiclab.sim.des.host import CpuServers
@@ -49,6 +43,12 @@ from quiclab.sim.des.recovery import (
     AckFrame,
     Record,
     Recovery,
+)
+from quiclab.sim.rcvbuf import (
+    GRO_SKB_OVERHEAD_BYTES,
+    SKB_HEAD_BYTES,
+    SKB_STRUCT_BYTES,
+    skb_truesize,
 )
 from quiclab.sim.resolve import ETHERNET_WIRE_OVERHEAD_BYTES, IP_UDP_HEADER_BYTES, Resolved
 

@@ -24,7 +24,7 @@ namespace
 constexpr uint16_t kServerPort = 4433;
 constexpr uint16_t kClientPort = 4434;
 // The skb truesize Linux charges the receive buffer per datagram (TRANSPORT.md
-// "Receive buffer"; sim/analytic/core.py skb_truesize): headroom, headers, payload
+// "Receive buffer"; sim/rcvbuf.py skb_truesize): headroom, headers, payload
 // and skb_shared_info rounded up to a power of two (at least 512), plus the sk_buff.
 constexpr uint64_t kSkbHeadBytes = 64 + 42 + 320;
 constexpr uint64_t kSkbStructBytes = 256;

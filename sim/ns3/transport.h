@@ -132,7 +132,7 @@ class QuicHeader : public ns3::Header
 };
 
 constexpr uint64_t kNoSkb = UINT64_MAX;
-// Truesize of a GRO skb beyond its UDP payloads (sim/analytic/core.py
+// Truesize of a GRO skb beyond its UDP payloads (sim/rcvbuf.py
 // GRO_SKB_OVERHEAD_BYTES, measured with SO_MEMINFO).
 constexpr uint32_t kGroSkbOverhead = 832;
 

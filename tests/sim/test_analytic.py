@@ -10,7 +10,7 @@ import pytest
 from quiclab.errors import ScenarioError
 from quiclab.models.testing import synthetic_model, synthetic_registry
 from quiclab.sim.analytic import AnalyticEngine, bounds, core
-from quiclab.sim.analytic.core import rcvbuf_drop_fraction
+from quiclab.sim.rcvbuf import rcvbuf_drop_fraction
 from quiclab.sim.resolve import resolve
 from quiclab.sim.scenario import Scenario
 

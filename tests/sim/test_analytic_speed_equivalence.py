@@ -17,10 +17,13 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
+from quiclab.sim.analytic import compiled as compiled_backend
 from quiclab.sim.analytic import core
 from quiclab.sim.analytic.core import BLOCK, Inputs, Outputs, evaluate
+from quiclab.sim.rcvbuf import rcvbuf_drop_fraction, skb_truesize_array
 
-compiled = pytest.mark.skipif(core._compiled() is None, reason="numba is not installed")
+compiled = pytest.mark.skipif(compiled_backend._compiled() is None,
+                              reason="numba is not installed")
 BACKENDS = ["numpy", pytest.param("compiled", marks=compiled)]
 
 
@@ -40,7 +43,7 @@ def random_inputs(n: int, seed: int, extreme: bool = True) -> Inputs:
     payload = udp - rng.uniform(30, 60, n)
     a = {
         "payload_bytes": payload,
-        "skb_truesize_bytes": core.skb_truesize_array(udp),
+        "skb_truesize_bytes": skb_truesize_array(udp),
         "wire_bytes": udp + 66.0,
         "s_ns_packet": rng.uniform(300, 9000, n),
         "s_ns_call": rng.uniform(500, 3000, n),
@@ -182,7 +185,7 @@ def test_the_backends_agree(seed):
 def test_compiled_exp_and_log_match_numpy():
     import numba
 
-    prims = core._scalar_primitives(numba)
+    prims = compiled_backend._scalar_primitives(numba)
     exp, log = prims["_exp"], prims["_log"]
 
     @numba.njit
@@ -214,8 +217,8 @@ def test_the_solvers_buffer_law_is_the_closed_form():
         y = np.log(pkt * xb.payload_bytes * 8.0)
         p_buf = core._rates(w, slice(None), y)[6]
     arrival = pkt * xb.skb_truesize_bytes
-    want = core.rcvbuf_drop_fraction(arrival, xb.rcvbuf_bytes, xb.stall_rate_hz,
-                                     xb.stall_min_s, xb.stall_alpha)
+    want = rcvbuf_drop_fraction(arrival, xb.rcvbuf_bytes, xb.stall_rate_hz,
+                                xb.stall_min_s, xb.stall_alpha)
     ok = xb.rcvbuf_bytes >= 1.0
     assert np.allclose(p_buf[ok], want[ok], rtol=1e-9, atol=1e-300)
 
@@ -223,7 +226,7 @@ def test_the_solvers_buffer_law_is_the_closed_form():
 def test_backend_choice(monkeypatch):
     """Compiled whenever numba imports (whatever the batch size), numpy on request."""
     monkeypatch.delenv("QUICLAB_ANALYTIC_PURE", raising=False)  # the suite may run pure
-    expected = "numpy" if core._compiled() is None else "compiled"
+    expected = "numpy" if compiled_backend._compiled() is None else "compiled"
     assert core.backend_for(1) == core.backend_for(10**6) == expected
     assert core.backend_for(10**6, "numpy") == "numpy"
     monkeypatch.setenv("QUICLAB_ANALYTIC_PURE", "1")
@@ -232,3 +235,15 @@ def test_backend_choice(monkeypatch):
     assert core.backend_for(1) == expected
     with pytest.raises(ValueError, match="backend"):
         core.backend_for(1, "fortran")
+
+
+def test_the_kernel_cache_key_covers_the_model_and_its_constants():
+    """numba's disk cache sees changes to the kernel's own file only; the kernel's
+    cached name carries a digest of the model and the constants it reads too."""
+    sources = {p.name: p for p in compiled_backend.SOURCES}
+    assert set(sources) == {"compiled.py", "core.py", "constants.py"}
+    assert sources["core.py"].samefile(core.__file__)
+    assert all(p.is_file() for p in sources.values())
+    kernel = compiled_backend._compiled()
+    if kernel is not None:
+        assert kernel.py_func.__qualname__ == f"_kernel_{compiled_backend.source_digest()}"

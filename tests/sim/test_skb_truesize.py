@@ -1,4 +1,4 @@
-"""The receive-buffer accounting every engine uses (sim/analytic/core.py skb_truesize).
+"""The receive-buffer accounting every engine uses (sim/rcvbuf.py skb_truesize).
 
 The rule is a measured fact about Linux, so one test checks it against this
 host's kernel: a UDP socket that nobody reads holds floor(rcvbuf / truesize)
@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from quiclab.sim.analytic.core import (
+from quiclab.sim.rcvbuf import (
     GRO_SKB_OVERHEAD_BYTES,
     rcvbuf_charge_bytes,
     skb_truesize,
