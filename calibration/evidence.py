@@ -62,7 +62,7 @@ class Evidence:
     source: str  # "dataset" | "published" | "fresh"
     ident: str  # cell key or point id
     n: int = 1  # repetitions behind the value
-    cv: float = float("nan")  # coefficient of variation over repetitions
+    variation: float = float("nan")  # coefficient of variation over repetitions (fraction)
     weight: float = 1.0
     #: Median CPU utilisation per side (cores busy, 1.0 = one core) where measured.
     server_util: float = float("nan")
@@ -253,7 +253,8 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
         utils = [float(cell[c].median()) / 100.0 if c in cell and cell[c].notna().any()
                  else float("nan") for c in ("server_cpu_pct", "client_cpu_pct")]
         out.append(Evidence(Scenario.from_dict(fields), float(g.median()), str(exp), source,
-                            ident, n=len(g), cv=float(g.std() / g.mean()) if len(g) > 1 else 0.0,
+                            ident, n=len(g),
+                            variation=float(g.std() / g.mean()) if len(g) > 1 else 0.0,
                             server_util=utils[0], client_util=utils[1]))
     return out
 

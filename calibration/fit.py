@@ -1031,7 +1031,7 @@ class Calibrator:
                          "server": e.scenario.server, "client": e.scenario.client,
                          "observed_mbps": e.goodput_mbps, "predicted_mbps": float(p),
                          "ape_pct": ape, "violation_pct": violation if e.bound else math.nan,
-                         "bound": e.bound, "n": e.n, "cv": e.cv,
+                         "bound": e.bound, "n": e.n, "cv": e.variation,
                          "in_fit": not self._excluded(e)})
         self.report_ = FitReport(
             evidence=pd.DataFrame(rows),

@@ -173,6 +173,6 @@ def cells(runs: pd.DataFrame) -> list[Evidence]:
         out.append(Evidence(
             Scenario.from_dict(fields, source=ident), float(g.median()),
             f"uclouvain-{named['experiment']}", "dataset", ident, n=len(g),
-            cv=float(g.std() / g.mean()) if len(g) > 1 else 0.0,
+            variation=float(g.std() / g.mean()) if len(g) > 1 else 0.0,
             cpu_known=False, conditions=conditions))
     return out

@@ -154,8 +154,9 @@ def _heatmap(ax: Any, rep: Any, panel: dict[str, Any]) -> None:
     published = {r.scenario.split(" vs ")[0]: r for r in rep.results
                  if not math.isnan(r.published)}
     for i, rv in enumerate(rows_):
-        for j, cv in enumerate(cols):
-            p = points[next(k for k, v in enumerate(values) if v[0] == rv and v[1] == cv)]
+        for j, col_value in enumerate(cols):
+            p = points[next(k for k, v in enumerate(values)
+                            if v[0] == rv and v[1] == col_value)]
             text = "" if math.isnan(grid[i][j]) else f"{grid[i][j]:.0f}"
             if p in published:
                 text += f"\n({published[p].published_text})"

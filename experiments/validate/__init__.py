@@ -13,8 +13,9 @@ Each engine predicts each source's scenarios through the sweep runner
 observed), the worst cases, and which seed findings are reproduced (from
 ``quiclab reproduce``'s ``findings.csv``): ``validation.md``,
 ``validation.html`` (plots embedded) and ``validation.csv``. Fresh goodput cells are
-also summarised per engine, experiment and server stack, with the median noise CV
-beside each error (``fresh-by-stack.csv`` and a section listing every cell).
+also summarised per engine, experiment and server stack, with the median noise
+(coefficient of variation over repetitions) beside each error
+(``fresh-by-stack.csv`` and a section listing every cell).
 
 Fresh request-workload runs (``workload`` = ``requests`` or ``handshakes``)
 are not goodput cells: each cell (setting and pair, median over its

@@ -30,7 +30,7 @@ class RequestEvidence:
     group: str
     n: int
     observed: dict[str, float]  # Prediction field → median over the repetitions
-    cv: dict[str, float]  # Prediction field → coefficient of variation (NaN below 2 runs)
+    variation: dict[str, float]  # Prediction field → coefficient of variation (NaN below 2 runs)
 
 
 @dataclass
@@ -134,14 +134,14 @@ def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | Non
         for name in ("gso", "gro"):
             if cell[name].notna().any():
                 fields[name] = bool(cell[name].mode().iloc[0])
-        observed, cv = {}, {}
+        observed, variation = {}, {}
         for column, quantity in REQUEST_QUANTITIES:
             values = pd.to_numeric(cell[column], errors="coerce").dropna()
             observed[quantity] = float(values.median()) if len(values) else math.nan
-            cv[quantity] = float(values.std() / values.mean()) \
+            variation[quantity] = float(values.std() / values.mean()) \
                 if len(values) > 1 and values.mean() else math.nan
         out.append(RequestEvidence(Scenario.from_dict(fields), f"{exp}|{setting}", str(exp),
-                                   len(cell), observed, cv))
+                                   len(cell), observed, variation))
     return out
 
 

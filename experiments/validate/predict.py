@@ -47,8 +47,9 @@ def predict_source(items: SourceItems, engine: str, registry: Any, executor: Any
             "bound": e.bound,
             "limit": row.get("limit_resource") if row else None, "n": e.n,
             # Noise of the measurement itself: coefficient of variation over repetitions
-            # (unknown for a single run, whose Evidence carries cv = 0).
-            "noise_cv_pct": e.cv * 100.0 if e.cv == e.cv and e.n > 1 else math.nan,
+            # (unknown for a single run, whose Evidence carries variation = 0).
+            "noise_cv_pct": e.variation * 100.0 if e.variation == e.variation and e.n > 1
+            else math.nan,
         })
     return pd.DataFrame(rows), report.failed
 
@@ -85,5 +86,5 @@ def predict_requests(items: SourceItems, engine: str, registry: Any, executor: A
                 "ape_pct": abs(predicted - observed) / observed * 100.0 if valid else math.nan,
                 "signed_error_pct": (predicted / observed - 1.0) * 100.0 if valid else math.nan,
                 "limit": row.get("limit_resource"), "n": e.n,
-                "noise_cv_pct": e.cv[quantity] * 100.0})
+                "noise_cv_pct": e.variation[quantity] * 100.0})
     return pd.DataFrame(rows, columns=REQUEST_ITEM_COLUMNS), report.failed

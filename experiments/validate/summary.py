@@ -55,7 +55,8 @@ def _setting_label(ident: str) -> str:
 def summarise_fresh(items: pd.DataFrame) -> pd.DataFrame:
     """Fresh goodput cells per engine, experiment and server stack (error per
     engine and per stack, with the noise beside it): cells, cells predicted, APE
-    median/p95, signed error median and the median of the cells' noise CV."""
+    median/p95, signed error median and the median of the cells' noise (coefficient
+    of variation)."""
     fresh = items[items["source"] == "fresh"]
     rows = []
     for (engine, group, stack), g in fresh.groupby(["engine", "group", "server"], sort=True):
@@ -180,7 +181,7 @@ def summarise_controlled(knobs: pd.DataFrame) -> pd.DataFrame:
 
 def fresh_cells(items: pd.DataFrame) -> pd.DataFrame:
     """Every fresh goodput cell: stack pair and setting, measured (median of n, with
-    the repetitions' CV) and each engine's prediction."""
+    the repetitions' coefficient of variation) and each engine's prediction."""
     fresh = items[items["source"] == "fresh"]
     if fresh.empty:
         return pd.DataFrame()

@@ -33,7 +33,7 @@ def test_one_cell_per_kernel_bulk_condition(runs: pd.DataFrame):
                           ("quiche", "4,6"), ("tcp+tls", None)}
     pico = cells[("picoquic", "2")]
     assert pico.n == 2 and pico.goodput_mbps == pytest.approx((4000.0001 + 3200.0001) / 2)
-    assert pico.cv == pytest.approx(pd.Series([4000.0001, 3200.0001]).std() / 3600.0001)
+    assert pico.variation == pytest.approx(pd.Series([4000.0001, 3200.0001]).std() / 3600.0001)
     assert pico.scenario.app == "h3" and pico.scenario.udp_payload_bytes == 1440
     assert dict(pico.conditions)["cc"] == "bbr" and dict(pico.conditions)["irq_cpu_list"] == "2"
     msquic = cells[("msquic", None)]

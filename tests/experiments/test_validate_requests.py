@@ -75,7 +75,7 @@ def test_request_cells_are_the_runs_medians(catalog: Path) -> None:
     lsquic = cells["lsquic"]
     assert lsquic.scenario == _scenario("lsquic", REQUESTS)
     assert lsquic.n == 3 and lsquic.observed["requests_per_s"] == 1000.0
-    assert lsquic.cv["requests_per_s"] == pytest.approx(0.1)
+    assert lsquic.variation["requests_per_s"] == pytest.approx(0.1)
     assert lsquic.observed["completion_s"] == pytest.approx(200 / 1000)
     assert cells["quiche"].scenario.workload == "handshakes"
     assert cells["quiche"].observed["latency_p99_ms"] == pytest.approx(4.5)

@@ -12,13 +12,13 @@ from quiclab.experiments.validate import _setting_label, fresh_cells, summarise_
 
 
 def _item(engine: str, group: str, server: str, setting: str, observed: float,
-          predicted: float, cv: float) -> dict:
+          predicted: float, noise_pct: float) -> dict:
     return {"source": "fresh", "engine": engine, "ident": f"{group}|{server}→{server} {setting}",
             "group": group, "scenario": "", "server": server, "client": server,
             "observed_mbps": observed, "predicted_mbps": predicted,
             "ape_pct": abs(predicted - observed) / observed * 100,
             "signed_error_pct": (predicted / observed - 1) * 100, "limit": "cpu", "n": 3,
-            "noise_cv_pct": cv}
+            "noise_cv_pct": noise_pct}
 
 
 def test_a_sender_with_one_controller_is_simulated_with_it():
