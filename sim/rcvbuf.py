@@ -5,8 +5,9 @@ truesize, or a GRO skb's payloads plus its overhead), and the drops a stalled
 receiver's buffer lets through (Pareto-distributed stalls against a buffer that
 absorbs rcvbuf / arrival-rate seconds). TRANSPORT.md "Receive buffer" is the
 specification; the analytic model solves the same drop law inside its fixed
-point (``quiclab.sim.analytic.core._rates``), the DES and ns-3 charge each
-datagram its truesize as it arrives.
+point (``quiclab.sim.analytic.core._rates``), the DES charges each datagram its
+truesize as it arrives, and ns-3 does the same with its C++ copy of these rules
+(``sim/ns3/main.cc`` SkbTruesize, ``transport.h`` kGroSkbOverhead).
 """
 
 from __future__ import annotations
