@@ -12,6 +12,7 @@ Tables (documented column by column in ``datasets/SCHEMA.md``):
 - ``processed_check`` — raw-vs-processed.csv agreement per run and column;
 - ``predictions`` — engine outputs written by sweeps (issue 6);
 - ``cpus`` — the CPU catalog, for joins.
+- ``hosts`` — the hosts fresh runs were made on (CPU, kernel, NIC), one row per state.
 
 Loaders take the connection (``load(catalog)``), as SimPy components take ``env``.
 """
@@ -160,6 +161,15 @@ DDL = [
         name VARCHAR PRIMARY KEY, vendor VARCHAR, microarchitecture VARCHAR, year INTEGER,
         max_ghz DOUBLE, base_ghz DOUBLE, cores INTEGER, threads INTEGER, numa_nodes INTEGER,
         nic_numa_node INTEGER, aes_ni BOOLEAN, sources VARCHAR)""",
+    # The hosts fresh runs were made on (testbed/record.py host_rows): one row per
+    # host and state (host_id: hostname + hash of CPU, kernel and NIC).
+    """CREATE TABLE IF NOT EXISTS hosts (
+        host_id VARCHAR PRIMARY KEY, name VARCHAR, kind VARCHAR, ssh VARCHAR,
+        hostname VARCHAR, cpu VARCHAR, vendor VARCHAR, microarchitecture VARCHAR,
+        cores INTEGER, max_ghz DOUBLE, aes_ni BOOLEAN, numa_nodes INTEGER, kernel VARCHAR,
+        machine VARCHAR, interface VARCHAR, nic_driver VARCHAR, nic_firmware VARCHAR,
+        nic_speed_mbps BIGINT, nic_numa_node INTEGER, first_run_ns BIGINT,
+        last_run_ns BIGINT, facts JSON)""",
     # Engine outputs written by `quiclab sweep` / `quiclab reproduce` (issue 6);
     # one row per sweep, scenario and engine. Columns in datasets/SCHEMA.md.
     """CREATE TABLE IF NOT EXISTS predictions (
@@ -193,7 +203,8 @@ DDL = [
 
 #: Columns of tables a user may export or query, with one-line docs (SCHEMA.md has more).
 TABLES = ("runs", "cpu_samples", "perf_stacks", "perf_categories", "published_points",
-          "sources", "files", "ingest_issues", "processed_check", "cpus", "predictions")
+          "sources", "files", "ingest_issues", "processed_check", "cpus", "predictions",
+          "hosts")
 
 
 class Catalog:

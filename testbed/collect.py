@@ -370,6 +370,17 @@ def kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
+def udp_port_bound(pid: int, port: int) -> bool:
+    """Whether the network namespace of ``pid`` has a UDP socket on ``port`` (IPv4 or a
+    dual-stack IPv6 socket, as MsQuic opens)."""
+    lines: list[str] = []
+    for table in ("udp", "udp6"):
+        with contextlib.suppress(OSError):
+            lines += Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+    hex_port = f":{port:04X}"
+    return any(line.split()[1].endswith(hex_port) for line in lines if len(line.split()) > 1)
+
+
 def perf_available() -> bool:
     """Whether ``perf stat`` can count the raw_syscalls tracepoint here."""
     if shutil.which("perf") is None:

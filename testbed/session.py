@@ -120,6 +120,13 @@ class Session:
             cat.con.execute("DELETE FROM cpu_samples WHERE run_id = ?", [result.run_id])
             cat.upsert("runs", [row])
             cat.upsert("cpu_samples", record.sample_rows(result))
+            hosts = record.host_rows(result)
+            for host in hosts:
+                first = cat.con.execute("SELECT min(first_run_ns) FROM hosts WHERE host_id = ?",
+                                        [host["host_id"]]).fetchone()
+                if first and first[0] is not None:
+                    host["first_run_ns"] = min(int(first[0]), host["first_run_ns"])
+            cat.upsert("hosts", hosts)
 
     def run(self, config: RunConfig, repeat: int = 1, first: int | None = None,
             resume: bool = False) -> list[RunResult]:

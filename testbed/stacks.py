@@ -55,7 +55,18 @@ TESTBED_KNOBS: dict[str, Any] = {
     "relay_queue_bytes": 0,
     # Per-run timeout in seconds (0 = derived from the expected transfer time).
     "timeout_s": 0.0,
+    # Host knobs (real NICs; refused where an interface lacks them, as a veth does):
+    # ethtool -K lro / gso on both interfaces, ring sizes (ethtool -G; 0 = leave), and
+    # the core both interfaces' IRQs are steered to (-1 = the inventory's irq_cores).
+    "nic_lro": False,
+    "nic_gso": True,
+    "rx_ring": 0,
+    "tx_ring": 0,
+    "irq_core": -1,
 }
+#: Knobs that enter a configuration's key (its run ids) only when set explicitly: added
+#: after runs were recorded, whose ids must stay as they were.
+HOST_KNOBS = ("nic_lro", "nic_gso", "rx_ring", "tx_ring", "irq_core")
 
 
 @dataclass(frozen=True)
