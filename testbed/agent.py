@@ -306,7 +306,8 @@ class Agent:
 
     def op_read(self, msg: dict[str, Any]) -> dict[str, Any]:
         text = read_text(msg["path"])
-        return {"text": text, "exists": text is not None}
+        return {"text": text, "exists": text is not None,
+                "writable": os.access(msg["path"], os.W_OK)}
 
     def op_spawn(self, msg: dict[str, Any]) -> dict[str, Any]:
         name = msg["name"]

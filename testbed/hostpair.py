@@ -207,6 +207,9 @@ class HostPair:
         try:
             for role in ("server", "client"):
                 self.hosts[role] = self._connect(role)
+                # Logs of runs cut short on this host (this agent holds its lock: no run
+                # of another controller is writing there).
+                self.hosts[role].run(["rm", "-rf", str(PurePosixPath(self.logdir(role)).parent)])
             self._deploy()
             for role in ("server", "client"):
                 iface = self.interface(role)
@@ -240,7 +243,7 @@ class HostPair:
             files: dict[str, Path] = {}
             for path in local:
                 built_for = elf_machine(path)
-                if built_for is not None and built_for != machine:
+                if built_for not in (None, "bpf", machine):  # eBPF objects run anywhere
                     raise TestbedError(
                         f"{host.where}: {path.name} is built for {built_for}, the host is "
                         f"{machine}: build the peers there (`make testbed` in a quiclab "
@@ -338,6 +341,11 @@ class HostPair:
                 continue
             failed: list[str] = []
             try:
+                if not host.agent.usable:
+                    # Interrupted mid-operation or lost: it undoes its journal as it exits;
+                    # a new agent checks that (and undoes what is left).
+                    host.agent.abandon()
+                    raise HostLost(host.agent.lost or "interrupted")
                 failed = host.restore()
                 host.agent.close()
             except HostLost:

@@ -52,7 +52,7 @@ DEADMAN_S = 60.0
 SSH_ALIVE = ("-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3")
 #: e_machine of an ELF header → ``uname -m``.
 ELF_MACHINES = {3: "i686", 40: "armv7l", 62: "x86_64", 183: "aarch64", 243: "riscv64",
-                21: "ppc64le", 22: "s390x"}
+                21: "ppc64le", 22: "s390x", 247: "bpf"}
 
 
 class HostLost(TestbedError):
@@ -86,6 +86,9 @@ class AgentClient:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.lost: str | None = None
+        #: A request sent whose answer has not been read (an interrupted one): the
+        #: channel is out of step and only abandon() is left.
+        self.pending = False
 
     def start(self) -> AgentClient:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,10 +129,15 @@ class AgentClient:
 
     def _lost(self, why: str) -> HostLost:
         if self.proc is not None and self.proc.poll() is None:
+            # SIGTERM: the agent (or ssh, whose remote agent then reads EOF) ends the run
+            # and undoes its journal; SIGKILL only if it does not end.
             with contextlib.suppress(OSError):
+                self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
                 self.proc.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)
+                self.proc.wait()
         said = self._stderr_tail()
         code = self.proc.returncode if self.proc is not None else None
         self.lost = (f"lost the agent on {self.where}: {why}"
@@ -160,6 +168,10 @@ class AgentClient:
         is gone and TestbedError (one line) when it refused the operation."""
         if self.lost:
             raise HostLost(self.lost)
+        if self.pending:
+            raise HostLost(f"the agent on {self.where} is still busy with an interrupted "
+                           "operation")
+        self.pending = True
         self._write({"op": op, **kwargs})
         deadline = time.monotonic() + wait_s
         while True:
@@ -170,14 +182,39 @@ class AgentClient:
                 continue  # not ours (a banner): skip it
             if isinstance(reply, dict) and "ok" in reply:
                 break
+        self.pending = False
         if not reply.get("ok"):
             raise TestbedError(f"{self.where}: {op}: {reply.get('error')}")
         return dict(reply)
+
+    @property
+    def usable(self) -> bool:
+        return self.proc is not None and not self.lost and not self.pending
+
+    def abandon(self, timeout_s: float = 60.0) -> bool:
+        """Close the agent's input without a word: it kills its peers, undoes its
+        journal and exits (``agent.py``). Returns whether it exited in time."""
+        self._stop.set()
+        if self.proc is None:
+            return True
+        with contextlib.suppress(OSError):
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return False
 
     def close(self, timeout_s: float = 30.0) -> None:
         """``bye`` (the agent kills what is left and restores), then wait for it."""
         self._stop.set()
         if self.proc is None:
+            return
+        if not self.usable:
+            self.abandon(timeout_s)
             return
         if self.proc.poll() is None and not self.lost:
             with contextlib.suppress(HostLost, TestbedError):
@@ -260,6 +297,11 @@ class Host:
     def read(self, path: str) -> str | None:
         reply = self.agent.request("read", path=path)
         return reply.get("text")
+
+    def writable(self, path: str) -> bool:
+        """Whether the agent may write ``path`` itself (a namespace may not write the
+        sysctls of the initial one, net.core.*)."""
+        return bool(self.agent.request("read", path=path).get("writable"))
 
     def restore(self) -> list[str]:
         """Undo this run's changes now; returns the undos that failed (one line each)."""

@@ -408,7 +408,9 @@ class Interface:
 def set_sysctl(host: Host, name: str, value: str | int, knob: str,
                via: tuple[str, ...] = ()) -> str:
     """Set one sysctl for the run (journalled); returns its value now. A sysctl already
-    at the value is not written (a host that may not write it still runs)."""
+    at the value is not written (a host that may not write it still runs); one the
+    host's namespace may not write goes through ``via`` (the inventory's
+    ``sysctl_via``)."""
     path = "/proc/sys/" + name.replace(".", "/")
     old = host.read(path)
     if old is None:
@@ -416,6 +418,8 @@ def set_sysctl(host: Host, name: str, value: str | int, knob: str,
     old = old.strip()
     if old.split() == str(value).split():
         return old
+    # The prefix only for what this namespace may not write (net.core.* in a namespace).
+    via = () if host.writable(path) else via
     done = host.write(path, str(value), old, via=via, what=f"sysctl {name}={old}")
     now = (host.read(path) or "").strip()
     if done.rc != 0 or now.split() != str(value).split():

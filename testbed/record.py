@@ -54,9 +54,13 @@ def experiment_slug(experiment: str) -> str:
     return f"{slug}-{hashlib.sha256(experiment.encode()).hexdigest()[:8]}"
 
 
-def run_id(experiment: str, config_key: str, repetition: int) -> str:
-    """Stable and unique: the same experiment, configuration and repetition give the same id."""
-    return f"fresh-{experiment_slug(experiment)}-{config_key}-r{repetition}"
+def run_id(experiment: str, config_key: str, repetition: int, hostpair: str = "veth") -> str:
+    """Stable and unique: the same experiment, configuration, repetition and hosts give the
+    same id. The namespace pair's hosts (``veth``) are left out (the ids runs had before
+    there were others); another pair's name follows the configuration key, so the same
+    spec run on two testbeds into one catalog keeps both."""
+    hosts = "" if hostpair == "veth" else f"-{experiment_slug(hostpair)}"
+    return f"fresh-{experiment_slug(experiment)}-{config_key}{hosts}-r{repetition}"
 
 
 def host_cpu(cpuinfo: str | None = None) -> tuple[str, bool]:

@@ -214,6 +214,14 @@ class Testbed:
         self.log = log or (lambda line: None)
         self.inventory = inventory or Inventory.namespaces(os.cpu_count() or 1)
         self.deployer = Deployer()
+        self._perf: bool | None = None
+
+    def perf_ok(self) -> bool:
+        """Whether ``perf stat`` counts system calls on this machine (each host's agent
+        says so for itself: ``facts["perf"]``)."""
+        if self._perf is None:
+            self._perf = collect.perf_available()
+        return self._perf
 
     # ------------------------------------------------------------------
     def run(self, config: RunConfig, repetition: int, run_id: str) -> RunResult:

@@ -51,6 +51,11 @@ class Session:
         if not self.cpu_name:
             self.cpu_name, self.aes_ni = record.host_cpu()
 
+    def run_id(self, config: RunConfig, repetition: int) -> str:
+        """The id of one repetition of ``config`` on this session's hosts."""
+        return record.run_id(config.experiment, config.key(), repetition,
+                             self.testbed.inventory.hostpair)
+
     def provenance(self) -> dict[str, Any]:
         records = self.testbed.builder.records()
         return {
@@ -77,7 +82,7 @@ class Session:
             return 0
         from quiclab.datasets.catalog import Catalog
 
-        prefix = record.run_id(config.experiment, config.key(), 0)[:-1]
+        prefix = self.run_id(config, 0)[:-1]
         with Catalog(self.catalog_path) as cat:
             row = cat.con.execute("SELECT max(repetition) FROM runs WHERE starts_with(run_id, ?)",
                                   [prefix]).fetchone()
@@ -86,7 +91,7 @@ class Session:
     def outcomes(self, config: RunConfig, repeat: int) -> list[dict[str, Any]]:
         """Repetitions 0 … repeat−1 of ``config`` that have a result: this session's,
         else the catalog's (status, goodput_mbps, failure_reason, server_cpu_s)."""
-        ids = [record.run_id(config.experiment, config.key(), r) for r in range(repeat)]
+        ids = [self.run_id(config, r) for r in range(repeat)]
         mine = {r.run_id: r for r in self.results}
         stored: dict[str, dict[str, Any]] = {}
         missing = [rid for rid in ids if rid not in mine]
@@ -133,7 +138,7 @@ class Session:
         """Run ``repeat`` repetitions; with ``resume``, skip ones already ``ok`` in the catalog."""
         start = self.next_repetition(config) if first is None else first
         reps = list(range(start, start + repeat))
-        ids = [record.run_id(config.experiment, config.key(), r) for r in reps]
+        ids = [self.run_id(config, r) for r in reps]
         done = self._existing(ids) if resume else {}
         out = []
         for rep, rid in zip(reps, ids, strict=True):

@@ -415,8 +415,9 @@ class Topology:
         """Stop the agents (each undoes its changes), kill what runs inside, delete the
         namespaces, restore sysctls. Idempotent."""
         for host in self.hosts.values():
-            with contextlib.suppress(TestbedError):
-                host.restore()
+            if host.agent.usable:  # (an interrupted one undoes its changes as it exits)
+                with contextlib.suppress(TestbedError):
+                    host.restore()
             host.agent.close()
         present = set(list_namespaces())
         for ns in self.ns.values():
