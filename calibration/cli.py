@@ -78,7 +78,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 def run_fresh(args: argparse.Namespace) -> int:
     """Models for this host from the testbed's fresh-calibration runs."""
-    from quiclab.calibration.fresh import fit_fresh, write_fresh
+    from quiclab.calibration.fresh import (
+        VETH_LINK_GBPS,
+        fit_fresh,
+        recorded_host,
+        recorded_link_gbps,
+        write_fresh,
+    )
     from quiclab.datasets.catalog import Catalog
     from quiclab.errors import DataError
     from quiclab.models.cpus import CpuCatalog, read_host_cpu
@@ -95,13 +101,14 @@ def run_fresh(args: argparse.Namespace) -> int:
         from quiclab.datasets.sources.published import packaged_dir, read_csv
 
         points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
-    host = read_host_cpu(CpuCatalog.packaged())
     try:
+        # The server host's CPU when the runs were made over SSH, else this machine's.
+        host = recorded_host(runs) or read_host_cpu(CpuCatalog.packaged())
         fit = fit_fresh(runs, points, host)
     except ValueError as err:
         raise DataError(args.catalog, str(err)) from None
     out = Path(args.out) if args.out else args.paths.data_dir / "models-fresh"
-    written = write_fresh(fit, out)
+    written = write_fresh(fit, out, recorded_link_gbps(runs) or VETH_LINK_GBPS)
     print(f"wrote {len(written)} files to {out} (reference CPU: {host.name})")
     print(fit.table.round(2).to_string(index=False))
     for note in fit.notes:
