@@ -44,7 +44,7 @@ from typing import Any
 try:  # inside the package (namespace mode, tests)
     from quiclab.testbed import collect
 except ImportError:  # deployed on a host: collect.py beside this file
-    import collect  # type: ignore[no-redef]
+    import collect  # type: ignore[no-redef,unused-ignore]
 
 PROTOCOL = 1
 #: Tools the harness calls on a host, and whether a run needs them.
@@ -156,7 +156,7 @@ def restore_list(undo: list[dict[str, Any]], save: Any = None) -> list[str]:
 def restore_stale(state_dir: Path) -> list[dict[str, Any]]:
     """Undo the journals of agents that are gone (same boot, same network namespace);
     drop those of an earlier boot. Returns what was done per journal."""
-    out = []
+    out: list[dict[str, Any]] = []
     if not state_dir.is_dir():
         return out
     mine, boot = netns_id(), boot_id()

@@ -381,8 +381,8 @@ def elf_machine(path: Path) -> str | None:
         return None
     if len(head) < 20 or head[:4] != b"\x7fELF":
         return None
-    order = "little" if head[5] == 1 else "big"
-    return ELF_MACHINES.get(int.from_bytes(head[18:20], order), f"ELF machine {head[18]}")
+    number = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
+    return ELF_MACHINES.get(number, f"ELF machine {number}")
 
 
 class Deployer:
