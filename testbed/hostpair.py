@@ -240,6 +240,8 @@ class HostPair:
             if role == "client" and self.link.loss_pct > 0:
                 local.append(self.builder.loss_object(self.link.loss_pct))
             machine = str(host.facts.get("machine"))
+            self.deployer.refresh(spec, host.read(str(PurePosixPath(spec.workdir) /
+                                                      ".manifest.json")))
             files: dict[str, Path] = {}
             for path in local:
                 built_for = elf_machine(path)

@@ -453,6 +453,15 @@ class Deployer:
     def forget(self, spec: HostSpec) -> None:
         self._manifests.pop(spec.ssh, None)
 
+    def refresh(self, spec: HostSpec, text: str | None) -> None:
+        """Take the host's manifest as its agent just read it (a work directory emptied
+        since the session began is then filled again)."""
+        try:
+            found = json.loads(text) if text else {}
+        except ValueError:
+            found = {}
+        self._manifests[spec.ssh] = found if isinstance(found, dict) else {}
+
 
 def fetch_dir(spec: HostSpec, remote_dir: str, local_dir: Path) -> None:
     """Copy a run's log directory back from a host (peers' output, perf counts, qlog)."""

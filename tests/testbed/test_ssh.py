@@ -430,3 +430,30 @@ def test_an_unreachable_host_fails_the_run_in_one_line(root, paths, builder, tmp
     assert result.failure_reason.startswith("ssh root@198.19.255.254: cannot connect")
     assert "\n" not in result.failure_reason
 
+
+
+@pytest.mark.slow
+def test_peers_built_on_the_host_are_used_where_they_are(lab, paths, builder, quic_go,
+                                                         tmp_path):
+    """``quiclab_dir``: a checkout on the host with its own builds (another architecture):
+    nothing of the peers is copied, only the agent and the certificate."""
+    from quiclab.testbed.hosts import PACKAGE_DIR
+
+    checkout = PACKAGE_DIR.parent  # this machine's checkout is the hosts' (one filesystem)
+    text = lab.inventory_path.read_text()
+    for role in ("server", "client"):
+        text = text.replace(f"workdir: /var/tmp/quiclab-lab{lab.index}-{role}",
+                            f"workdir: {tmp_path / role}\n    quiclab_dir: {checkout}")
+    inv_path = tmp_path / "inventory.yaml"
+    inv_path.write_text(text)
+    inventory = Inventory.load(inv_path)
+    assert inventory.server.quiclab_dir == str(checkout)
+    with exclusive(paths.state_dir):
+        result = Testbed(paths, builder=builder, startup_s=5.0, inventory=inventory).run(
+            _config(nbytes=5_000_000), 0, "ssh-quiclab-dir")
+    assert result.status == "ok", result.failure_reason
+    for role in ("server", "client"):
+        assert sorted(p.name for p in (tmp_path / role).iterdir()) == [
+            ".manifest.json", "agent", "certs", "runs"]
+    cmd = (Path(result.logdir) / "server.cmd").read_text()
+    assert f"{checkout}/testbed/.build/bin/quic-go-peer" in cmd
