@@ -276,6 +276,11 @@ class Agent:
         self.lock_file.truncate()
         self.lock_file.write(str(os.getpid()))
         self.lock_file.flush()
+        if msg.get("nice") is not None:
+            # The controller's nice value, for this agent and so for the peers it starts:
+            # what they had as the controller's children in the namespace mode (sshd
+            # would start them at 0).
+            os.setpriority(os.PRIO_PROCESS, 0, int(msg["nice"]))
         restored = restore_stale(self.state_dir) if msg.get("clean", True) else []
         self.journal = Journal(self.state_dir, dict(msg.get("controller") or {}))
         freq = read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
@@ -288,7 +293,8 @@ class Agent:
                 "cpufreq_max_khz": float(freq) if freq and freq.strip().isdigit() else None,
                 "numa_nodes": len(nodes) or 1, "tools": {t: bool(shutil.which(t)) for t in TOOLS},
                 "perf": collect.perf_available(), "restored": restored,
-                "state_dir": str(self.state_dir), "euid": os.geteuid()}
+                "state_dir": str(self.state_dir), "euid": os.geteuid(),
+                "nice": os.getpriority(os.PRIO_PROCESS, 0)}
 
     def op_exec(self, msg: dict[str, Any]) -> dict[str, Any]:
         return perform({"argv": msg["argv"]}, float(msg.get("timeout_s", 60.0)))

@@ -253,8 +253,10 @@ class Host:
 
     def hello(self, controller: dict[str, Any], lock_wait_s: float = 60.0) -> dict[str, Any]:
         t0 = time.time_ns()
+        # The agent and the peers it starts run at the controller's nice value.
         self.facts = self.agent.request("hello", wait_s=lock_wait_s + 60,
-                                        controller=controller, lock_wait_s=lock_wait_s)
+                                        controller=controller, lock_wait_s=lock_wait_s,
+                                        nice=os.getpriority(os.PRIO_PROCESS, 0))
         t1 = time.time_ns()
         if self.facts.get("boot_id") and self.facts["boot_id"] == _boot_id():
             self.clock_offset_ns = 0  # the same kernel: the same CLOCK_REALTIME

@@ -380,7 +380,8 @@ class Testbed:
             time.sleep(BACKGROUND_WINDOW_S)
             background = srv.agent.request("load", key="background")
             result.host = {"background_cores": round(background["cores"], 3),
-                           "cores": float(background["ncores"])}
+                           "cores": float(background["ncores"]),
+                           "nice": float(os.getpriority(os.PRIO_PROCESS, 0))}
             for host in {id(h): h for h in (srv, cli)}.values():
                 host.agent.request("load_begin", key="during")
             # The server's samples start afresh here: the window's first edge.
