@@ -2,7 +2,7 @@
 
 What :class:`~quiclab.testbed.topology.Topology` is for the namespace pair,
 :class:`HostPair` is for two machines: it deploys the agent and the run's peers
-(:class:`~quiclab.testbed.hosts.Deployer`), starts an agent on each host, checks
+(:class:`~quiclab.testbed.remote.Deployer`), starts an agent on each host, checks
 the test interface and its address, and sets the run's knobs with the same
 :func:`~quiclab.testbed.topology.apply_knobs`, plus the socket-buffer sysctls and
 the inventory's own. Every change is journalled on its host before it is made;
@@ -39,21 +39,13 @@ from typing import Any
 
 from quiclab.testbed.build import Builder
 from quiclab.testbed.errors import TestbedError
-from quiclab.testbed.hosts import (
-    AGENT_FILES,
-    PACKAGE_DIR,
-    AgentClient,
-    Deployer,
-    Host,
-    HostLost,
-    elf_machine,
-    fetch_dir,
-    ssh_agent_argv,
-)
+from quiclab.testbed.hosts import AGENT_FILES, PACKAGE_DIR, AgentClient, Host, HostLost
 from quiclab.testbed.inventory import HostSpec, Inventory
+from quiclab.testbed.link import LinkConfig, NoNetem, apply_knobs
 from quiclab.testbed.nic import Interface, set_sysctl
+from quiclab.testbed.remote import Deployer, elf_machine, fetch_dir, ssh_agent_argv
 from quiclab.testbed.stacks import Stack
-from quiclab.testbed.topology import PORT, LinkConfig, NoNetem, apply_knobs
+from quiclab.testbed.topology import PORT
 
 #: The interpreter of quiclab's Python peers, as stacks.py writes it.
 PYENV_PYTHON = "{build}/pyenv/bin/python"

@@ -223,8 +223,8 @@ class SshLab:
         self.inventory_path.write_text(yaml.safe_dump(inventory, sort_keys=False))
 
     def _wait_ssh(self, role: str) -> None:
-        from quiclab.testbed.hosts import ssh_run
         from quiclab.testbed.inventory import Inventory
+        from quiclab.testbed.remote import ssh_run
 
         spec = Inventory.load(self.inventory_path).host(role)
         last = ""

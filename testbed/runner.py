@@ -30,9 +30,10 @@ from quiclab.testbed.config import (
 )
 from quiclab.testbed.errors import TestbedError
 from quiclab.testbed.hostpair import HostPair
-from quiclab.testbed.hosts import Deployer, Host, host_record
+from quiclab.testbed.hosts import Host, host_record
 from quiclab.testbed.inventory import Inventory
 from quiclab.testbed.nic import FEATURES, parse_snmp
+from quiclab.testbed.remote import Deployer
 from quiclab.testbed.stacks import STACKS, Stack
 from quiclab.testbed.topology import PORT, LinkConfig, Topology
 

@@ -6,9 +6,9 @@ import shlex
 from pathlib import Path
 
 from quiclab.testbed.hostpair import host_python_tag, stack_files
-from quiclab.testbed.hosts import elf_machine, remote_command, ssh_agent_argv, ssh_base
 from quiclab.testbed.inventory import Inventory
 from quiclab.testbed.nic import parse_features, parse_pairs, parse_rings, parse_stats
+from quiclab.testbed.remote import elf_machine, remote_command, ssh_agent_argv, ssh_base
 from quiclab.testbed.stacks import STACKS
 from quiclab.testbed.topology import MIN_TBF_LIMIT_BYTES, LinkConfig
 
