@@ -344,10 +344,10 @@ def pinned_cores(s: Scenario, cores: dict[str, int],
     host's core count; ``restrict``: an explicit core must be one of ``peer_cores``
     (an inventory's hosts). Raises TestbedError naming the field."""
     out: dict[str, int | None] = {}
-    defaults = {"server": 0, "client": min(1, max(cores.get("client", 1) - 1, 0))}
+    defaults = {"server": 0, "client": min(1, max(cores.get("client", 2) - 1, 0))}
     for role, field_name in (("server", "server_core"), ("client", "client_core")):
         core = getattr(s, field_name)
-        n = cores.get(role, 1)
+        n = cores.get(role, 1 << 20)  # a host not reached yet: checked once it is
         allowed = (peer_cores or {}).get(role, ())
         host = f"the {role}'s host" if restrict else "this host"
         if core >= n:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import pytest
+
 from quiclab.testbed.hostpair import host_python_tag, stack_files
 from quiclab.testbed.inventory import Inventory
 from quiclab.testbed.nic import parse_features, parse_pairs, parse_rings, parse_stats
@@ -133,3 +135,23 @@ def test_runs_on_another_pair_of_hosts_have_ids_of_their_own():
     assert record.run_id("e", "k", 2, "lab0-server-lab0-client") == (
         "fresh-e-k-lab0-server-lab0-client-r2")
     assert record.run_id("e", "k", 0, "a b") != record.run_id("e", "k", 0, "a/b")
+
+
+def test_cores_of_hosts_not_reached_yet_are_checked_once_they_are():
+    from quiclab.errors import QuiclabError
+    from quiclab.testbed.config import RunConfig, pinned_cores, resolve
+
+    config = RunConfig.build("quic-go", "quic-go", {"server_core": 7, "client_core": 5})
+    resolved = resolve(config, STACKS["quic-go"], STACKS["quic-go"], cores={})
+    assert resolved.effective["server_pinned_core"] == 7
+    s = config.scenario
+    assert pinned_cores(s, {"server": 8, "client": 8}, {"server": (6, 7)}, restrict=True) == {
+        "server_pinned_core": 7, "client_pinned_core": 5}
+    with pytest.raises(QuiclabError, match=r"^server_core=7 cannot be honoured: the "
+                                           r"server's host has 4 core\(s\), 0 … 3"):
+        pinned_cores(s, {"server": 4, "client": 8}, restrict=True)
+    with pytest.raises(QuiclabError, match="the inventory gives the client's peer cores 2, 3"):
+        pinned_cores(s, {"server": 8, "client": 8}, {"client": (2, 3)}, restrict=True)
+    pinned = RunConfig.build("quic-go", "quic-go", {"pin": True}).scenario
+    assert pinned_cores(pinned, {"server": 8, "client": 8}, {"server": (2, 3)}, True) == {
+        "server_pinned_core": 2, "client_pinned_core": 1}
