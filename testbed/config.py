@@ -341,8 +341,9 @@ def pinned_cores(s: Scenario, cores: dict[str, int],
     """``{role}_pinned_core`` per side: ``server_core``/``client_core`` when set, else
     with ``pin=true`` the first of the host's ``peer_cores`` (the namespace pair on one
     host: the server on core 0, the client on core 1), else None. ``cores``: each
-    host's core count; ``restrict``: an explicit core must be one of ``peer_cores``
-    (an inventory's hosts). Raises TestbedError naming the field."""
+    host's core count (a role missing: its host is not reached yet, and is checked once
+    it is); ``restrict``: an explicit core must be one of ``peer_cores`` (an
+    inventory's hosts). Raises TestbedError naming the field."""
     out: dict[str, int | None] = {}
     defaults = {"server": 0, "client": min(1, max(cores.get("client", 2) - 1, 0))}
     for role, field_name in (("server", "server_core"), ("client", "client_core")):
