@@ -457,3 +457,19 @@ def test_peers_built_on_the_host_are_used_where_they_are(lab, paths, builder, qu
             ".manifest.json", "agent", "certs", "runs"]
     cmd = (Path(result.logdir) / "server.cmd").read_text()
     assert f"{checkout}/testbed/.build/bin/quic-go-peer" in cmd
+
+
+def test_hosts_says_what_each_host_is_and_changes_nothing(lab, paths):
+    before = snapshot(lab)
+    done = subprocess.run([sys.executable, "-m", "quiclab.testbed", "testbed", "--runs-dir",
+                           str(paths.runs_dir), "hosts", "--hosts", str(lab.inventory_path),
+                           "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    records = json.loads(done.stdout)
+    for role in ("server", "client"):
+        rec = records[role]
+        assert rec["name"] == f"lab{lab.index}-{role}" and rec["kind"] == "ssh"
+        assert rec["address_present"] and rec["nic"]["interface"] == "test0"
+        assert rec["nic"]["driver"] == "veth" and rec["nic"]["rings"] is None
+        assert rec["cpu"]["cores"] == os.cpu_count() and rec["kernel"] == os.uname().release
+    assert snapshot(lab) == before
