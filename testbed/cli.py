@@ -33,6 +33,9 @@ from quiclab.testbed.runner import Paths, Testbed
 from quiclab.testbed.session import Session, matrix, noise, sweep_plan, sweep_summary
 from quiclab.testbed.topology import clean_stale, exclusive, require_root
 
+#: The stacks ``testbed noise`` measures when none are named.
+NOISE_STACKS = ("quic-go", "quinn", "s2n-quic", "aioquic")
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``testbed`` and its subcommands on the main CLI's subparsers."""
@@ -84,8 +87,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser("noise", help="goodput CV over repetitions, pinned and unpinned")
+    # No default list here: argparse's "extend" would add the stacks given to it.
     p.add_argument("--stacks", action="extend", nargs="+", metavar="STACK",
-                   default=["quic-go", "quinn", "s2n-quic", "aioquic"], help="stacks")
+                   help=f"stacks (default: {' '.join(NOISE_STACKS)})")
     p.add_argument("--repeat", type=int, default=10, help="repetitions per setting (default 10)")
     p.add_argument("--bytes", type=int, default=None, help="bytes per transfer")
     p.add_argument("--experiment", default="noise",
@@ -314,10 +318,11 @@ def cmd_noise(args: argparse.Namespace) -> int:
     def body() -> int:
         inventory = _inventory(args)
         _check_repeat(args.repeat)
-        stacks_mod.select(args.stacks)  # every name known, before anything is created
+        stacks = list(dict.fromkeys(args.stacks or NOISE_STACKS))
+        stacks_mod.select(stacks)  # every name known, before anything is created
         session = _session(args, quiet=args.json, inventory=inventory)
         with _locked():
-            rows = noise(session, args.stacks, repeat=args.repeat, transfer_bytes=args.bytes,
+            rows = noise(session, stacks, repeat=args.repeat, transfer_bytes=args.bytes,
                          experiment=args.experiment)
         if args.json:
             print(json.dumps(rows))

@@ -155,3 +155,15 @@ def test_cores_of_hosts_not_reached_yet_are_checked_once_they_are():
     pinned = RunConfig.build("quic-go", "quic-go", {"pin": True}).scenario
     assert pinned_cores(pinned, {"server": 8, "client": 8}, {"server": (2, 3)}, True) == {
         "server_pinned_core": 2, "client_pinned_core": 1}
+
+
+def test_noise_measures_the_stacks_named_and_only_those():
+    import argparse
+
+    from quiclab.testbed import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    named = parser.parse_args(["testbed", "noise", "--stacks", "quiche", "--stacks", "quinn"])
+    assert named.stacks == ["quiche", "quinn"]
+    assert parser.parse_args(["testbed", "noise"]).stacks is None  # cli.NOISE_STACKS then
