@@ -46,7 +46,7 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) build *.egg-info
 
-# >>> testbed (issues 7 and 8) — this block belongs to testbed/; edit only inside it.
+# >>> testbed — this block belongs to testbed/; edit only inside it.
 # Builds run as root where Debian packages are missing (CI does); nice'd, 2 jobs.
 TESTBED_CLI := $(BIN)/python -m quiclab.testbed testbed
 
@@ -68,7 +68,7 @@ test-testbed: testbed
 .PHONY: testbed-quic-go
 # <<< testbed
 
-# >>> app (issue 9) — this block belongs to app/; edit only inside it.
+# >>> app — this block belongs to app/; edit only inside it.
 # `make app` starts the what-if explorer; `make browser` gets Debian's Chromium for the
 # browser test (tests/app/test_browser.py), which `make test` runs.
 CHROMIUM := /usr/bin/chromium

@@ -81,7 +81,7 @@ def _tooltip(*fields: str | tuple[str, str]) -> list[dict[str, Any]]:
     return out
 
 
-#: Outputs of request workloads (issue 10), NaN for bulk transfers.
+#: Outputs of request workloads (seeds 003/004), NaN for bulk transfers.
 REQUEST_OUTPUTS = ("requests_per_s", "completion_s", "latency_p50_ms", "latency_p99_ms")
 
 

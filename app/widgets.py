@@ -96,7 +96,7 @@ MORE_NUMBERS = (
     NumberField("chunks", "Chunks (files)", 1, "%d"),
     NumberField("seed", "Seed", 1, "%d"),
 )
-#: Where the work runs (issue 11): cores of each side, pinned or not.
+#: Where the work runs (sim/cores.py): cores of each side, pinned or not.
 CORE_NUMBERS = (
     NumberField("server_core", "Server core (−1 = not pinned)", 1, "%d",
                 help="pin the server to this core; cores are numbered node by node "
@@ -104,7 +104,8 @@ CORE_NUMBERS = (
     NumberField("client_core", "Client core (−1 = not pinned)", 1, "%d",
                 help="pin the client to this core (same numbering)"),
 )
-#: The workload (issue 10): bulk transfer, or requests / handshakes of request_bytes each.
+#: The workload (sim/request_costs.py): bulk transfer, or requests / handshakes of
+#: request_bytes each.
 WORKLOAD_NUMBERS = (
     NumberField("request_bytes", "Request size (bytes)", 1000, "%d",
                 help="bytes each request fetches (workload requests or handshakes)"),

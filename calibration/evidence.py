@@ -2,11 +2,13 @@
 
 An :class:`Evidence` item is a Scenario plus the goodput observed for it and
 where it came from: a cell of the QIR-10G dataset (median over the repetitions
-of one experiment setting and pair), a published point of a seed, or a fresh
-testbed cell. Published points become Scenarios through their condition
-columns plus the document's stated testbed (CPU, link, buffers); points that
-state bounds, duplicates, or conditions the engines do not model yet
-(pipelines, chunked requests) are kept out with the reason.
+of one experiment setting and pair), a cell of the UCLouvain dataset
+(:func:`uclouvain_cells`), a published point of a seed, or a fresh testbed
+cell; each names its testbed (``datasets/testbeds.py``). Published points
+become Scenarios through their condition columns plus the document's stated
+testbed (CPU, link, buffers); points that state bounds, duplicates, or
+conditions the engines do not model yet (pipelines, chunked requests) are kept
+out with the reason.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from quiclab.calibration.knowledge import IMPLEMENTATIONS
+from quiclab.datasets.testbeds import DOCUMENT_TESTBEDS, QIR10G, fresh_id
 from quiclab.models.testbeds import STATED, Testbeds
 from quiclab.sim.scenario import QIR_TRANSFER_BYTES, Scenario
 
@@ -66,6 +69,16 @@ class Evidence:
     #: "" (a value), "lower" (the goodput is at least this) or "upper" (at most this):
     #: a one-sided point constrains the fit only when a prediction violates it.
     bound: str = ""
+    #: The testbed the goodput was measured on (``datasets/testbeds.py``): ``qir10g``
+    #: for dataset cells, the document's testbed for published points, the runs'
+    #: ``fresh-<host>`` for fresh cells, ``uclouvain`` for :func:`uclouvain_cells`.
+    testbed: str = ""
+    #: False when the testbed's CPU is unknown: the Scenario's ``cpu`` is then only
+    #: a placeholder (its default), to be replaced by the testbed's fitted speed.
+    cpu_known: bool = True
+    #: Conditions of the cell that the Scenario cannot express, as (name, value)
+    #: pairs (UCLouvain: the cores given to the stack, offloads other than GSO/GRO).
+    conditions: tuple[tuple[str, Any], ...] = ()
 
     def errors_pct(self, predicted_mbps: float) -> tuple[float, float]:
         """(absolute, signed) percentage error of a prediction. A one-sided point has no
@@ -220,8 +233,25 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
                  else float("nan") for c in ("server_cpu_pct", "client_cpu_pct")]
         out.append(Evidence(Scenario.from_dict(fields), float(g.median()), str(exp), source,
                             ident, n=len(g), cv=float(g.std() / g.mean()) if len(g) > 1 else 0.0,
-                            server_util=utils[0], client_util=utils[1]))
+                            server_util=utils[0], client_util=utils[1],
+                            testbed=_cell_testbed(cell, source)))
     return out
+
+
+def _cell_testbed(cell: pd.DataFrame, source: str) -> str:
+    """The runs' testbed (their most common one), else the source's: ``qir10g`` for
+    the dataset, ``fresh-unknown`` for fresh runs recorded before runs had one."""
+    if "testbed" in cell and cell["testbed"].notna().any():
+        return str(cell["testbed"].mode().iloc[0])
+    return QIR10G if source != "fresh" else fresh_id("unknown")
+
+
+def uclouvain_cells(runs: pd.DataFrame) -> list[Evidence]:
+    """Condition cells of the UCLouvain kernel-I/O bulk runs (testbed ``uclouvain``,
+    CPU unknown): see :func:`quiclab.calibration.uclouvain.cells`."""
+    from quiclab.calibration.uclouvain import cells
+
+    return cells(runs)
 
 
 def _isnan(x: Any) -> bool:
@@ -272,7 +302,7 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
             skipped.append((pid, "duplicate of another point"))
             continue
         if any(k in cond for k in UNMODELLED):
-            skipped.append((pid, "pipelining/pinning/kernel bypass: see issue 11"))
+            skipped.append((pid, "pipelining/pinning/kernel bypass: see calibration/pipeline.py"))
             continue
         server, client = row.server, row.client
         if not isinstance(server, str) or not isinstance(client, str):
@@ -313,7 +343,9 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
             skipped.append((pid, str(err)))
             continue
         value = float(row.value) * (1000.0 if row.unit == "Gbit/s" else 1.0)
-        out.append(Evidence(scenario, value, f"seed{doc}", "published", pid, bound=bound))
+        testbed = DOCUMENT_TESTBEDS.get(doc, "")
+        out.append(Evidence(scenario, value, f"seed{doc}", "published", pid, bound=bound,
+                            testbed=testbed))
         extreme = ("upper" if "highest pair of the matrix" in cond else
                    "lower" if "slowest pair of the matrix" in cond else "")
         if extreme and doc in MATRICES:
@@ -324,7 +356,7 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
                     if (other.server, other.client) == (scenario.server, scenario.client):
                         continue
                     out.append(Evidence(other, value, f"seed{doc}", "published",
-                                        f"{pid}>{s}|{c}", bound=extreme))
+                                        f"{pid}>{s}|{c}", bound=extreme, testbed=testbed))
     return out, skipped
 
 

@@ -897,7 +897,7 @@ class Calibrator:
         specs, interop = self._apply(result.x)
         self.models_ = self._models(specs)
         if self.requests:
-            # Request-workload terms (issue 10): seeds 003/004 on top of the bulk fit;
+            # Request-workload terms: seeds 003/004 on top of the bulk fit;
             # they change no bulk cost of a model the bulk evidence identifies.
             from quiclab.calibration.requests import RequestCalibrator
 
@@ -905,7 +905,7 @@ class Calibrator:
             self.models_ = self.requests_.models_
         self.interop_ = interop
         self.registry_ = Registry(self.models_, self.cpus, interop, source="calibration")
-        # Pipelines, core placement and runtime threads (issue 11), fitted on these
+        # Pipelines, core placement and runtime threads, fitted on these
         # models; they change no cost model (quiclab.calibration.pipeline).
         from quiclab.calibration.pipeline import HostCalibrator
 

@@ -1,6 +1,6 @@
 """Cost models for *this* host from fresh testbed runs (``quiclab calibrate --source fresh``).
 
-The testbed (issues 7–8) runs each stack against itself between two network
+The testbed (``quiclab.testbed``) runs each stack against itself between two network
 namespaces at MTU 1500 with its default offloads (the ``fresh-calibration``
 experiment) and records CPU seconds, data packets, send/receive calls and
 ACKs per side. From those runs alone this module fits, per stack and role:
@@ -33,7 +33,7 @@ ACKs per side. From those runs alone this module fits, per stack and role:
   Relayed runs are kept out of every per-stack fit above; ``validate --source
   fresh`` gives relayed cells this rate as their link (``cpus.json``'s
   ``relay_gbps``);
-- request-workload terms (issue 10) derived as the published calibration derives
+- request-workload terms derived as the published calibration derives
   them for a stack no seed measures (:func:`request_terms`), not fitted on fresh
   request runs, so ``validate --source fresh`` compares those out of sample.
 

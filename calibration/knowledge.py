@@ -165,8 +165,8 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
     "msquic": Implementation(
         name="msquic", language="C", tls_library="OpenSSL (quictls)",
         immediate_ack_on_gap=Fact(True, "source: msquic src/core/ack_tracker.c QuicAckTrackerAckPacket: an immediate ACK when a new largest packet number lies past a gap (reordering threshold 1); a reordered arrival does not trigger one, which the model, like the RFC, does"),
-        udp_payload_bytes=Fact(1472, "testbed fact (issue 7): MsQuic packets stay at a 1500-byte IP MTU"),
-        max_recv_udp_payload_bytes=Fact(1472, "testbed fact (issue 7)"),
+        udp_payload_bytes=Fact(1472, "testbed fact (testbed/stacks.py): MsQuic packets stay at a 1500-byte IP MTU"),
+        max_recv_udp_payload_bytes=Fact(1472, "testbed fact (testbed/stacks.py)"),
         overhead_bytes=Fact(40, "assumed: short header + AEAD tag + STREAM frame"),
         supports_gso=Fact(True, S002 + " §4.5: MsQuic supports GSO/GRO and batching"),
         supports_gro=Fact(True, S002 + " §4.5"),
@@ -217,7 +217,7 @@ REQUEST_SERVERS = {
 }
 
 
-# --- Request and handshake workloads (issue 10) ---------------------------------------
+# --- Request and handshake workloads (seeds 003/004) ----------------------------------
 
 #: Which bulk model gives each request server its packet-path structure
 #: (per-packet, per-byte, system-call and crypto split, packet size); the cost

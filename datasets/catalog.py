@@ -10,8 +10,10 @@ Tables (documented column by column in ``datasets/SCHEMA.md``):
 - ``sources`` / ``files`` — provenance of each ingest (hashes, parser version);
 - ``ingest_issues`` — every file that was skipped, and why;
 - ``processed_check`` — raw-vs-processed.csv agreement per run and column;
-- ``predictions`` — engine outputs written by sweeps (issue 6);
-- ``cpus`` — the CPU catalog, for joins.
+- ``predictions`` — engine outputs written by sweeps (``quiclab.experiments``);
+- ``cpus`` — the CPU catalog, for joins;
+- ``testbeds`` — where every run and published point was measured (hosts, NIC,
+  kernel, link, path; each fact with its source), ``datasets/testbeds.py``;
 - ``hosts`` — the hosts fresh runs were made on (CPU, kernel, NIC), one row per state.
 
 Loaders take the connection (``load(catalog)``), as SimPy components take ``env``.
@@ -32,7 +34,12 @@ from quiclab.errors import DataError
 #: 2: ``runs`` gained the request-workload columns (``workload``, ``request_bytes``,
 #: ``connections``, ``latency_p90_ms``); a version-1 file gets them (NULL) when
 #: opened for writing.
-SCHEMA_VERSION = 2
+#: 3: testbeds: the ``testbeds`` table, ``runs.testbed`` and ``published_points.testbed``,
+#: and the columns of a second lab's conditions (``io``, ``cores``, ``cpu_list``,
+#: ``irq_cpu_list``, ``lro``, ``sg``, ``batch_tx``, ``batch_rx``). An older file gets
+#: them when opened for writing, with the testbed of its QIR-10G runs and
+#: published points filled in (:func:`migrate_testbeds`).
+SCHEMA_VERSION = 3
 
 RUN_COLUMNS: list[tuple[str, str]] = [
     ("run_id", "VARCHAR PRIMARY KEY"),
@@ -119,11 +126,47 @@ RUN_COLUMNS: list[tuple[str, str]] = [
     ("latency_p50_ms", "DOUBLE"),
     ("latency_p99_ms", "DOUBLE"),
     ("extra", "JSON"),
-    # Schema version 2 (request workloads, issue 10); NULL for bulk transfers.
+    # Schema version 2 (request workloads, seeds 003/004); NULL for bulk transfers.
     ("workload", "VARCHAR"),
     ("request_bytes", "BIGINT"),
     ("connections", "INTEGER"),
     ("latency_p90_ms", "DOUBLE"),
+    # Schema version 3 (testbeds; the UCLouvain dataset's conditions).
+    ("testbed", "VARCHAR"),
+    ("io", "VARCHAR"),
+    ("cores", "INTEGER"),
+    ("cpu_list", "VARCHAR"),
+    ("irq_cpu_list", "VARCHAR"),
+    ("lro", "BOOLEAN"),
+    ("sg", "BOOLEAN"),
+    ("batch_tx", "INTEGER"),
+    ("batch_rx", "INTEGER"),
+]
+
+#: Columns appended to other tables after their first version: table → columns.
+ADDED_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "published_points": [("testbed", "VARCHAR")],
+}
+
+TESTBED_COLUMNS: list[tuple[str, str]] = [
+    ("testbed", "VARCHAR PRIMARY KEY"),
+    ("description", "VARCHAR"),
+    ("kind", "VARCHAR"),
+    ("documents", "VARCHAR"),
+    ("cpu", "VARCHAR NOT NULL"),
+    ("cpu_ghz", "DOUBLE"),
+    ("cores", "INTEGER"),
+    ("threads", "INTEGER"),
+    ("nic", "VARCHAR"),
+    ("offloads", "VARCHAR"),
+    ("kernel", "VARCHAR"),
+    ("os", "VARCHAR"),
+    ("link_gbps", "DOUBLE"),
+    ("link_note", "VARCHAR"),
+    ("path", "VARCHAR"),
+    ("mtu_bytes", "INTEGER"),
+    ("hosts", "JSON"),
+    ("sources", "JSON"),
 ]
 
 DDL = [
@@ -145,7 +188,9 @@ DDL = [
         reorder_pct DOUBLE, cipher VARCHAR, rcvbuf_bytes BIGINT, streams INTEGER,
         chunks INTEGER, transfer_bytes BIGINT, workload VARCHAR, request_bytes BIGINT,
         requests BIGINT, connections INTEGER, conditions VARCHAR, stated VARCHAR,
-        note VARCHAR, source_file VARCHAR)""",
+        note VARCHAR, source_file VARCHAR, testbed VARCHAR)""",
+    "CREATE TABLE IF NOT EXISTS testbeds (" + ", ".join(f"{n} {t}" for n, t in TESTBED_COLUMNS)
+    + ")",
     """CREATE TABLE IF NOT EXISTS sources (
         source VARCHAR PRIMARY KEY, kind VARCHAR, location VARCHAR, sha256 VARCHAR,
         parser_version VARCHAR, ingested_at DOUBLE, runs BIGINT, skipped BIGINT)""",
@@ -170,7 +215,7 @@ DDL = [
         machine VARCHAR, interface VARCHAR, nic_driver VARCHAR, nic_firmware VARCHAR,
         nic_speed_mbps BIGINT, nic_numa_node INTEGER, first_run_ns BIGINT,
         last_run_ns BIGINT, facts JSON)""",
-    # Engine outputs written by `quiclab sweep` / `quiclab reproduce` (issue 6);
+    # Engine outputs written by `quiclab sweep` / `quiclab reproduce`;
     # one row per sweep, scenario and engine. Columns in datasets/SCHEMA.md.
     """CREATE TABLE IF NOT EXISTS predictions (
         sweep VARCHAR NOT NULL, kind VARCHAR, scenario_key VARCHAR NOT NULL,
@@ -204,7 +249,22 @@ DDL = [
 #: Columns of tables a user may export or query, with one-line docs (SCHEMA.md has more).
 TABLES = ("runs", "cpu_samples", "perf_stacks", "perf_categories", "published_points",
           "sources", "files", "ingest_issues", "processed_check", "cpus", "predictions",
-          "hosts")
+          "testbeds", "hosts")
+
+
+def migrate_testbeds(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 2 → 3: the testbed of rows whose source names it — the QIR-10G runs
+    (``qir10g``, kernel UDP sockets) and the published points (their document's
+    testbed, :data:`quiclab.datasets.testbeds.DOCUMENT_TESTBEDS`). Fresh runs
+    recorded before version 3 keep a NULL testbed: the host that made them is not
+    in the row (re-record them, or set it with SQL)."""
+    from quiclab.datasets.testbeds import DOCUMENT_TESTBEDS, QIR10G
+
+    con.execute("UPDATE runs SET testbed = ?, io = coalesce(io, 'kernel') "
+                "WHERE source = 'qir10g' AND testbed IS NULL", [QIR10G])
+    for document, testbed in DOCUMENT_TESTBEDS.items():
+        con.execute("UPDATE published_points SET testbed = ? WHERE testbed IS NULL AND "
+                    "lpad(document, 3, '0') = ?", [testbed, document])
 
 
 class Catalog:
@@ -241,11 +301,16 @@ class Catalog:
     def ensure_schema(self) -> None:
         for stmt in DDL:
             self.con.execute(stmt)
+        row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        found = int(row[0]) if row and str(row[0]).isdigit() else SCHEMA_VERSION
         # Columns added after a file was created (nullable; older rows read NULL).
-        have = set(self.columns("runs"))
-        for name, kind in RUN_COLUMNS:
-            if name not in have:
-                self.con.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+        for table, columns in (("runs", RUN_COLUMNS), *ADDED_COLUMNS.items()):
+            have = set(self.columns(table))
+            for name, kind in columns:
+                if name not in have:
+                    self.con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        if found < 3:
+            migrate_testbeds(self.con)
         self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                          [str(SCHEMA_VERSION)])
 

@@ -21,9 +21,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = dsub.add_parser("ingest", help="parse the shared datasets and published points into "
                                        "the catalog (idempotent)")
     p.add_argument("--source", action="append", metavar="PATH",
-                   help="a QIR-10G tarball, extracted folder or clone, or a folder of "
-                        "published-point CSVs (repeatable; default: the shared tarball and the "
-                        "packaged published points)")
+                   help="a QIR-10G or UCLouvain picoquic-dpdk-experiments tarball, extracted "
+                        "folder or clone, or a folder of published-point CSVs (repeatable; "
+                        "default: the two shared tarballs and the packaged published points; "
+                        "a missing default UCLouvain tarball is skipped with one line)")
     p.add_argument("--strict", action="store_true",
                    help="make a malformed or missing file an error instead of a skipped line")
     p.add_argument("--no-perf", action="store_true",
@@ -75,7 +76,36 @@ def _progress() -> Any:
 def _kind(path: Path) -> str:
     if path.is_dir() and any(path.glob("*.csv")) and not (path / "results").exists():
         return "published"
+    if _is_uclouvain(path):
+        return "uclouvain"
     return "qir10g"
+
+
+#: The UCLouvain dataset's own top folder (``EverythingTesting/data/`` holds its outputs).
+UCL_MARKER = "EverythingTesting"
+
+
+def _is_uclouvain(path: Path) -> bool:
+    """Whether ``path`` is the picoquic-dpdk-experiments dataset: a folder with
+    ``EverythingTesting/`` at its top or one level down, or an archive whose first
+    members lie under it (only the archive's head is read)."""
+    import tarfile
+
+    if path.is_dir():
+        return (path / UCL_MARKER).is_dir() or any(
+            (child / UCL_MARKER).is_dir() for child in path.iterdir() if child.is_dir())
+    if not path.is_file():
+        return "picoquic-dpdk" in path.name
+    try:
+        with tarfile.open(path, mode="r:*") as tar:
+            for i, member in enumerate(tar):
+                if f"{UCL_MARKER}/" in member.name + "/":
+                    return True
+                if i >= 20:
+                    break
+    except (tarfile.TarError, OSError, EOFError):
+        return "picoquic-dpdk" in path.name  # the ingest reports the unreadable archive
+    return False
 
 
 def _has_results(folder: Path) -> bool:
@@ -89,13 +119,38 @@ def _has_results(folder: Path) -> bool:
     return False
 
 
+def _host_facts() -> Any:
+    """This host's facts for its ``fresh-<hostname>`` testbed (CPU as the testbed's
+    recorder reads it, logical CPUs, kernel release)."""
+    import os
+    import platform
+    import socket
+
+    from quiclab.datasets.testbeds import HostFacts
+    from quiclab.models.cpus import CpuCatalog, read_host_cpu
+
+    try:
+        cpu = read_host_cpu(CpuCatalog.packaged())
+        name, ghz = cpu.name, cpu.max_ghz
+    except (OSError, ValueError):
+        name, ghz = "unknown", None
+    return HostFacts(socket.gethostname(), name, ghz, os.cpu_count(), platform.release())
+
+
 def run_ingest(args: argparse.Namespace) -> int:
+    from quiclab.datasets import testbeds
     from quiclab.datasets.catalog import Catalog
     from quiclab.datasets.sources import published, qir10g
     from quiclab.models.cpus import CpuCatalog
 
     sources = [Path(s) for s in args.source] if args.source else [
         args.paths.qir_dataset, published.packaged_dir()]
+    if not args.source:
+        if args.paths.uclouvain_dataset.exists():
+            sources.append(args.paths.uclouvain_dataset)
+        else:
+            print(f"UCLouvain raw data: {args.paths.uclouvain_dataset} not found, skipped "
+                  "(the other sources are ingested)")
     for src in sources:
         if not src.exists():
             raise DataError(src, "dataset source not found (give --source PATH, or set "
@@ -116,6 +171,9 @@ def run_ingest(args: argparse.Namespace) -> int:
                 for path, reason in issues:
                     print(f"    {path}: {reason}")
                 continue
+            if _kind(src) == "uclouvain":
+                _ingest_uclouvain(catalog, src, args.strict)
+                continue
             print(f"ingesting {src} …", file=sys.stderr)
             s = qir10g.load(catalog, src, strict=args.strict, with_perf=not args.no_perf,
                             progress=_progress())
@@ -134,8 +192,31 @@ def run_ingest(args: argparse.Namespace) -> int:
                 print(f"  {len(s.processed_mismatches)} run/column disagreements — see "
                       "`quiclab data sql \"SELECT * FROM processed_check WHERE rel_diff > 1e-6\"`"
                       " and datasets/SCHEMA.md for the reasons")
+        n = testbeds.load(catalog, _host_facts())
+        print(f"testbeds: {n} ({', '.join(sorted(testbeds.by_id(catalog)))})")
         print(f"catalog: {args.catalog}")
     return 0
+
+
+def _ingest_uclouvain(catalog: Any, src: Path, strict: bool) -> None:
+    from quiclab.datasets.sources import uclouvain
+
+    print(f"ingesting {src} …", file=sys.stderr)
+    s = uclouvain.load(catalog, src, strict=strict, progress=_progress())
+    print(f"UCLouvain raw data: {s.runs} runs "
+          f"({', '.join(f'{k} {v}' for k, v in sorted(s.runs_by_experiment.items()))}) "
+          f"from {s.files} files in {s.seconds:.1f} s")
+    print(f"  by stack: {', '.join(f'{k} {v}' for k, v in sorted(s.runs_by_stack.items()))}")
+    counts: dict[str, int] = {}
+    for _, _, severity in s.issues:
+        counts[severity] = counts.get(severity, 0) + 1
+    print(f"  {len(s.issues)} file(s) not ingested whole "
+          f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items())) or 'none'}); "
+          "see `quiclab data sql \"SELECT * FROM ingest_issues WHERE source = "
+          "'uclouvain'\"`")
+    for path, reason, severity in s.issues:
+        if severity != "not-measured":
+            print(f"    {path}: {reason}")
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -293,8 +374,27 @@ SELECT experiment, server_impl || coalesce('@' || nullif(server_build, ''), '') 
        round(median(data_packets) / 1e6, 2) AS data_mpkts,
        round(median(ack_packets) / 1e3, 1) AS acks_k,
        round(median(client_udp_rcvbuf_errors) / 1e3, 1) AS rcvbuf_drops_k
-FROM runs WHERE status = 'ok'
+FROM runs WHERE status = 'ok' AND source <> 'uclouvain'
 GROUP BY ALL ORDER BY experiment, server, client
+"""
+
+#: The UCLouvain runs by the conditions they vary (their CPU is unknown: no CPU
+#: figures). Bulk runs: median goodput; request and handshake runs: requests per
+#: second where the run counted them, else the time of one run.
+UCLOUVAIN_SUMMARY_SQL = """
+SELECT experiment, server_impl || coalesce('@' || nullif(server_build, ''), '') AS server,
+       client_impl || coalesce('@' || nullif(client_build, ''), '') AS client,
+       coalesce(io, '?') AS io, workload, coalesce(cpu_list, 'any') AS cpus,
+       coalesce(CASE WHEN connections > 1 THEN connections END, 1) AS conns,
+       concat_ws('+', CASE WHEN gro = false THEN 'gro' END, CASE WHEN lro = false THEN 'lro' END,
+                 CASE WHEN tso = false THEN 'tso' END, CASE WHEN gso = false THEN 'gso' END,
+                 CASE WHEN sg = false THEN 'sg' END) AS offloads_off,
+       count(*) AS runs,
+       round(median(goodput_mbps) FILTER (WHERE workload = 'bulk'), 0) AS goodput_mbps,
+       round(median(requests_per_s), 1) AS requests_per_s,
+       round(median(runtime_s * 1e3) FILTER (WHERE workload <> 'bulk'), 2) AS runtime_ms
+FROM runs WHERE status = 'ok' AND source = 'uclouvain'
+GROUP BY ALL ORDER BY experiment, server, client, io, workload, cpus, conns, offloads_off
 """
 
 
@@ -303,9 +403,15 @@ def run_summary(args: argparse.Namespace) -> int:
 
     with Catalog(args.catalog, read_only=True) as catalog:
         df = catalog.df(SUMMARY_SQL)
+        tables = set(catalog.tables())
+        ucl = catalog.df(UCLOUVAIN_SUMMARY_SQL) if "testbeds" in tables else None
         counts = {t: catalog.count(t) for t in ("runs", "cpu_samples", "perf_stacks",
-                                                 "published_points", "ingest_issues")}
+                                                 "published_points", "ingest_issues",
+                                                 "testbeds") if t in tables}
     print(format_table(df))
+    if ucl is not None and not ucl.empty:
+        print("\nUCLouvain picoquic-DPDK experiments (testbed uclouvain, CPU unknown):")
+        print(format_table(ucl, max_rows=400))
     print("  ".join(f"{k}: {v:,d}" for k, v in counts.items()))
     print(f"catalog: {args.catalog}")
     return 0

@@ -42,7 +42,7 @@ from quiclab.experiments.spec import find_spec, packaged_dir
 from quiclab.models.registry import Registry
 from quiclab.sim.engine import STOCHASTIC_ENGINES, goodput_spread
 
-#: Request and handshake workloads (issue 10) run in the analytic engine and the DES;
+#: Request and handshake workloads run in the analytic engine and the DES;
 #: the ns-3 engine simulates one bulk connection.
 REQUEST_REASON = ("request and handshake workloads are modelled by the analytic engine and "
                   "the DES only; the ns-3 engine simulates one bulk connection")

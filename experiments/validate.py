@@ -16,8 +16,8 @@ observed), the worst cases, and which seed findings are reproduced (from
 also summarised per engine, experiment and server stack, with the median noise CV
 beside each error (``fresh-by-stack.csv`` and a section listing every cell).
 
-Fresh request-workload runs (``workload`` = ``requests`` or ``handshakes``,
-issue 10) are not goodput cells: each cell (setting and pair, median over its
+Fresh request-workload runs (``workload`` = ``requests`` or ``handshakes``)
+are not goodput cells: each cell (setting and pair, median over its
 repetitions) is compared on requests/s, completion time and latency p50/p99
 (:data:`REQUEST_QUANTITIES`), with the repetitions' coefficient of variation
 beside each error, for every engine asked for; an engine that does not model
@@ -342,7 +342,7 @@ def _setting_label(ident: str) -> str:
 
 
 def summarise_fresh(items: pd.DataFrame) -> pd.DataFrame:
-    """Fresh goodput cells per engine, experiment and server stack (issue 8: error per
+    """Fresh goodput cells per engine, experiment and server stack (error per
     engine and per stack, with the noise beside it): cells, cells predicted, APE
     median/p95, signed error median and the median of the cells' noise CV."""
     fresh = items[items["source"] == "fresh"]

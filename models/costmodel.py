@@ -16,7 +16,7 @@ crypto_ns_per_packet + crypto_ns_per_byte·P`` for the scenario's cipher
 (Mukherjee et al. 2025, Table 3: a fixed per-packet initialisation plus a
 per-byte part).
 
-Request and handshake workloads (issue 10) add, per role (sender = the
+Request and handshake workloads (seeds 003/004) add, per role (sender = the
 server's end, receiver = the client's end): ``ns_per_connection`` (the
 handshake's TLS work — key exchange, certificate signature or verification,
 key schedule — and connection state, beyond its packets), ``ns_per_request``
@@ -44,13 +44,13 @@ from quiclab.errors import DataError
 SCHEMA = "quiclab.costmodel/1"
 ROLES = ("sender", "receiver")
 ROLE_COSTS = ("ns_per_packet", "ns_per_byte", "ns_per_syscall", "ns_per_segment", "ns_per_ack")
-#: Request-workload terms of a role (issue 10); optional in JSON (defaults below).
+#: Request-workload terms of a role; optional in JSON (defaults below).
 REQUEST_COSTS = ("ns_per_connection", "ns_per_request", "ns_per_stream_frame", "request_cores",
                  "request_cores_half", "connection_wait_us")
 #: Of those, the CPU costs (scaled by a variant's cost factor and the CPU rule).
 REQUEST_CPU_COSTS = ("ns_per_connection", "ns_per_request", "ns_per_stream_frame")
 #: Provenance of a request term a model file does not carry.
-UNCALIBRATED = "assumed: not in this model file (bulk-only model, written before issue 10)"
+UNCALIBRATED = "assumed: not in this model file (a bulk-only model without request terms)"
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class RoleCosts:
     app_ns_per_byte: dict[str, Param] = field(default_factory=dict)
     #: Effective cores the role can use for its packet path (1 = single thread).
     cores: Param = field(default_factory=lambda: Param(1, 1, 1, "cores", "assumed: single thread"))
-    # --- request workloads (issue 10); see the module docstring -------------------
+    # --- request workloads; see the module docstring ------------------------------
     #: CPU per connection beyond its handshake packets: TLS 1.3 key exchange and
     #: certificate signature (server) or verification (client), key schedule,
     #: handshake messages, connection state set-up and teardown.
@@ -177,7 +177,7 @@ class RoleCosts:
         apps = {k: Param.from_json(v, f"{where}.app_ns_per_byte.{k}")
                 for k, v in data.get("app_ns_per_byte", {}).items()}
         cores = Param.from_json(data.get("cores", 1), f"{where}.cores")
-        # Request terms are optional: files written before issue 10 take the defaults.
+        # Request terms are optional: bulk-only model files take the defaults.
         request = {name: Param.from_json(data[name], f"{where}.{name}")
                    for name in REQUEST_COSTS if name in data}
         return cls(**kwargs, app_ns_per_byte=apps, cores=cores, **request)

@@ -23,7 +23,7 @@ from quiclab.models.testbeds import Testbeds
 from quiclab.paths import tree_digest
 
 INTEROP_SCHEMA = "quiclab.interop/1"
-#: The calibrated pipeline/placement parameters beside the cost models (issue 11).
+#: The calibrated pipeline/placement parameters beside the cost models.
 PIPELINE_FILE = "pipeline.json"
 TESTBEDS_FILE = "testbeds.json"
 
@@ -112,7 +112,7 @@ class Registry:
                  track_versions: bool = True, host: HostParams | None = None):
         self.models = dict(models)
         #: Calibrated pipeline, placement and runtime-thread parameters
-        #: (``pipeline.json``, issue 11); assumed values when absent.
+        #: (``pipeline.json``); assumed values when absent.
         self.host = host or HostParams.assumed()
         #: The seeds' testbeds (``testbeds.json``); the stated ones when absent.
         self.testbeds = Testbeds.stated()

@@ -8,7 +8,7 @@
   ``predict``, and what loading the compiled core cost this process;
 - ``des`` / ``ns3``: simulated packets per CPU-second of the packet engines
   (delegated to ``quiclab.sim.des.bench`` and ``quiclab.sim.ns3.bench``);
-- ``app``: the what-if page's latency per widget change (issue 9: every analytic
+- ``app``: the what-if page's latency per widget change (target: every analytic
   what-if answers in under 200 ms), the app driven by Streamlit's AppTest.
 """
 
@@ -196,8 +196,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.what in ("des", "all"):
         from quiclab.sim.des import bench as des_bench
 
-        # The DES bench also times the ns-3 engine in the same run (issue 4:
-        # packet mode should reach at least 2× ns-3's packets per CPU-second).
+        # The DES bench also times the ns-3 engine in the same run (target: packet
+        # mode reaches at least 2× ns-3's packets per CPU-second on the same host).
         results.append(des_bench.bench(ns3=True, ns3_cache_dir=str(args.paths.cache / "ns3"),
                                        out=None))
     if args.what in ("app", "all"):

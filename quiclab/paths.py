@@ -66,6 +66,13 @@ class Paths:
         return folder / "tumi8-quic-10g-calibration.tar.xz"
 
     @property
+    def uclouvain_dataset(self) -> Path:
+        """The UCLouvain picoquic-DPDK experiments tarball
+        (UCLouvain-ENSG/picoquic-dpdk-experiments)."""
+        folder = self.shared / "datasets" / "picoquic-dpdk-experiments"
+        return folder / "picoquic-dpdk-experiments.tar.xz"
+
+    @property
     def seeds(self) -> Path:
         return self.shared / "seeds"
 

@@ -26,7 +26,7 @@ LIMITS = (
     "rcvbuf",
     "interop",
     "handshake",
-    # Request workloads (issue 10): too few requests in flight for the round
+    # Request workloads (sim/request_costs.py): too few requests in flight for the round
     # trips they wait (closed loop, Little's law).
     "concurrency",
 )
@@ -64,7 +64,7 @@ class Prediction:
     rcvbuf_drops: float = float("nan")
     server_syscalls: float = float("nan")
     client_syscalls: float = float("nan")
-    # Request workloads (issue 10).
+    # Request workloads (sim/request_costs.py); NaN for bulk transfers.
     requests_per_s: float = float("nan")
     completion_s: float = float("nan")
     latency_p50_ms: float = float("nan")

@@ -1,6 +1,6 @@
 """What one request and one connection cost each end: the accounting both request engines share.
 
-Request and handshake workloads (issue 10) are many small transfers instead of
+Request and handshake workloads (seeds 003/004) are many small transfers instead of
 one long one. The analytic engine (:mod:`quiclab.sim.analytic.requests`) and
 the DES (:mod:`quiclab.sim.des.requests`) start from the same numbers, built
 here from a :class:`~quiclab.sim.resolve.Resolved` scenario, so that they

@@ -83,7 +83,7 @@ class Endpoint:
     rx_stall_rate_hz: float
     rx_stall_min_s: float
     rx_stall_alpha: float
-    # Where the work runs (issue 11; sim/cores.py, sim/analytic/pipeline.py):
+    # Where the work runs (sim/cores.py, sim/analytic/pipeline.py):
     # hand-offs between the cores of a pipeline per data packet (ns); each core as
     # (stages, share of the endpoint's work, busy polling, queue depth in messages);
     # the preset and layout; runtime threads' CPU that adds no packet rate (cores);
@@ -93,7 +93,7 @@ class Endpoint:
     pipeline_label: str = ""
     overhead_cores: float = 0.0
     placement_note: str = ""
-    # Request workloads (issue 10; sim/request_costs.py). Sending a packet uses the
+    # Request workloads (sim/request_costs.py). Sending a packet uses the
     # implementation's sender-role costs, receiving one its receiver-role costs,
     # whichever end this is: fixed ns per packet (protocol, crypto, segment),
     # ns per UDP payload byte, ns per system call.
@@ -340,7 +340,7 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     resolved = Resolved(scenario=scenario, sender=sender, receiver=receiver, path=path,
                         interop_busy=busy, interop_lo=lo, interop_hi=hi, interop_source=src,
                         cpu=s_scale, cc=scenario.cc, model_versions=registry.versions())
-    # Pipelines, core placement and runtime threads (issue 11): the last step,
+    # Pipelines, core placement and runtime threads (sim/cores.py): the last step,
     # so that every engine starts from the same per-core numbers.
     from quiclab.sim.cores import apply
 

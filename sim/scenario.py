@@ -83,7 +83,7 @@ class Scenario:
     cpu_ghz: float = 0.0
     #: Pinned to the best core (near the NIC) or left to the scheduler.
     pin: bool = False
-    #: Named pipeline configuration (issue 11, ``models/pipelines.json``),
+    #: Named pipeline configuration (``models/pipelines.json``, after seed 001 Fig. 2),
     #: "none" = the stack as shipped.
     pipeline: str = "none"
     #: Core the server / client is pinned to (``taskset``); -1 = the core near the

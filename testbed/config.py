@@ -58,7 +58,7 @@ KNOB_RANGES: dict[str, tuple[float, float, str]] = {
 }
 
 
-#: Scenario fields of request workloads (issue 10), with their bulk default: a
+#: Scenario fields of request workloads, with their bulk default: a
 #: bulk run is one transfer on one connection and one stream.
 REQUEST_FIELDS: dict[str, int] = {"request_bytes": 0, "requests": 0, "connections": 1,
                                   "streams": 1}
@@ -311,7 +311,7 @@ def resolve(config: RunConfig, server: Stack, client: Stack,
         eff["nic_gro"] = False
     eff["tso"] = bool(config.knob("tso"))
 
-    # Request workloads (issue 10): both peers need a request mode; the server is
+    # Request workloads: both peers need a request mode; the server is
     # told the count (it exits after that many) and the streams (its stream limit).
     eff["workload"] = s.workload
     if s.workload != "bulk":

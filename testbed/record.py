@@ -13,15 +13,17 @@ has them (``data_packets``), else, when the server sent without GSO, from its
 ``OutDatagrams`` (one datagram is one packet; ``ack_packets`` likewise from the
 client's), else bytes ÷ UDP payload (``extra.wire_packets_est``).
 
-The hosts: ``hostpair``, ``server_host`` and ``client_host`` name them (``veth`` and
-``netns:<role>`` for the namespace pair, the inventory's names over SSH), ``cpu``
-is the server host's CPU, ``extra.hosts.<role>`` what each host was (CPU model,
-microarchitecture, cores, clock, kernel, the test NIC's driver, firmware, rings,
-coalescing and offloads; :func:`~quiclab.testbed.hosts.host_record`) and
-``extra.nic.<role>.counters_delta`` its ``ethtool -S`` counters over the run. The
-``hosts`` table keeps one row per host and state (:func:`host_rows`).
+The hosts: ``testbed`` is ``fresh-<this machine's hostname>`` for the namespace
+pair and ``fresh-<hostpair>`` for an inventory's hosts; ``hostpair``, ``server_host``
+and ``client_host`` name them (``veth`` and ``netns:<role>`` for the namespace pair,
+the inventory's names over SSH), ``cpu`` is the server host's CPU,
+``extra.hosts.<role>`` what each host was (CPU model, microarchitecture, cores, clock,
+kernel, the test NIC's driver, firmware, rings, coalescing and offloads;
+:func:`~quiclab.testbed.hosts.host_record`) and ``extra.nic.<role>.counters_delta``
+its ``ethtool -S`` counters over the run. The ``hosts`` table keeps one row per host
+and state (:func:`host_rows`).
 
-Request workloads (issue 10) fill ``workload``, ``request_bytes``,
+Request workloads fill ``workload``, ``request_bytes``,
 ``requests``, ``connections``, ``streams``, ``requests_per_s`` and the latency
 percentiles from the client's report; ``runtime_s`` is then the completion
 time of all requests (connection set-up included). ``server_core`` /
@@ -33,10 +35,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from quiclab.datasets.testbeds import fresh_id
 from quiclab.testbed.runner import RunResult, Side
 
 #: Longest experiment name kept whole in a run id.
@@ -126,7 +130,10 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
         cpu_name = str(server_host["cpu"]["name"])
         aes_ni = bool(server_host["cpu"].get("aes_ni", aes_ni))
     row: dict[str, Any] = {
-        "run_id": result.run_id, "source": "fresh", "experiment": result.config.experiment,
+        "run_id": result.run_id, "source": "fresh",
+        "testbed": fresh_id(socket.gethostname() if result.hostpair == "veth"
+                            else result.hostpair),
+        "experiment": result.config.experiment,
         "setting": s.describe(), "logdir": result.logdir, "hostpair": result.hostpair,
         "server_host": _host_column(hosts.get("server"), "netns:server"),
         "client_host": _host_column(hosts.get("client"), "netns:client"),

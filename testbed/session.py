@@ -542,7 +542,7 @@ def noise(session: Session, stacks: Iterable[str], repeat: int = 10,
           experiment: str = "noise") -> list[dict[str, Any]]:
     """Goodput noise per stack (server = client) at MTU 1500, unpinned and pinned.
 
-    Measured before accuracy is claimed (issue 7): the coefficient of variation
+    Measured before accuracy is claimed: the coefficient of variation
     of goodput over ``repeat`` repetitions, and of each side's CPU seconds.
     Resumable like a sweep (recorded ``ok`` repetitions are counted, not run again);
     every name and configuration is checked before the first run.

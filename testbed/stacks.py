@@ -8,7 +8,7 @@ line per side; the harness passes a knob only to a stack whose entry lists it,
 and refuses (one line) a knob that was asked for explicitly and that the stack
 cannot honour, rather than measuring something else.
 
-Facts recorded here (issue 7/8, measured on this kind of machine):
+Facts recorded here (measured on this kind of machine, a 2-core VM with veth pairs):
 
 - quic-go caps QUIC packets at 1452 B of UDP payload (IPv4, MTU 1500) and has
   neither GRO nor a congestion-control choice; GSO is switched off with
@@ -19,7 +19,7 @@ Facts recorded here (issue 7/8, measured on this kind of machine):
   UDP_GRO on.
 - aioquic and qh3 send one datagram per system call (no GSO/GRO); aioquic
   does no path-MTU discovery (1200 B unless told).
-- Request workloads (issue 10): only the quic-go and x/net/quic peers have a
+- Request workloads: only the quic-go and x/net/quic peers have a
   request mode (``--requests``, ``--connections``, ``--streams``,
   ``--new-connection``); the other peers run one bulk transfer.
 """

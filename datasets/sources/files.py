@@ -3,7 +3,9 @@
 ``iter_files(source)`` yields ``(relative_path, data_bytes)`` for every regular
 file, streaming through a ``.tar``/``.tar.xz``/``.tar.gz`` once (xz cannot seek)
 or walking a directory. Relative paths always start at the dataset's own root
-(``results/…``, ``analysis-pipeline/…``), whatever wraps them.
+(``results/…``, ``analysis-pipeline/…``), whatever wraps them; with
+``markers=None`` they are the paths inside the archive or folder as they are
+(a leading ``./`` removed), for a dataset whose root has no marker folder.
 """
 
 from __future__ import annotations
@@ -20,9 +22,13 @@ from quiclab.errors import DataError
 ROOT_MARKERS = ("results", "analysis-pipeline", "configs")
 
 
-def _strip_to_root(parts: list[str]) -> list[str] | None:
+def _strip_to_root(parts: list[str],
+                   markers: tuple[str, ...] | None = ROOT_MARKERS) -> list[str] | None:
+    if markers is None:
+        kept = [p for p in parts if p not in ("", ".")]
+        return kept or None
     for i, part in enumerate(parts):
-        if part in ROOT_MARKERS:
+        if part in markers:
             return parts[i:]
     return None
 
@@ -32,12 +38,14 @@ def _one_line(err: BaseException) -> str:
 
 
 def iter_files(source: Path, suffixes: tuple[str, ...] | None = None,
-               skip: tuple[str, ...] = ()) -> Iterator[tuple[str, bytes]]:
+               skip: tuple[str, ...] = (),
+               markers: tuple[str, ...] | None = ROOT_MARKERS) -> Iterator[tuple[str, bytes]]:
     """Yield (relative path, bytes) for each file under the dataset root.
 
     ``suffixes`` keeps only files whose name ends with one of them; ``skip``
     drops paths containing any of those substrings (e.g. perf traces for a
-    quick ingest).
+    quick ingest); ``markers`` names the dataset's top-level folders (files
+    outside them are not yielded), or None for every file, path as stored.
     """
     source = Path(source)
     if not source.exists():
@@ -56,7 +64,7 @@ def iter_files(source: Path, suffixes: tuple[str, ...] | None = None,
                 for member in tar:
                     if not member.isfile():
                         continue
-                    parts = _strip_to_root(member.name.split("/"))
+                    parts = _strip_to_root(member.name.split("/"), markers)
                     if parts is None:
                         continue
                     rel = "/".join(parts)
@@ -78,7 +86,7 @@ def iter_files(source: Path, suffixes: tuple[str, ...] | None = None,
             dirnames.remove(".git")
         for name in sorted(filenames):
             full = Path(dirpath) / name
-            parts = _strip_to_root(list(full.relative_to(source).parts))
+            parts = _strip_to_root(list(full.relative_to(source).parts), markers)
             if parts is None:
                 continue
             rel = "/".join(parts)
@@ -89,8 +97,9 @@ def iter_files(source: Path, suffixes: tuple[str, ...] | None = None,
             yield rel, full.read_bytes()
 
 
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file or, for a directory, of its sorted (path, content) pairs."""
+def sha256_file(path: Path, markers: tuple[str, ...] | None = ROOT_MARKERS) -> str:
+    """Hex SHA-256 of a file or, for a directory, of its sorted (path, content) pairs
+    (the files ``iter_files`` yields with these ``markers``)."""
     digest = hashlib.sha256()
     path = Path(path)
     if path.is_file():
@@ -98,7 +107,7 @@ def sha256_file(path: Path) -> str:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
         return digest.hexdigest()
-    for rel, data in iter_files(path):
+    for rel, data in iter_files(path, markers=markers):
         digest.update(rel.encode())
         digest.update(hashlib.sha256(data).digest())
     return digest.hexdigest()

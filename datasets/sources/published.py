@@ -21,7 +21,7 @@ from quiclab.datasets.catalog import Catalog
 from quiclab.errors import DataError
 
 SOURCE = "published"
-PARSER_VERSION = "published-1"
+PARSER_VERSION = "published-2"  # 2: each point's testbed (datasets/testbeds.py)
 COLUMNS = ("point_id", "document", "section", "locator", "quantity", "value", "unit", "server",
            "client", "app", "cpu", "link_gbps", "mtu_bytes", "gso", "gro", "rtt_ms", "loss_pct",
            "reorder_pct", "cipher", "rcvbuf_bytes", "streams", "chunks", "transfer_bytes",
@@ -142,7 +142,20 @@ def _read_row(raw: dict[str, str], where: str, file_name: str,
                         f"{row['quantity']!r} cannot be (only changes carry a sign)",
                         field="value")
     row["source_file"] = file_name
+    row["testbed"] = _testbed(str(row["document"]), where)
     return row
+
+
+def _testbed(document: str, where: str) -> str:
+    """The testbed the document's numbers were measured on; a document without
+    one is refused (every published point belongs to a testbed)."""
+    from quiclab.datasets.testbeds import DOCUMENT_TESTBEDS
+
+    key = document.zfill(3) if document.isdigit() else document
+    if key not in DOCUMENT_TESTBEDS:
+        raise DataError(where, f"document {document!r} has no testbed (known: "
+                               f"{', '.join(sorted(DOCUMENT_TESTBEDS))})", field="document")
+    return DOCUMENT_TESTBEDS[key]
 
 
 def load(catalog: Catalog, directory: Path | None = None, strict: bool = True) -> int:

@@ -29,7 +29,9 @@ from quiclab.datasets.sources.perf import CategoryMapping, fold_zstd, process_pr
 from quiclab.errors import DataError
 
 SOURCE = "qir10g"
-PARSER_VERSION = "qir10g-parser-2"  # 2: pidstat intervals, goodput alignment, TCP ACKs
+#: The QIR-10G hosts' testbed (datasets/testbeds.py); their stacks use kernel UDP sockets.
+TESTBED = "qir10g"
+PARSER_VERSION = "qir10g-parser-3"  # 2: pidstat intervals, goodput alignment, TCP ACKs; 3: testbed
 DEFAULT_RCVBUF = 212992
 OPTIMIZED_RCVBUF = 6815744  # README: "receive buffer raised to 6815744 bytes"
 #: Hosts of the dataset and their CPU (dataset README: goracle-gard, AMD EPYC 7543).
@@ -80,7 +82,8 @@ def classify(logdir: str) -> Experiment:
     HTTP/3 (seed 002 §3–4).
     """
     parts = logdir.split("/")
-    base: dict[str, Any] = {"link_gbps": 10.0, "mtu_bytes": 1500, "rtt_ms": 0.0,
+    base: dict[str, Any] = {"testbed": TESTBED, "io": "kernel",
+                            "link_gbps": 10.0, "mtu_bytes": 1500, "rtt_ms": 0.0,
                             "loss_pct": 0.0, "reorder_pct": 0.0, "cipher": "aes-ni",
                             "aes_ni": True, "gso": True, "gro": True, "tso": True,
                             "streams": 1, "chunks": 1, "cc": "cubic"}

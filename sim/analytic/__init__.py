@@ -37,13 +37,13 @@ __all__ = ["ENGINE_VERSION", "AnalyticEngine", "bounds", "inputs_from_resolved"]
 
 
 def _host_key(s: Scenario) -> tuple[object, ...]:
-    # connections: the request cores an endpoint uses depend on them (issue 10).
+    # connections: the request cores an endpoint uses depend on them (sim/request_costs.py).
     return (s.server, s.client, s.cpu, s.cpu_ghz, s.cipher, s.app, s.mtu_bytes, s.gso, s.gro,
             s.udp_payload_bytes, s.cc, s.connections, *_layout_key(s))
 
 
 def _layout_key(s: Scenario) -> tuple[object, ...]:
-    # Pipeline, placement and runtime threads (issue 11, sim/cores.py); the link
+    # Pipeline, placement and runtime threads (sim/cores.py); the link
     # rate picks the NIC (and its NUMA node) only when a side is pinned.
     pinned = s.pin or s.server_core >= 0 or s.client_core >= 0
     return (s.pipeline, s.pin, s.server_core, s.client_core, s.streams,

@@ -1,4 +1,4 @@
-"""Closed form for request and handshake workloads (issue 10), vectorised over scenarios.
+"""Closed form for request and handshake workloads (seeds 003/004), vectorised over scenarios.
 
 A request workload is a closed loop: ``N`` requests are in flight (connections
 × streams, or one per connection for ``handshakes``); each one, when answered,

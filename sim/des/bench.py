@@ -21,7 +21,7 @@ engines within one run.
 - ``ns3``: when ``ns3=True`` and the ns-3 engine is importable, its own bench
   (which builds its simulator binary once, minutes) on the same workloads.
 
-Targets (issue 4): packet ≥ 2 × ns-3 in the same run; batch ≥ 10 M effective
+Targets: packet ≥ 2 × ns-3 in the same run; batch ≥ 10 M effective
 packets per second; 8 GiB at batch granularity in seconds. ``build`` says
 whether the hot path ran compiled (mypyc, built by ``pip install -e .``) or as
 pure Python (:mod:`quiclab.sim.des.native`); both give the same results.
@@ -45,7 +45,7 @@ PACKET_CASES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("GSO/GRO ≤ 40 segments", {"supports_gso": True, "supports_gro": True,
                                "gso_max_segments": 40}),
 )
-#: Issue 4's targets.
+#: The bench's targets: packet mode against ns-3, batch mode's packet rate.
 TARGET_PACKET_VS_NS3 = 2.0
 TARGET_BATCH_PPS = 10e6
 

@@ -260,7 +260,7 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
     notes += unmodelled_notes(s, engine, reordering=True)
     notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
     losses = tot["rcvbuf_drops"] + tot["queue_drops"] + tot["path_losses"]
-    # Busy polling, runtime threads and placement notes (issue 11).
+    # Busy polling, runtime threads and placement notes (sim/cores.py).
     return annotate(Prediction(
         scenario=s,
         engine=engine,

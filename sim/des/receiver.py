@@ -68,7 +68,7 @@ class Receiver:
         self.stalls = stalls
         self.on_progress = on_progress
         self.lookahead_s = resolved.path.rtt_s / 2.0
-        # One server per core, or the pipeline's cores (issue 11, sim/des/pipeline.py).
+        # One server per core, or the pipeline's cores (sim/des/pipeline.py).
         self.cpu = cpu_for(ep)
         self.ns_packet = ep.ns_per_data_packet
         self.ns_call = ep.ns_per_call

@@ -45,7 +45,7 @@ SEED002_STATED: dict[str, dict[str, float]] = {
         "drops_at_1x": 7_000.0,  # kempf24-015
     },
 }
-#: Issue 4: ACK counts of Fig. 4 within 20 %.
+#: Kempf et al. 2024 Fig. 4: ACK counts within 20 % (the figure's bars are read by eye).
 ACK_TOLERANCE = 0.20
 
 #: König et al. 2025 Table II, scenario B (0 … 300 ms added RTT) and C (0 … 2.5 % loss).

@@ -1,4 +1,4 @@
-"""Request and handshake workloads in the DES (issue 10): many connections and streams.
+"""Request and handshake workloads in the DES (seeds 003/004): many connections and streams.
 
 The bulk DES follows every packet of one connection; a request workload is
 thousands of short exchanges over many connections, so this model follows

@@ -78,7 +78,7 @@ class Sender(Recovery):
         self.link = link
         self.rx: Receiver | None = None
         self.lookahead_s = resolved.path.rtt_s / 2.0
-        # One server per core, or the pipeline's cores (issue 11, sim/des/pipeline.py).
+        # One server per core, or the pipeline's cores (sim/des/pipeline.py).
         self.cpu = cpu_for(ep)
         self.one_server = type(self.cpu) is CpuServers and self.cpu.n == 1
         self.ns_packet = ep.ns_per_data_packet

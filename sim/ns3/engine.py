@@ -267,7 +267,7 @@ class Ns3Engine:
                          "(cwnd grows " + ("on every ACK" if self.cwnd_validation == "off"
                                            else "only while bytes in flight fill it") + ")")
         if r.sender.pipeline or r.receiver.pipeline:
-            # Issue 11: a pipeline reaches ns-3 as its capacity (W / max L effective
+            # A pipeline reaches ns-3 as its capacity (W / max L effective
             # cores, sim/analytic/pipeline.py), not as stages in series (the DES's).
             notes.append("pipeline run as its capacity: ⌈c⌉ round-robin cores at the "
                          "slowest stage's rate, not as stages in series")
@@ -275,7 +275,7 @@ class Ns3Engine:
         notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
         total = res.extrapolated
         duration = res.duration_s
-        # Busy polling, runtime threads and placement (issue 11).
+        # Busy polling, runtime threads and placement (sim/cores.py).
         return annotate(Prediction(
             scenario=s,
             engine=self.name,

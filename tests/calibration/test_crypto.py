@@ -24,7 +24,7 @@ def test_table3_rows_are_all_there():
 
 @pytest.mark.parametrize("op", ["encrypt", "decrypt"])
 def test_every_table3_latency_within_5_percent(fits, op):
-    # Tolerance from issue 3: "the crypto model reproduces seed 001 Table 3 within 5 %".
+    # The crypto model reproduces seed 001 Table 3 (Mukherjee et al. 2025) within 5 %.
     table = fits[op].table
     assert (table["error_pct"].abs() <= 5.0).all(), table
 

@@ -1,6 +1,6 @@
 """The committed models against the evidence they were fitted to (regression test).
 
-The thresholds are issue 3's acceptance figures: in-sample median absolute
+The thresholds are the calibration's acceptance figures: in-sample median absolute
 percentage error of goodput over all implementation pairs of the calibration
 subset ≤ 5 %; seed 000 Fig. 9a (MTU 9000, GSO/GRO) within 10 %; no prediction
 above the link rate or the single-core crypto ceiling.

@@ -1,4 +1,4 @@
-"""Refitting gives the same models, bit for bit (issue 3's contract)."""
+"""Refitting gives the same models, bit for bit (a calibration is reproducible)."""
 
 from __future__ import annotations
 

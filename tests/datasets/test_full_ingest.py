@@ -46,10 +46,14 @@ def _sql(full_ingest: FullIngest, query: str) -> list[dict]:
 def test_all_runs_of_the_calibration_subset(con):
     assert con.execute("SELECT count(*) FROM runs WHERE source = 'qir10g'").fetchone() == (3680,)
     by_experiment = dict(con.execute(
-        "SELECT experiment, count(*) FROM runs GROUP BY 1").fetchall())
+        "SELECT experiment, count(*) FROM runs WHERE source = 'qir10g' GROUP BY 1").fetchall())
     assert by_experiment == {"baseline": 1740, "baseline-optimized": 720, "buffer": 700,
                              "crypto": 480, "perf": 40}
-    assert con.execute("SELECT count(*) FROM runs WHERE status = 'ok'").fetchone() == (3639,)
+    assert con.execute("SELECT count(*) FROM runs WHERE source = 'qir10g' AND status = 'ok'"
+                       ).fetchone() == (3639,)
+    # Every QIR-10G run is on its testbed, over kernel sockets.
+    assert con.execute("SELECT DISTINCT testbed, io FROM runs WHERE source = 'qir10g'"
+                       ).fetchall() == [("qir10g", "kernel")]
 
 
 def test_unreadable_files_are_named(full_ingest: FullIngest, con):

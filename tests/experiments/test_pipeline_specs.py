@@ -1,6 +1,7 @@
-"""Issue 11 reproductions: the ``dominant_axis`` shape, pipelined and pinned scenarios
-being predicted (no longer "not covered"), and the shipped pipeline/placement/threads
-specs run against the packaged models with their in-sample checks marked and passing."""
+"""Pipeline, pinning and threads reproductions: the ``dominant_axis`` shape, pipelined
+and pinned scenarios being predicted (never "not covered"), and the shipped
+pipeline/placement/threads specs run against the packaged models with their in-sample
+checks marked and passing."""
 
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ def test_over_mean_compares_a_series_mean_with_one_scenario(tmp_path: Path) -> N
 
 
 def test_pipelines_and_pinning_are_predicted() -> None:
-    """Issue 11 made them predictable: no 'not covered' reason for any engine."""
+    """Every engine predicts them: no 'not covered' reason."""
     for scenario in (Scenario(pipeline="mukherjee-best"), Scenario(pin=True),
                      Scenario(server_core=16, client_core=0)):
         for engine in (None, "analytic", "des", "ns3"):
@@ -129,7 +130,7 @@ def test_issue11_specs_ship_and_say_what_is_in_sample() -> None:
         assert "in-sample" in text and "out-of-sample" in text
         for finding in spec.findings:
             for check in finding.checks:
-                # Issue 11: within 10 % — no tolerance wider than ±10 % or ±10 pp.
+                # The pipeline specs' rule: no tolerance wider than ±10 % or ±10 pp.
                 assert check.tolerance.get("rel", 0.0) <= 0.1
                 assert check.tolerance.get("abs", 0.0) <= 10
                 assert "factor" not in check.tolerance

@@ -1,4 +1,4 @@
-"""``quiclab validate --source fresh`` on request-workload runs (issue 10): cells of fresh
+"""``quiclab validate --source fresh`` on request-workload runs: cells of fresh
 request and handshake runs compared with each engine on requests/s, completion time and
 latency, with the repetitions' noise; bulk cells stay goodput cells."""
 

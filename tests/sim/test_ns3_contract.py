@@ -1,7 +1,7 @@
 """ns-3 and the DES agree on the contract scenarios (``sim/contract.py``).
 
 ``tests/sim/test_contract.py`` holds every engine to each case's reference;
-this file holds the two packet-level engines to each other, as issue 5 asks:
+this file holds the two packet-level engines to each other:
 the same limiting resource and goodput within 10 %. The deterministic cases
 agree to a fraction of a percent (same model, same arithmetic), so they are
 checked tightly on one run; the random ones (loss, receiver stalls) on the

@@ -1,4 +1,4 @@
-"""Pipelines, core placement and runtime threads (issue 11): the stage arithmetic, the
+"""Pipelines, core placement and runtime threads (sim/cores.py): the stage arithmetic, the
 analytic slowest-stage rate, the DES's per-core servers, placement near/far from the
 NIC, threads that add CPU and no goodput, and presets on every packaged model."""
 

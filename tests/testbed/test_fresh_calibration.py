@@ -1,5 +1,5 @@
 """``quiclab calibrate --source fresh`` on synthetic calibration runs: the bulk fit and
-the request terms (issue 10) the fresh models carry (no root, no runs)."""
+the request terms the fresh models carry (no root, no runs)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Request and handshake workloads on the testbed (issue 10) and the core each side ran on
-(issue 11): configuration, refusals, parsing the client's report, the core sampler, and
+"""Request and handshake workloads on the testbed and the core each side ran on:
+configuration, refusals, parsing the client's report, the core sampler, and
 real runs of quic-go in request and new-connection mode (marked ``testbed``)."""
 
 from __future__ import annotations

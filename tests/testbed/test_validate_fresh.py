@@ -1,5 +1,5 @@
 """The fresh part of ``quiclab validate``'s report: errors per engine, experiment and
-stack with the noise beside them, and every cell with its setting (issue 8)."""
+stack with the noise beside them, and every cell with its setting."""
 
 from __future__ import annotations
 

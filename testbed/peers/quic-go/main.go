@@ -6,7 +6,7 @@
 // Each side prints one JSON line with what quic-go can tell about the
 // connection (ConnectionStats: RTT, cwnd, packets, losses).
 //
-// Request mode (issue 10), with --requests=N: a request is one stream of the
+// Request mode, with --requests=N: a request is one stream of the
 // same protocol (8-byte size, then that many bytes). The client issues N
 // requests of --bytes each over --connections connections with --streams
 // concurrent streams each, or, with --new-connection=true, opens a new

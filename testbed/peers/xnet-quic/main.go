@@ -7,7 +7,7 @@
 // report has goodput and handshake time only. It sends 1200-byte packets (no
 // PMTUD), uses NewReno, and has no GSO/GRO.
 //
-// Request mode (issue 10), with --requests=N: one stream per request, as in
+// Request mode, with --requests=N: one stream per request, as in
 // the quic-go peer (--connections, --streams, --new-connection); the client
 // reports requests/s and latency percentiles, the server exits after N requests.
 package main
