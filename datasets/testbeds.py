@@ -327,8 +327,9 @@ def load(catalog: Catalog, host: HostFacts | None = None) -> int:
             continue
         # Runs on an inventory's hosts record them; the namespace pair's name its host.
         latest = catalog.con.execute(
-            "SELECT extra->'$.hosts' FROM runs WHERE testbed = ? AND hostpair <> 'veth' "
-            "AND extra->'$.hosts.server.kind' = '\"ssh\"' ORDER BY start_ns DESC LIMIT 1",
+            "SELECT json_extract(extra, '$.hosts') FROM runs WHERE testbed = ? AND "
+            "hostpair <> 'veth' AND json_extract_string(extra, '$.hosts.server.kind') = 'ssh' "
+            "ORDER BY start_ns DESC LIMIT 1",
             [testbed]).fetchone()
         hosts = json.loads(latest[0]) if latest and latest[0] else None
         rows[testbed] = (fresh_pair(testbed, hosts["server"], hosts["client"]) if hosts
