@@ -86,7 +86,8 @@ REQUEST_OUTPUTS = ("requests_per_s", "completion_s", "latency_p50_ms", "latency_
 
 
 def prediction_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
-    """One row per prediction: pair, engine, goodput and interval, limit, CPU (%),
+    """One row per prediction: pair, engine, goodput and its predictive interval, limit,
+    whether the scenario lies inside the evidence (``evidence``), CPU (%),
     the request outputs (None for bulk), the engine's and the two models' versions."""
     rows = []
     for p in predictions:
@@ -96,6 +97,8 @@ def prediction_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
             "engine": p.engine, "goodput_mbps": p.goodput_mbps,
             "goodput_lo_mbps": _finite(p.goodput_lo_mbps),
             "goodput_hi_mbps": _finite(p.goodput_hi_mbps), "limit": p.limit,
+            # A visible mark where the scenario lies outside its models' evidence.
+            "evidence": ("⚠ outside: " + p.extrapolated) if p.extrapolated else "inside",
             "server_cpu_pct": _finite(p.server_cpu_util * 100),
             "client_cpu_pct": _finite(p.client_cpu_util * 100),
             **{name: _finite(getattr(p, name)) for name in REQUEST_OUTPUTS},

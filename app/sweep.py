@@ -373,8 +373,8 @@ def _draw(config: AppConfig, selection: Selection, params: SweepParams) -> None:
                                                                   else ""))
     st.dataframe(table[["pair", params.axis, *([params.axis2] if params.axis2 else []),
                         "engine", "goodput_mbps", "goodput_lo_mbps", "goodput_hi_mbps",
-                        "limit", "server_cpu_util", "client_cpu_util", "engine_version",
-                        "server_model", "client_model"]],
+                        "extrapolated", "limit", "server_cpu_util", "client_cpu_util",
+                        "engine_version", "server_model", "client_model"]],
                  hide_index=True, width="stretch")
     name = f"sweep-{params.axis}" + (f"-{params.axis2}" if params.axis2 else "")
     cols = st.columns(3)

@@ -193,17 +193,29 @@ def show(config: AppConfig, selection: Selection, started: float, first_run: boo
     return finish
 
 
+def band_text(p: Prediction) -> str:
+    """``90 % band 62.1 … 131 Mbit/s`` (the parameter interval without a learned band)."""
+    if math.isnan(p.goodput_lo_mbps):
+        return "no interval"
+    name = (f"{p.interval_level * 100:g} % band" if math.isfinite(p.interval_level)
+            else "parameter interval")
+    return (f"{name} {three_digits(p.goodput_lo_mbps)} … "
+            f"{three_digits(p.goodput_hi_mbps)} Mbit/s")
+
+
 def _metrics(p: Prediction) -> None:
     cols = st.columns(4)
-    interval = ("no interval" if math.isnan(p.goodput_lo_mbps) else
-                f"interval {three_digits(p.goodput_lo_mbps)} … "
-                f"{three_digits(p.goodput_hi_mbps)} Mbit/s")
+    interval = band_text(p)
     label = GOODPUT_LABEL if p.engine == "analytic" else f"Predicted goodput ({p.engine})"
-    cols[0].metric(label, f"{three_digits(p.goodput_mbps)} Mbit/s",
-                   help=f"{pair_label(p.scenario.server, p.scenario.client)}; {interval}")
+    cols[0].metric(label, f"{three_digits(p.goodput_mbps)} Mbit/s", delta=interval,
+                   delta_color="off",
+                   help=f"{pair_label(p.scenario.server, p.scenario.client)}; {interval}: "
+                        f"{p.interval_source}")
     cols[1].metric("Limit", p.limit)
     cols[2].metric("Server CPU", f"{three_digits(p.server_cpu_util * 100)} %")
     cols[3].metric("Client CPU", f"{three_digits(p.client_cpu_util * 100)} %")
+    if p.extrapolated:
+        st.warning(f"**Outside the evidence** — {p.extrapolated}", icon="⚠️")
     if p.scenario.workload != "bulk":
         cols = st.columns(4)
         cols[0].metric("Requests/s", three_digits(p.requests_per_s))
@@ -216,8 +228,8 @@ def _table_columns() -> dict[str, Any]:
     number = st.column_config.NumberColumn
     return {
         "goodput_mbps": number("goodput (Mbit/s)", format="%.1f"),
-        "goodput_lo_mbps": number("low", format="%.1f"),
-        "goodput_hi_mbps": number("high", format="%.1f"),
+        "goodput_lo_mbps": number("band low", format="%.1f"),
+        "goodput_hi_mbps": number("band high", format="%.1f"),
         "server_cpu_pct": number("server CPU %", format="%.1f"),
         "client_cpu_pct": number("client CPU %", format="%.1f"),
         "requests_per_s": number("requests/s", format="%.0f"),

@@ -22,14 +22,15 @@ import numpy as np
 import pandas as pd
 
 from quiclab.calibration.knowledge import IMPLEMENTATIONS
-from quiclab.datasets.testbeds import DOCUMENT_TESTBEDS, QIR10G, fresh_id
+from quiclab.datasets.testbeds import QIR10G, fresh_id
 from quiclab.models.testbeds import STATED, Testbeds
 from quiclab.sim.scenario import QIR_TRANSFER_BYTES, Scenario
 
 #: Testbed each seed describes (applied where a point's row leaves a field empty);
 #: the stated values of quiclab.models.testbeds — the calibration refines the
 #: ones a document leaves out (the seed-000 path's base RTT).
-DOCUMENT_DEFAULTS: dict[str, dict[str, Any]] = {k: dict(v.fields) for k, v in STATED.items()}
+DOCUMENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    doc: {**v.fields, "testbed": v.id} for v in STATED.values() for doc in v.documents}
 #: Builds a document measured under another name (seed 001 §5: "the baseline
 #: implementation of mvfst supports GSO and GRO").
 DOCUMENT_NAMES: dict[str, dict[str, str]] = {"001": {"mvfst": "mvfst@gso"}}
@@ -69,16 +70,20 @@ class Evidence:
     #: "" (a value), "lower" (the goodput is at least this) or "upper" (at most this):
     #: a one-sided point constrains the fit only when a prediction violates it.
     bound: str = ""
-    #: The testbed the goodput was measured on (``datasets/testbeds.py``): ``qir10g``
-    #: for dataset cells, the document's testbed for published points, the runs'
-    #: ``fresh-<host>`` for fresh cells, ``uclouvain`` for :func:`uclouvain_cells`.
-    testbed: str = ""
     #: False when the testbed's CPU is unknown: the Scenario's ``cpu`` is then only
     #: a placeholder (its default), to be replaced by the testbed's fitted speed.
     cpu_known: bool = True
     #: Conditions of the cell that the Scenario cannot express, as (name, value)
     #: pairs (UCLouvain: the cores given to the stack, offloads other than GSO/GRO).
     conditions: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def testbed(self) -> str:
+        """The testbed the goodput was measured on (its Scenario's ``testbed``;
+        ``datasets/testbeds.py``): ``qir10g`` for dataset cells, the document's
+        testbed for published points, the runs' ``fresh-<host>`` for fresh cells,
+        ``uclouvain`` for :func:`uclouvain_cells`."""
+        return self.scenario.testbed
 
     def errors_pct(self, predicted_mbps: float) -> tuple[float, float]:
         """(absolute, signed) percentage error of a prediction. A one-sided point has no
@@ -177,12 +182,19 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
     df = df[df["g"].notna() & (df["g"] > 0)]
     keys = ["experiment", "setting_group", "server_impl", "server_build", "client_impl",
             "client_build", "cipher", "rcvbuf_bytes", "cpu", "app"]
+    # Runs of catalogs written before runs recorded their testbed: the published
+    # QIR-10G dataset's were all made on its hosts; a fresh run's host is not known.
+    unrecorded = defaults.get("testbed", fresh_id("unknown") if source == "fresh" else QIR10G)
+    if "testbed" not in df.columns:
+        df["testbed"] = unrecorded
+    df["testbed"] = df["testbed"].fillna(unrecorded)
     if source == "fresh":
         # Fresh runs vary the path per setting: keep every setting its own cell.
         keys.append("setting")
     # Settings that are repetitions of the same conditions (run1/run2, crypto run2/run3)
     # form one cell; the buffer experiment's setting is its buffer size.
     df["setting_group"] = df["experiment"]
+    keys.append("testbed")
     out = []
     for key, cell in df.groupby(keys, dropna=False):
         exp, _, s_impl, s_build, c_impl, c_build, cipher, rcvbuf, cpu, app = key[:10]
@@ -201,9 +213,12 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
             "server": server, "client": client,
             "cipher": cipher if isinstance(cipher, str) else "aes-ni",
             "rcvbuf_bytes": int(rcvbuf) if not _isnan(rcvbuf) else 212992,
-            "app": "h3" if app in ("h3", "tcp") else app,
+            # The TCP peers speak HTTP/1.1 ("https", "http"): the TCP models have no
+            # application layer apart from their TLS (sim/tcp.py), "perf" says so.
+            "app": "h3" if app in ("h3", "tcp") else ("perf" if app in ("https", "http") else app),
             "transfer_bytes": filesize,
             "cpu": cpu if isinstance(cpu, str) else "AMD EPYC 7543",
+            "testbed": str(key[-1]),
         })
         for name in ("mtu_bytes", "link_gbps", "rtt_ms", "loss_pct"):
             if name in cell and cell[name].notna().any():
@@ -221,6 +236,10 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
             fields["gso"] = bool(cell["gso"].mode().iloc[0])
             fields["gro"] = bool(cell["gro"].mode().iloc[0]) if cell["gro"].notna().any() \
                 else fields["gso"]
+        if source == "fresh" and "extra" in cell:
+            # Fields the runs table has no column for (kernel TCP's offloads, buffers and
+            # TLS records): as each run's recorded Scenario had them.
+            fields.update(_recorded_fields(cell))
         if source == "fresh" and fields.get("gro", True) and _single_datagrams(cell, fields):
             # The receiver got single datagrams, whatever its socket asked for: GRO
             # has nothing to coalesce (TRANSPORT.md "Receive buffer").
@@ -229,21 +248,29 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
         ident = f"{exp}|{server}|{client}|{fields['cipher']}|{fields['rcvbuf_bytes']}"
         if source == "fresh":
             ident = f"{exp}|{key[10]}"
+        elif fields["testbed"] != "qir10g":
+            ident = f"{fields['testbed']}|{ident}"
         utils = [float(cell[c].median()) / 100.0 if c in cell and cell[c].notna().any()
                  else float("nan") for c in ("server_cpu_pct", "client_cpu_pct")]
         out.append(Evidence(Scenario.from_dict(fields), float(g.median()), str(exp), source,
                             ident, n=len(g), cv=float(g.std() / g.mean()) if len(g) > 1 else 0.0,
-                            server_util=utils[0], client_util=utils[1],
-                            testbed=_cell_testbed(cell, source)))
+                            server_util=utils[0], client_util=utils[1]))
     return out
 
 
-def _cell_testbed(cell: pd.DataFrame, source: str) -> str:
-    """The runs' testbed (their most common one), else the source's: ``qir10g`` for
-    the dataset, ``fresh-unknown`` for fresh runs recorded before runs had one."""
-    if "testbed" in cell and cell["testbed"].notna().any():
-        return str(cell["testbed"].mode().iloc[0])
-    return QIR10G if source != "fresh" else fresh_id("unknown")
+def _recorded_fields(cell: pd.DataFrame) -> dict[str, Any]:
+    """The LATER_FIELDS of a fresh cell's runs as recorded (``extra.scenario``), where
+    they are not their default (the most common value over the cell's runs)."""
+    from quiclab.sim.scenario import DEFAULTS, LATER_FIELDS
+
+    out: dict[str, Any] = {}
+    for name in LATER_FIELDS:
+        values = [v for v in recorded(cell["extra"], "scenario", name) if v is not None]
+        if values:
+            value = max(set(values), key=values.count)
+            if value != DEFAULTS[name]:
+                out[name] = value
+    return out
 
 
 def uclouvain_cells(runs: pd.DataFrame) -> list[Evidence]:
@@ -277,8 +304,8 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
     starting point) unless ``testbeds`` — e.g. a model directory's calibrated
     ``testbeds.json`` — is given.
     """
-    defaults = ({k: dict(v.fields) for k, v in testbeds.items.items()} if testbeds
-                else DOCUMENT_DEFAULTS)
+    defaults = ({doc: {**tb.fields, "testbed": tb.id} for tb in testbeds.items.values()
+                 for doc in tb.documents} if testbeds else DOCUMENT_DEFAULTS)
     out: list[Evidence] = []
     skipped: list[tuple[str, str]] = []
     points = points.astype(object).where(points.notna(), None)
@@ -343,9 +370,7 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
             skipped.append((pid, str(err)))
             continue
         value = float(row.value) * (1000.0 if row.unit == "Gbit/s" else 1.0)
-        testbed = DOCUMENT_TESTBEDS.get(doc, "")
-        out.append(Evidence(scenario, value, f"seed{doc}", "published", pid, bound=bound,
-                            testbed=testbed))
+        out.append(Evidence(scenario, value, f"seed{doc}", "published", pid, bound=bound))
         extreme = ("upper" if "highest pair of the matrix" in cond else
                    "lower" if "slowest pair of the matrix" in cond else "")
         if extreme and doc in MATRICES:
@@ -356,7 +381,7 @@ def published_points(points: pd.DataFrame, testbeds: Testbeds | None = None
                     if (other.server, other.client) == (scenario.server, scenario.client):
                         continue
                     out.append(Evidence(other, value, f"seed{doc}", "published",
-                                        f"{pid}>{s}|{c}", bound=extreme, testbed=testbed))
+                                        f"{pid}>{s}|{c}", bound=extreme))
     return out, skipped
 
 

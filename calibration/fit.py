@@ -53,14 +53,22 @@ from quiclab.calibration.assemble import (
     call_share_for_ratio,
     fixed,
 )
-from quiclab.calibration.cpu import CpuCostEstimator, tcp_costs
+from quiclab.calibration.cpu import CpuCostEstimator
 from quiclab.calibration.crypto import TABLE3_CPU, fit_table3
-from quiclab.calibration.evidence import Evidence, dataset_cells, published_points
+from quiclab.calibration.evidence import (
+    Evidence,
+    dataset_cells,
+    published_points,
+    uclouvain_cells,
+)
 from quiclab.calibration.receiver import ack_frequency, fit_stalls
-from quiclab.models.costmodel import Behaviour, CostModel
+from quiclab.calibration.tcp import TCP_MODELS, qir_cells, tcp_spec
+from quiclab.calibration.traces import apply as trace_behaviour
+from quiclab.models.costmodel import Behaviour, CostModel, Param
 from quiclab.models.cpus import CpuCatalog
-from quiclab.models.registry import Interop, Registry
-from quiclab.models.testbeds import STATED, Testbeds
+from quiclab.models.pipelines import HostParams
+from quiclab.models.registry import Interop, PairEffects, Registry
+from quiclab.models.testbeds import STATED, Speed, Testbeds, for_document
 from quiclab.sim.analytic import AnalyticEngine
 from quiclab.sim.resolve import gso_segments
 from quiclab.sim.scenario import Scenario
@@ -109,6 +117,11 @@ CALL_SHARE_GAIN: dict[str, tuple[str, str]] = {"msquic": ("kempf24-051", "kempf2
 VARIANT_ROLES: dict[tuple[str, str], tuple[str, ...]] = {("quicly", "noopt"): ("receiver",)}
 
 
+#: The published raw datasets the calibration fits (``runs.source``): the QIR-10G
+#: hosts' runs and the UCLouvain testbed's.
+DATASET_SOURCES = ("qir10g", "uclouvain")
+
+
 @dataclass
 class Frames:
     """The catalog tables calibration reads."""
@@ -118,16 +131,39 @@ class Frames:
     perf: pd.DataFrame
 
     @classmethod
-    def from_catalog(cls, catalog: Any, source: str = "qir10g") -> Frames:
+    def from_catalog(cls, catalog: Any, sources: Sequence[str] = DATASET_SOURCES) -> Frames:
+        """The runs of ``sources`` (default: the published raw datasets), every
+        published point and the perf categories of the runs' traces."""
         # ORDER BY: the same catalog content must give the same fit, bit for bit,
         # whatever order the rows were inserted in.
-        runs = catalog.df("SELECT * FROM runs WHERE source = ? ORDER BY run_id", [source])
+        marks = ", ".join("?" for _ in sources)
+        runs = catalog.df(f"SELECT * FROM runs WHERE source IN ({marks}) ORDER BY run_id",
+                          list(sources))
         points = catalog.df("SELECT * FROM published_points ORDER BY point_id")
+        testbed = ", r.testbed" if "testbed" in runs.columns else ""
         perf = catalog.df(
-            "SELECT r.server_impl, r.client_impl, r.experiment, p.side, p.category, p.share "
-            "FROM perf_categories p JOIN runs r USING (run_id) "
+            f"SELECT r.server_impl, r.client_impl, r.experiment{testbed}, p.side, p.category, "
+            "p.share FROM perf_categories p JOIN runs r USING (run_id) "
             "ORDER BY r.run_id, p.side, p.category")
         return cls(runs, points, perf)
+
+
+def _pair(e: Evidence) -> str:
+    """``server|client`` of an evidence item, without build variants."""
+    return f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
+
+
+def _shares_irq_core(s: Scenario) -> bool:
+    """Whether a stack of ``s`` is pinned to the core that handles the NIC's interrupts."""
+    return s.irq_core >= 0 and s.irq_core in (s.server_core, s.client_core)
+
+
+def _testbeds_of(rows: pd.DataFrame) -> pd.Series:
+    """Each row's testbed id; rows of catalogs written before runs recorded one are
+    the published QIR-10G dataset's (its hosts are the only testbed such runs had)."""
+    if "testbed" in rows.columns:
+        return rows["testbed"].fillna("qir10g").astype(str)
+    return pd.Series("qir10g", index=rows.index, dtype=object)
 
 
 @dataclass
@@ -259,7 +295,8 @@ class Calibrator:
         if self.exclude:
             pairs = runs["server_impl"] + "|" + runs["client_impl"]
             runs = runs[~runs["experiment"].isin(self.exclude)
-                        & ~("pair:" + pairs).isin(self.exclude)]
+                        & ~("pair:" + pairs).isin(self.exclude)
+                        & ~("testbed:" + _testbeds_of(runs)).isin(self.exclude)]
         fits = fit_table3(frames.points)
         enc, dec = fits["encrypt"], fits["decrypt"]
         self.crypto_fit_ = fits
@@ -269,7 +306,7 @@ class Calibrator:
                                    f"({', '.join(enc.points + dec.points)})")
         self.points_ = frames.points
         self.cpu_ = CpuCostEstimator().fit(runs)
-        self.tcp_ = tcp_costs(runs)
+        self.tcp_ = qir_cells(runs)
         self.acks_, self.pair_acks_ = ack_frequency(runs)
         self.stalls_ = fit_stalls(runs)
         perf = frames.perf
@@ -280,6 +317,7 @@ class Calibrator:
                 self.exclude)
             if "experiment" in perf.columns:
                 keep &= ~perf["experiment"].isin(self.exclude)
+            keep &= ~("testbed:" + _testbeds_of(perf)).isin(self.exclude)
             perf = perf[keep]
         self.shares_: dict[tuple[str, str], dict[str, float]] = {}
         for (impl, side), g in perf[perf["server_impl"] == perf["client_impl"]].groupby(
@@ -303,8 +341,7 @@ class Calibrator:
             if share is None or tput is None:
                 continue
             # A cross-validation fold that holds the document out holds its prior out too.
-            if any(f"seed{str(r.get('document')).zfill(3)}" in self.exclude
-                   for r in (share, tput)):
+            if any(self._document_excluded(r.get("document")) for r in (share, tput)):
                 continue
             gbps = float(tput["value"])
             cpu = str(tput.get("cpu") or TABLE3_CPU)
@@ -362,7 +399,7 @@ class Calibrator:
         rows = {str(r["point_id"]): r for r in self.points_.to_dict("records")}
         points = [rows[i] for i in ids if i in rows]
         if len(points) != len(ids) or any(
-                f"seed{str(r.get('document')).zfill(3)}" in self.exclude for r in points):
+                self._document_excluded(r.get("document")) for r in points):
             return rs
         batch = gso_segments(beh, beh.udp_payload_bytes)
         acks = rs.ack_ns.value / max(beh.ack_every_packets, 1.0) / rs.T.value
@@ -389,10 +426,15 @@ class Calibrator:
                                                  "apps", "fc_window_bytes", "pacing",
                                                  "immediate_ack_on_gap", "ack_per_receive_call")}}
         prov["knowledge"]["rx_stall"] = self._stall_source(name)
+        # Behaviour identified from qlog traces of fresh runs (calibration/traces.py).
+        beh, traced = trace_behaviour(name, beh)
+        prov["knowledge"].update(traced)
         cipher_extra: dict[str, Value] = {}
         h3_share = DEFAULT_H3_SHARE
-        if name == "tcp+tls":
-            return self._tcp_spec(info, beh)
+        if name in TCP_MODELS:
+            # Kernel TCP (+ TLS): its own mechanism (calibration/tcp.py).
+            return tcp_spec(name, self.tcp_, self.points_, self.cpus, info.language,
+                            info.tls_library)
         costs_s = self.cpu_.costs_.get((name, "sender"), {})
         costs_r = self.cpu_.costs_.get((name, "receiver"), {})
         kappa = Value(1.0, 0.6, 1.5, "assumed: OpenSSL-class AES-GCM (Table 3); no profile")
@@ -453,46 +495,12 @@ class Calibrator:
                         kappa=kappa, cipher_extra_ns=cipher_extra, app_ns_per_byte=app,
                         behaviour=beh, variants=variants, notes=notes, provenance=prov)
 
-    def _tcp_spec(self, info: kb.Implementation, beh: Behaviour) -> ImplSpec:
-        """Kernel TCP + TLS: per-byte costs from the crypto experiment's TCP runs."""
-        base = self.tcp_.get("aes-ni", {"sender_ns_per_byte": 0.65, "receiver_ns_per_byte": 1.0})
-        S = beh.udp_payload_bytes
-        src = "fit: crypto experiment tcp+tls runs (NGINX/wget CPU per byte)"
-        Ts = fixed(base["sender_ns_per_byte"] * S, src, 0.1)
-        Tr = fixed(base["receiver_ns_per_byte"] * S, src, 0.1)
-
-        def role(T: Value) -> RoleSpec:
-            return RoleSpec(T=T, call_share=fixed(0.05, "assumed: TSO/GRO amortise calls"),
-                            segment_share=fixed(0.05, "assumed"),
-                            ack_ns=fixed(0.0, "derived: kernel TCP ACKs are not process CPU"))
-
-        # Without the crypto experiment's TCP runs (e.g. when cross-validation
-        # leaves it out): seed 002 §4.2 — with TCP/TLS, AES-NI reaches three
-        # times ChaCha20's goodput, and software AES is slower still.
-        extra = {"aes-sw": fixed(5.0 * S, "assumed: software AES ≈ 5 ns/B more (seed 002 "
-                                          "Fig. 5 ordering)", 0.5),
-                 "chacha20": fixed(2.0 * S, "assumed: ChaCha20 ≈ 2 ns/B more (seed 002 §4.2: "
-                                            "AES-NI 3× ChaCha20 goodput over TCP)", 0.5)}
-        for cipher in ("aes-sw", "chacha20"):
-            if cipher in self.tcp_:
-                # One crypto cost serves both roles: take the larger of the two
-                # sides' extra cost (the side that becomes the bottleneck).
-                d = max(self.tcp_[cipher][f"{r}_ns_per_byte"] - base[f"{r}_ns_per_byte"]
-                        for r in ("sender", "receiver")) * S
-                extra[cipher] = fixed(max(d, 0.0), f"fit: {cipher} − AES-NI tcp+tls runs "
-                                                   "(larger of server and client)", 0.15)
-        return ImplSpec(name="tcp+tls", sender=role(Ts), receiver=role(Tr),
-                        bytes_ns=fixed(0.9 * base["sender_ns_per_byte"],
-                                       "assumed: 0.9 of the sender's measured CPU per byte "
-                                       f"scales with bytes (copies, TLS records), the rest "
-                                       f"with segments; per byte from {src[5:]}", 0.2),
-                        kappa=fixed(0.3, "assumed: TLS records of 16 KiB amortise cipher setup"),
-                        cipher_extra_ns=extra,
-                        app_ns_per_byte={a: fixed(0.0, "derived: included in T (kernel TCP "
-                                                      "+ NGINX measured end to end)")
-                                         for a in APPS},
-                        behaviour=beh, notes=["kernel TCP: packets are MSS segments; TSO/GRO "
-                                              "batch 45 per call"])
+    def _crypto_base(self, spec: ImplSpec) -> float:
+        """A data packet's AES-GCM crypto on the reference CPU (ns): κ × seed 001 Table 3's
+        per packet and per byte (measured on the E5-2640 v4), moved by the CPU rule."""
+        to_ref = self.cpus.scaling("Intel Xeon E5-2640 v4", "AMD EPYC 7543").factor
+        S = spec.behaviour.udp_payload_bytes
+        return spec.kappa.value * (self.crypto_.packet + self.crypto_.byte * S) * to_ref
 
     def _stall_source(self, name: str) -> str:
         """Where the receiver-stall law of ``name`` comes from (the rx_stall_* fields)."""
@@ -529,7 +537,7 @@ class Calibrator:
         out: list[FreeParam] = []
         measured = {impl for (impl, _r) in self.cpu_.costs_}
         for name in kb.IMPLEMENTATIONS:
-            if name in measured or name == "tcp+tls":
+            if name in measured or name in TCP_MODELS:
                 continue
             for role in ("sender", "receiver"):
                 out.append(FreeParam(f"T|{name}|{role}", math.log(4000), math.log(4000), 3.0,
@@ -563,31 +571,65 @@ class Calibrator:
                                  _logit(DEFAULT_CALL_SHARE), 1.0, -5, 2, kind="logit",
                                  source="fit: GSO/GRO on/off points (seed 000 Fig. 9a, "
                                         "seed 001 Table 1)"))
-        rtt0 = math.log(STATED["000"].fields["base_rtt_us"])
-        out.append(FreeParam("D|000", rtt0, rtt0, 0.5, math.log(20.0), math.log(2000.0),
+        rtt0 = math.log(STATED["koenig25"].fields["base_rtt_us"])
+        out.append(FreeParam("D|koenig25", rtt0, rtt0, 0.5, math.log(20.0), math.log(2000.0),
                              source="fit: the base RTT of seed 000's path (Fig. 2), from its "
                                     "window-bound points (quiche at MTU 9000 and at +5 ms)"))
         out.append(FreeParam("W|quiche", math.log(16 * 2**20), math.log(16 * 2**20), 3.0,
                              math.log(16e3), math.log(2**30),
                              source="fit: seed 000 §VI-E: quiche 4.16 → 0.15 Gbit/s at +5 ms"))
-        impls = sorted({e.scenario.server.split("@")[0] for e in self.evidence_}
-                       | {e.scenario.client.split("@")[0] for e in self.evidence_})
-        pairs = sorted({f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
-                        for e in self.evidence_})
-        for name in impls:
-            out.append(FreeParam(f"S|{name}", 0.0, 0.0, self.ridge_role, -4.0, 1.0,
-                                 source="fit: server-side interplay effect"))
-            out.append(FreeParam(f"R|{name}", 0.0, 0.0, self.ridge_role, -4.0, 1.0,
-                                 source="fit: client-side interplay effect"))
-        for pair in pairs:
-            out.append(FreeParam(f"P|{pair}", 0.0, 0.0, self.ridge_pair, -4.0, 1.0,
-                                 source="fit: pair interplay effect (ridge-shrunk)"))
-        with_util = sorted({f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
-                            for e in self.evidence_ if math.isfinite(e.server_util)})
-        for pair in with_util:
-            out.append(FreeParam(f"O|{pair}", 0.0, 0.0, 0.5, math.log(0.5), math.log(4.0),
-                                 source="fit: CPU utilisation and goodput of the pair's runs "
-                                        "(pidstat)"))
+        # ChaCha20's crypto cost where the stage-A regressions did not measure it but
+        # the evidence runs the stack with ChaCha20 (UCLouvain's picoquic): a factor on
+        # the stack's crypto work, from its prior (seed 002 §4.2: no slower than AES-NI).
+        for name in sorted({e.scenario.server.split("@")[0] for e in self.evidence_
+                            if e.scenario.cipher == "chacha20"}):
+            if (name, "sender") in self.cpu_.costs_ and "ns_per_packet.chacha20" in \
+                    self.cpu_.costs_[(name, "sender")]:
+                continue
+            if name not in self.specs_ or name == "tcp+tls":
+                continue
+            out.append(FreeParam(f"Z|{name}|chacha20", 0.0, 0.0, 0.5, math.log(0.8),
+                                 math.log(6.0),
+                                 source=f"fit: {name}'s goodput with ChaCha20 against AES-GCM on "
+                                        "the same testbed (prior: seed 002 §4.2, ChaCha20 as "
+                                        "fast as AES-NI)"))
+        if any(_shares_irq_core(e.scenario) for e in self.evidence_):
+            share0 = _logit(HostParams.assumed().irq_core_share.value)
+            out.append(FreeParam("I|irq_core_share", share0, share0, 1.0, -5.0, 2.0,
+                                 kind="logit",
+                                 source="fit: the same stack pinned to the interrupt core and "
+                                        "to another core (UCLouvain cmp runs, cores 2 and 4)"))
+        # Hosts whose CPU is not recorded: their speed, from the testbed's own runs.
+        for tb in sorted({e.testbed for e in self.evidence_}):
+            speed = STATED[tb].speed if tb in STATED else None
+            if speed is None:
+                continue
+            sd = math.log(speed.hi / speed.lo) / (2 * 1.96)
+            out.append(FreeParam(f"K|{tb}", math.log(speed.value), math.log(speed.value), sd,
+                                 math.log(speed.lo / 2), math.log(speed.hi * 2),
+                                 source=f"fit: the single-core speed of testbed {tb}'s hosts "
+                                        "(CPU not recorded), from its runs' goodput"))
+        # The pair interplay, per testbed: fitted to one testbed's goodput, it acts
+        # only on that testbed's Scenarios (quiclab.models.registry.Interop).
+        for tb in sorted({e.testbed for e in self.evidence_}):
+            ev = [e for e in self.evidence_ if e.testbed == tb]
+            impls = sorted({e.scenario.server.split("@")[0] for e in ev}
+                           | {e.scenario.client.split("@")[0] for e in ev})
+            pairs = sorted({_pair(e) for e in ev})
+            for name in impls:
+                out.append(FreeParam(f"S|{tb}|{name}", 0.0, 0.0, self.ridge_role, -4.0, 1.0,
+                                     source=f"fit: server-side interplay effect on {tb}"))
+                out.append(FreeParam(f"R|{tb}|{name}", 0.0, 0.0, self.ridge_role, -4.0, 1.0,
+                                     source=f"fit: client-side interplay effect on {tb}"))
+            for pair in pairs:
+                out.append(FreeParam(f"P|{tb}|{pair}", 0.0, 0.0, self.ridge_pair, -4.0, 1.0,
+                                     source=f"fit: pair interplay effect on {tb} "
+                                            "(ridge-shrunk)"))
+            for pair in sorted({_pair(e) for e in ev if math.isfinite(e.server_util)}):
+                out.append(FreeParam(f"O|{tb}|{pair}", 0.0, 0.0, 0.5, math.log(0.5),
+                                     math.log(4.0),
+                                     source=f"fit: CPU utilisation and goodput of the pair's runs "
+                                            f"on {tb} (pidstat)"))
         return out
 
     def _smart_init(self) -> None:
@@ -619,12 +661,13 @@ class Calibrator:
             if not p.name.startswith("T|"):
                 continue
             _, name, role = p.name.split("|")
-            g = best.get((name, role))
-            if not g:
+            partner = best.get((name, role))
+            if not partner:
                 continue
             beh = self.specs_[name].behaviour
             payload = beh.udp_payload_bytes - beh.overhead_bytes
-            p.init = float(np.clip(math.log(payload * 8 / g * 1e3), p.lower + 0.01, p.upper - 0.01))
+            p.init = float(np.clip(math.log(payload * 8 / partner * 1e3),
+                                   p.lower + 0.01, p.upper - 0.01))
 
     def _apply(self, theta: np.ndarray) -> tuple[dict[str, ImplSpec], Interop]:
         values = {p.name: (math.exp(t) if p.kind == "log" else _expit(t))
@@ -664,6 +707,14 @@ class Calibrator:
                 spec.app_ns_per_byte["h3"] = Value(h * T / P, 0.8 * h * T / P, 1.25 * h * T / P,
                                                    "fit: seed 000 §VI-A, HTTP/3 vs generator "
                                                    f"goodput (HTTP/3 layer = {h:.2f} × T)")
+            if f"Z|{name}|chacha20" in values:
+                times = values[f"Z|{name}|chacha20"]
+                aes = self._crypto_base(spec)
+                spec.cipher_extra_ns = dict(spec.cipher_extra_ns)
+                spec.cipher_extra_ns["chacha20"] = Value(
+                    aes * (times - 1), aes * (times * 0.8 - 1), aes * (times * 1.25 - 1),
+                    f"fit: ChaCha20 crypto × {times:.2f} of AES-GCM's ({name} with both ciphers "
+                    "on one testbed)")
             if f"C|{name}" in values:
                 c = values[f"C|{name}"]
                 for role in ("sender", "receiver"):
@@ -693,16 +744,26 @@ class Calibrator:
                         spec.variants[v].setdefault("behaviour", {}).update(
                             {"supports_gso": name in ("ngtcp2", "picoquic", "quic-go")})
             specs[name] = spec
-        interop = Interop(
-            server_effect={k[2:]: raw[k] for k in raw if k.startswith("S|")},
-            client_effect={k[2:]: raw[k] for k in raw if k.startswith("R|")},
-            pair_effect={k[2:]: raw[k] for k in raw if k.startswith("P|")},
-            pair_sd={k[2:]: self.ridge_pair for k in raw if k.startswith("P|")}
-            | {"_unseen": float(np.hypot(self.ridge_role, self.ridge_pair))},
-            pair_ack_every=dict(self.pair_acks_),
-            pair_overhead={k[2:]: raw[k] for k in raw if k.startswith("O|")},
-            provenance={"fit": "quiclab.calibration.fit stage C (MAP: goodput and CPU "
-                               "utilisation)"})
+        effects: dict[str, dict[str, dict[str, float]]] = {}
+        for name, t in raw.items():
+            kind, _, rest = name.partition("|")
+            if kind not in ("S", "R", "P", "O"):
+                continue
+            tb, _, key = rest.partition("|")
+            table = {"S": "server_effect", "R": "client_effect", "P": "pair_effect",
+                     "O": "pair_overhead"}[kind]
+            effects.setdefault(tb, {}).setdefault(table, {})[key] = t
+        testbeds = {}
+        for tb, tables in effects.items():
+            pair_sd = dict.fromkeys(tables.get("pair_effect", {}), self.ridge_pair)
+            pair_sd["_unseen"] = float(np.hypot(self.ridge_role, self.ridge_pair))
+            testbeds[tb] = PairEffects(tables.get("server_effect", {}),
+                                       tables.get("client_effect", {}),
+                                       tables.get("pair_effect", {}), pair_sd,
+                                       tables.get("pair_overhead", {}))
+        interop = Interop(testbeds, dict(self.pair_acks_),
+                          {"fit": "quiclab.calibration.fit stage C (MAP: goodput and CPU "
+                                  "utilisation), per testbed"})
         return specs, interop
 
     def _variant_source(self, name: str, variant: str) -> str:
@@ -744,17 +805,53 @@ class Calibrator:
         fields = self.testbeds_for(theta)
         out = []
         for e in evidence:
-            doc = e.group[4:] if e.group.startswith("seed") else ""
-            extra = fields.get(doc)
+            extra = fields.get(e.testbed)
             out.append(replace(e.scenario, **extra) if extra else e.scenario)
         return out
 
     def testbeds_for(self, theta: np.ndarray) -> dict[str, dict[str, Any]]:
-        """Testbed fields the fit sets, by document: the seed-000 path's base RTT."""
+        """Testbed fields the fit sets, by testbed: the seed-000 path's base RTT."""
         names = [p.name for p in self.free_]
-        if "D|000" not in names:
-            return {}
-        return {"000": {"base_rtt_us": float(f"{math.exp(theta[names.index('D|000')]):.4g}")}}
+        out: dict[str, dict[str, Any]] = {}
+        for name in names:
+            if name.startswith("D|"):
+                out[name[2:]] = {"base_rtt_us": float(
+                    f"{math.exp(theta[names.index(name)]):.4g}")}
+        return out
+
+    def speeds_for(self, theta: np.ndarray) -> dict[str, Speed]:
+        """Fitted single-core speeds of testbeds whose CPU is not recorded (K| parameters)."""
+        out: dict[str, Speed] = {}
+        for i, p in enumerate(self.free_):
+            if not p.name.startswith("K|"):
+                continue
+            value = math.exp(theta[i])
+            # The interval: the prior's, narrowed by the evidence as the fit's own
+            # precision is not estimated here; cross-validation reports the error.
+            sd = p.prior_sd
+            out[p.name[2:]] = Speed(float(f"{value:.4g}"), float(f"{value * math.exp(-sd):.4g}"),
+                                    float(f"{value * math.exp(sd):.4g}"), p.source)
+        return out
+
+    def host_at(self, theta: np.ndarray) -> HostParams | None:
+        """Host parameters stage C fits (the interrupt core's share), or None."""
+        names = [p.name for p in self.free_]
+        if "I|irq_core_share" not in names:
+            return None
+        share = _expit(theta[names.index("I|irq_core_share")])
+        src = self._param_source("I|irq_core_share")
+        return replace(HostParams.assumed(), irq_core_share=Param(
+            float(f"{share:.4g}"), float(f"{share * 0.8:.4g}"),
+            float(f"{min(share * 1.25, 0.95):.4g}"), "", src))
+
+    def testbeds_at(self, theta: np.ndarray) -> Testbeds:
+        """The stated testbeds with what ``theta`` fits (base RTTs, unknown CPUs' speeds)."""
+        tb = Testbeds.stated()
+        for key, values in self.testbeds_for(theta).items():
+            tb = tb.with_fields(key, values, {k: self._param_source(f"D|{key}") for k in values})
+        for key, speed in self.speeds_for(theta).items():
+            tb = tb.with_speed(key, speed)
+        return tb
 
     def _predict(self, theta: np.ndarray, evidence: Sequence[Evidence],
                  softness: float = 0.0) -> np.ndarray:
@@ -771,7 +868,8 @@ class Calibrator:
         """
         specs, interop = self._apply(theta)
         registry = Registry(self._models(specs), self.cpus, interop, source="calibration",
-                            track_versions=False)
+                            track_versions=False, testbeds=self.testbeds_at(theta),
+                            host=self.host_at(theta))
         engine = AnalyticEngine(registry)
         resolved, out = engine.evaluate(self._scenarios(theta, evidence))
         g = out.goodput_bps
@@ -789,13 +887,20 @@ class Calibrator:
         for k, e in enumerate(evidence):
             s_full, c_full = e.scenario.server, e.scenario.client
             s, c = s_full.split("@")[0], c_full.split("@")[0]
+            tb = e.testbed
             for name in (f"T|{s}|sender", f"T|{s}|receiver", f"T|{c}|sender",
                          f"T|{c}|receiver", f"B|{s}", f"B|{c}", f"C|{s}", f"C|{c}",
                          f"H|{s}", f"H|{c}",
-                         f"S|{s}", f"R|{c}", f"P|{s}|{c}", f"O|{s}|{c}", f"W|{c}", f"W|{s}",
-                         f"D|{e.group[4:]}"):
+                         f"S|{tb}|{s}", f"R|{tb}|{c}", f"P|{tb}|{s}|{c}", f"O|{tb}|{s}|{c}",
+                         f"W|{c}", f"W|{s}", f"D|{tb}", f"K|{tb}"):
                 if name in index:
                     sparsity[k, index[name]] = True
+            if e.scenario.cipher == "chacha20":
+                for name in (f"Z|{s}|chacha20", f"Z|{c}|chacha20"):
+                    if name in index:
+                        sparsity[k, index[name]] = True
+            if _shares_irq_core(e.scenario) and "I|irq_core_share" in index:
+                sparsity[k, index["I|irq_core_share"]] = True
             for full in (s_full, c_full):
                 if "@" in full:
                     base, _, v = full.partition("@")
@@ -813,7 +918,10 @@ class Calibrator:
         self._initial_specs()
         evidence, self.skipped_points_ = published_points(frames.points)
         runs = frames.runs
-        cells = dataset_cells(runs)
+        ucl = runs["source"].eq("uclouvain") if "source" in runs.columns else None
+        cells = dataset_cells(runs[~ucl] if ucl is not None else runs)
+        if ucl is not None and ucl.any():
+            cells += uclouvain_cells(runs[ucl])
         self.all_evidence_ = cells + evidence
         self.evidence_ = [e for e in self.all_evidence_ if not self._excluded(e)]
         self.free_ = self._free_params()
@@ -890,10 +998,7 @@ class Calibrator:
             nfev += int(result.nfev)
         self.result_ = result
         self.theta_ = result.x
-        tb = Testbeds.stated()
-        for doc, values in self.testbeds_for(result.x).items():
-            tb = tb.with_fields(doc, values, {k: self._param_source(f"D|{doc}") for k in values})
-        self.testbeds_ = tb
+        self.testbeds_ = self.testbeds_at(result.x)
         specs, interop = self._apply(result.x)
         self.models_ = self._models(specs)
         if self.requests:
@@ -904,15 +1009,20 @@ class Calibrator:
             self.requests_ = RequestCalibrator(self.cpus).fit(self.models_, frames.points)
             self.models_ = self.requests_.models_
         self.interop_ = interop
-        self.registry_ = Registry(self.models_, self.cpus, interop, source="calibration")
+        self.registry_ = Registry(self.models_, self.cpus, interop, source="calibration",
+                                  testbeds=self.testbeds_)
         # Pipelines, core placement and runtime threads, fitted on these
         # models; they change no cost model (quiclab.calibration.pipeline).
         from quiclab.calibration.pipeline import HostCalibrator
 
         self.host_ = HostCalibrator(self.progress).fit(frames.points, frames.perf,
                                                        self.registry_)
+        fitted_host = self.host_at(result.x)
+        if fitted_host is not None:
+            self.host_.params_ = replace(self.host_.params_,
+                                         irq_core_share=fitted_host.irq_core_share)
         self.registry_ = Registry(self.models_, self.cpus, interop, source="calibration",
-                                  host=self.host_.params_)
+                                  host=self.host_.params_, testbeds=self.testbeds_)
         pred_all = self._predict(result.x, self.all_evidence_)
         rows = []
         for e, p in zip(self.all_evidence_, pred_all, strict=True):
@@ -940,7 +1050,18 @@ class Calibrator:
 
     def _excluded(self, e: Evidence) -> bool:
         pair = f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
-        return e.group in self.exclude or f"pair:{pair}" in self.exclude
+        return (e.group in self.exclude or f"pair:{pair}" in self.exclude
+                or f"testbed:{e.testbed}" in self.exclude)
+
+    def _document_excluded(self, document: Any) -> bool:
+        """Whether a fold holds out a seed document (its group or its testbed)."""
+        doc = str(document).zfill(3)
+        if f"seed{doc}" in self.exclude:
+            return True
+        try:
+            return f"testbed:{for_document(doc)}" in self.exclude
+        except KeyError:
+            return False
 
     @property
     def theta_by_name_(self) -> dict[str, float]:

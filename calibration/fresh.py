@@ -69,6 +69,7 @@ from quiclab.calibration.crypto import TABLE3_CPU, fit_table3
 from quiclab.calibration.evidence import recorded
 from quiclab.calibration.fit import DEFAULT_BYTES_NS, DEFAULT_CALL_SHARE, DEFAULT_H3_SHARE
 from quiclab.calibration.receiver import STALL_MIN_S
+from quiclab.calibration.traces import apply as trace_behaviour
 from quiclab.models.costmodel import Behaviour, CostModel
 from quiclab.models.cpus import Cpu, CpuCatalog
 from quiclab.sim.analytic.core import rcvbuf_charge_bytes
@@ -184,6 +185,36 @@ class FreshFit:
     #: without relayed calibration runs.
     relay_gbps: float | None = None
     relay_source: str = ""
+    #: This host in the probed state of each calibration session (models/cpus.py, the
+    #: probe rule): the reference CPUs of the models calibrated in it (:func:`with_states`).
+    references: list[Cpu] = field(default_factory=list)
+
+
+def with_states(fit: FreshFit, states: dict[str, tuple[str, Any, str]]) -> FreshFit:
+    """``fit`` with each model's reference CPU the host in the probed state of the
+    session(s) that calibrated it (``states``: stack → (sessions, figures, source),
+    testbed/probe_store.py ``calibration_states``), so that the probe rule moves each
+    model from the state it was measured in. Models without a state keep the host."""
+    from quiclab.testbed.probe_store import as_cpu
+
+    references: dict[str, Cpu] = {}
+    models = dict(fit.models)
+    for name, model in fit.models.items():
+        if name not in states:
+            continue
+        sessions, figures, source = states[name]
+        label = f"{fit.host.name} @ calibration {sessions}"
+        references.setdefault(label, as_cpu(fit.host, label, figures, source))
+        models[name] = replace(model, reference_cpu=label)
+    # A busy calibration host is no longer a reason to recalibrate: the state it was in
+    # is the models' reference, and the probe rule moves them to the state predicted at.
+    notes = [f"note: {note[9:].split(chr(39))[0]}'s calibration ran on a busy host "
+             f"({note.split('(', 1)[1].split(')')[0]}), whose state its host probes "
+             "record: predictions at another probed state are moved by the probe rule "
+             "(models/cpus.py)"
+             if note.startswith("warning: ") and note[9:].split("'s ")[0] in states
+             else note for note in fit.notes]
+    return replace(fit, models=models, references=list(references.values()), notes=notes)
 
 
 def relayed(runs: pd.DataFrame) -> pd.Series:
@@ -254,6 +285,8 @@ def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float],
     gso = stack.gso in ("switch", "on")
     gro = stack.gro in ("switch", "on")
     payload = int(stack.default_udp_payload_bytes)
+    window: dict[str, Any] = (
+        {"fc_window_bytes": int(stack.fc_window_bytes)} if stack.fc_window_bytes else {})
     return Behaviour(
         udp_payload_bytes=payload,
         max_udp_payload_bytes=int(stack.max_udp_payload_bytes) if stack.max_udp_payload_bytes
@@ -274,7 +307,7 @@ def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float],
         pacing_burst_min_packets=int(stack.pacing_burst[1]),
         pacing_burst_max_packets=int(stack.pacing_burst[2]),
         pacing_min_delay_ms=float(stack.pacing_burst[3]),
-        **({"fc_window_bytes": int(stack.fc_window_bytes)} if stack.fc_window_bytes else {}),
+        **window,
         ack_threshold_fixed=stack.ack_threshold_fixed,
         language=stack.origin.split(":")[0], tls_library="")
 
@@ -506,6 +539,8 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         k = max(drops if math.isfinite(drops) else 0.0, 1e-7) / x ** (1 - alpha)
         stall_rate = k * (alpha - 1) / STALL_MIN_S**alpha
         beh = _stack_behaviour(stack, ack_every, (stall_rate, alpha), seg_s)
+        # Behaviour identified from qlog traces of fresh runs (calibration/traces.py).
+        beh, traced = trace_behaviour(str(name), beh)
         P = beh.udp_payload_bytes - beh.overhead_bytes
 
         def role(T: float, call: Value, segment: float = SEGMENT_SHARE, rel: float = rel,
@@ -539,7 +574,7 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             provenance={"stack": stack.version, "runs": len(g), "experiment":
                         CALIBRATION_EXPERIMENT,
                         "knowledge": {**{key: REGISTRY + getattr(stack, attr)
-                                         for key, attr in REGISTRY_FACTS.items()},
+                                         for key, attr in REGISTRY_FACTS.items()}, **traced,
                                       "gso_max_segments": (
                                           f"fit: median {seg_s:.1f} packets per send call "
                                           f"at the default offloads ({len(g)} runs), the "
@@ -577,10 +612,11 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                            bytes_ns=Value(per_byte * shrink, spec.bytes_ns.lo * shrink,
                                           spec.bytes_ns.hi, spec.bytes_ns.source + why))
             work *= shrink
-        spec = replace(spec, **{side: role(T[side], shares[side],
-                                           min(SEGMENT_SHARE, max(0.0, (room[side] - work)
-                                                                  / T[side] - 0.001)))
-                                for side in T})
+        side_change: dict[str, Any] = {
+            side: role(T[side], shares[side],
+                       min(SEGMENT_SHARE, max(0.0, (room[side] - work) / T[side] - 0.001)))
+            for side in T}
+        spec = replace(spec, **side_change)
         model = build_model(spec, crypto, cpus, reference_cpu=host.name)
         models[str(name)] = model
         rows.append({"stack": name, "runs": len(g), "goodput_mbps": goodput,
@@ -628,7 +664,9 @@ def write_fresh(fit: FreshFit, directory: Path, link_gbps: float = VETH_LINK_GBP
         (directory / f"{name}.json").write_text(model.dumps())
         written.append(f"{name}.json")
     host = {"schema": "quiclab.cpus/1", "cpus": [
-        {**fit.host.to_row(), "sources": list(fit.host.sources)}],
+        {**cpu.to_row(), "sources": list(cpu.sources),
+         **({"probe": cpu.probe_json()} if cpu.probe else {})}
+        for cpu in (fit.host, *fit.references)],
         "base_rtt_us": fit.base_rtt_us, "link_gbps": link_gbps}
     if fit.relay_gbps:
         host.update(relay_gbps=round(fit.relay_gbps, 4), relay_source=fit.relay_source)

@@ -141,6 +141,7 @@ def write_report(cal: Calibrator, directory: Path, cv: dict[str, pd.DataFrame]) 
             headline[f"cv_{name}_dataset_median_ape_pct"] = float(ds["ape_pct"].median())
             headline[f"cv_{name}_dataset_p95_ape_pct"] = float(ds["ape_pct"].quantile(0.95))
         headline[f"cv_{name}_all_median_ape_pct"] = float(held["ape_pct"].median())
+        headline[f"cv_{name}_all_p95_ape_pct"] = float(held["ape_pct"].quantile(0.95))
         lines += [f"## Cross-validation: leave one {name[:-1]} out", "",
                   summ.to_markdown(index=False, floatfmt=".1f"), ""]
     lines += ["## Per-packet CPU cost on the AMD EPYC 7543 (stage A, RLM)", "",

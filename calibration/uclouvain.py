@@ -5,7 +5,7 @@ connection, one stack on each end, status ``ok`` — into condition cells:
 median goodput, the number of repetitions and their coefficient of
 variation, one :class:`~quiclab.calibration.evidence.Evidence` per cell
 (``source="dataset"``, ``group="uclouvain-<experiment>"``,
-``testbed="uclouvain"``, ``cpu_known=False``).
+Scenario ``testbed="uclouvain"`` on the testbed's stand-in CPU, ``cpu_known=False``).
 
 Left out, and why:
 
@@ -14,7 +14,12 @@ Left out, and why:
 - runs whose I/O the files do not state (``copy``, ``old/output_tp_reverse``);
 - several concurrent clients, request and handshake workloads, the proxy
   experiments (iperf3 and the UDP generator are no QUIC stack);
-- runs without encryption (no Scenario cipher expresses it).
+- runs without encryption (no Scenario cipher expresses it);
+- builds no model describes (the authors' patched and "fair" picoquic, the
+  vanilla and clean builds) and the early scripts' runs (``old``).
+
+The cores the stacks were pinned to and the interrupt core become the
+Scenario's ``server_core``/``client_core`` and ``irq_core``.
 
 Implementation names (``runs.server_impl`` → Scenario): ``picoquic`` (the
 authors' ``dpdk_picoquicdemo --nodpdk`` and the picoquic demo of the early
@@ -37,6 +42,7 @@ import pandas as pd
 from quiclab.calibration.evidence import Evidence
 from quiclab.calibration.knowledge import IMPLEMENTATIONS
 from quiclab.datasets.testbeds import UCLOUVAIN
+from quiclab.models.testbeds import unknown_cpu_name
 from quiclab.sim.scenario import Scenario
 
 #: The link rate given to every cell's Scenario, in Gbit/s. The files do not
@@ -89,6 +95,21 @@ def bulk_kernel_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return df[df["encryption"]]
 
 
+def _placement(cpu_list: Any, irq_cpu_list: Any) -> dict[str, int]:
+    """Scenario core fields from the cores the stack was given (``taskset -c``, the
+    same on both hosts) and the core that handles the NIC's interrupts: the stack's
+    (first) core on both ends, and the interrupt core (NPF ``%init``: one queue,
+    ``set_irq_affinity_cpulist.sh 2``)."""
+    out: dict[str, int] = {}
+    first = str(cpu_list).split(",")[0] if cpu_list is not None else ""
+    if first.isdigit():
+        out["server_core"] = out["client_core"] = int(first)
+    irq = str(irq_cpu_list).split(",")[0] if irq_cpu_list is not None else ""
+    if irq.isdigit() and len(str(irq_cpu_list).split(",")) == 1:
+        out["irq_core"] = int(irq)
+    return out
+
+
 def cells(runs: pd.DataFrame) -> list[Evidence]:
     """One Evidence per condition cell of the UCLouvain kernel-I/O bulk runs.
 
@@ -99,16 +120,23 @@ def cells(runs: pd.DataFrame) -> list[Evidence]:
     what the engines can express: the stacks, the application protocol, the
     transfer size (median), GSO/GRO, the cipher (AES-GCM as ``aes-ni``:
     assumed hardware-accelerated, the CPU is unknown), picoquic's recorded UDP
-    payload (``max_mtu_sent``), :data:`LINK_GBPS`. The CPU stays the Scenario's
-    default, a placeholder (``cpu_known=False``); congestion control too
-    (picoquic ran BBR, which the cost models refuse; the cells are CPU-bound on
-    a lossless direct link). The rest is in ``Evidence.conditions``.
+    payload (``max_mtu_sent``), :data:`LINK_GBPS`, the testbed and its stand-in
+    CPU (``models.testbeds.unknown_cpu_name``, ``cpu_known=False``), whose speed
+    the calibration fits. Congestion control stays the default (picoquic ran
+    BBR, which the cost models refuse; the cells are CPU-bound on a lossless
+    direct link). The rest is in ``Evidence.conditions``.
     """
     df = bulk_kernel_runs(runs)
     if df.empty:
         return []
     df["suite"] = [_extra(t, "cipher_suite") for t in df["extra"]]
     df["variant"] = [_extra(t, "variant") for t in df["extra"]]
+    # Builds no model describes (the authors' patched and "fair" picoquic, the
+    # vanilla and clean builds of their early scripts) and the early scripts'
+    # runs (another topology, 1 GB transfers) stay out of the evidence.
+    df = df[df["variant"].isna() & (df["experiment"] != "old")]
+    if df.empty:
+        return []
     keys = ["experiment", "server_impl", "server_build", "client_impl", "client_build",
             *CELL_COLUMNS, "suite", "variant"]
     df["cell"] = [tuple(_key_value(v) for v in row)
@@ -124,6 +152,10 @@ def cells(runs: pd.DataFrame) -> list[Evidence]:
             "transfer_bytes": int(cell["filesize_bytes"].median()),
             "cipher": "chacha20" if named["cipher"] == "chacha20" else "aes-ni",
             "gso": named["gso"] is not False, "gro": named["gro"] is not False,
+            **_placement(named["cpu_list"], named["irq_cpu_list"]),
+            # The hosts' CPU is not recorded: the testbed's stand-in CPU, whose speed
+            # the calibration fits from these cells (quiclab.models.testbeds).
+            "testbed": UCLOUVAIN, "cpu": unknown_cpu_name(UCLOUVAIN),
         }
         payload = cell["udp_payload_bytes"].dropna()
         if server != "tcp+tls" and not payload.empty:
@@ -142,5 +174,5 @@ def cells(runs: pd.DataFrame) -> list[Evidence]:
             Scenario.from_dict(fields, source=ident), float(g.median()),
             f"uclouvain-{named['experiment']}", "dataset", ident, n=len(g),
             cv=float(g.std() / g.mean()) if len(g) > 1 else 0.0,
-            testbed=UCLOUVAIN, cpu_known=False, conditions=conditions))
+            cpu_known=False, conditions=conditions))
     return out

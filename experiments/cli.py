@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from quiclab.errors import QuiclabError
 from quiclab.experiments.executors import EXECUTORS
 from quiclab.sim.engine import ENGINES
 
@@ -56,6 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="output folder (default <data dir>/sweeps/<name>-<content hash>)")
     p.add_argument("--no-catalog", action="store_true",
                    help="write the Parquet parts only, not the catalog")
+    add_level(p)
     p.set_defaults(func=run_sweep)
 
     p = sub.add_parser(
@@ -100,13 +102,48 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reproductions", metavar="DIR",
                    help="folder of `quiclab reproduce` results to summarise (default: "
                         "<data dir>/reports/reproductions)")
+    p.add_argument("--prospective", metavar="SPEC", type=Path, default=None,
+                   help="prospective validation of a fresh testbed spec: probe the host, "
+                        "register every cell's prediction, run the spec, compare and report "
+                        "(`quiclab prospective run SPEC`; needs root and built peers)")
+    p.add_argument("--experiment", default=None,
+                   help="with --prospective: the runs' experiment name (one per session)")
+    p.add_argument("--build-dir", type=Path, default=None,
+                   help="with --prospective: where the testbed's peers are built")
+    p.add_argument("--probe-scaling", choices=("on", "off", "both"), default="on",
+                   help="fresh cells at their session's probed host state (on, the default; "
+                        "sessions without host probes are not scaled), as if the host were "
+                        "as calibrated (off), or both, with the session table "
+                        "(fresh-sessions.md)")
     p.set_defaults(func=run_validate)
+
+
+def interval_level(text: str) -> float:
+    """``--level``: a fraction in (0, 1) or a percentage in (1, 100), e.g. 0.9 or 90."""
+    try:
+        value = float(text.rstrip("%").strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a level such as 0.9 or 90, got {text!r}") \
+            from None
+    value = value / 100.0 if value > 1.0 else value
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a level in (0, 1) or (1, 100) %, got {text!r}")
+    return value
+
+
+def add_level(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--level", type=interval_level, metavar="L",
+                   help="level of every prediction's predictive interval, as a fraction or a "
+                        "percentage (default: the models' intervals.json, 0.9)")
 
 
 def _registry(args: argparse.Namespace) -> Any:
     from quiclab.models.registry import Registry
 
-    return Registry.load(args.paths.models)
+    registry = Registry.load(args.paths.models)
+    if getattr(args, "level", None) is not None:
+        registry.interval_level = args.level
+    return registry
 
 
 def _executor(args: argparse.Namespace) -> Any:
@@ -150,8 +187,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     runner.print_failures(report)
     rows = replaced = 0
     if not args.no_catalog and report.table is not None:
-        rows, replaced = runner.to_catalog(args.catalog, report.table, name=spec.name,
-                                           kind="sweep", provenance=report.provenance)
+        try:
+            rows, replaced = runner.to_catalog(args.catalog, report.table, name=spec.name,
+                                               kind="sweep", provenance=report.provenance)
+        except QuiclabError as err:  # a locked or damaged catalog: say what is kept
+            raise _kept(err, report.table.num_rows, out) from None
     rates = ", ".join(f"{e} {report.rate(e):,.1f} pts/s" for e in report.seconds
                       if report.computed_by.get(e))  # no rate for an engine that computed none
     print(f"{spec.name}: {report.points} point×engine(s): {report.computed} computed, "
@@ -168,6 +208,16 @@ def run_sweep(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
+def _kept(err: QuiclabError, rows: int, out: Path) -> QuiclabError:
+    """``err`` with a note that the sweep's computed rows are kept in its parts."""
+    from quiclab.errors import DataError
+
+    note = f"; the sweep's {rows} rows are kept in {out}/parts (run again to write them)"
+    if isinstance(err, DataError):
+        return DataError(err.path, err.reason + note, err.field)
+    return QuiclabError(f"{err}{note}")
+
+
 def run_reproduce(args: argparse.Namespace) -> int:
     from quiclab.experiments.reproduce import main_reproduce
 
@@ -177,6 +227,12 @@ def run_reproduce(args: argparse.Namespace) -> int:
 def run_validate(args: argparse.Namespace) -> int:
     from quiclab.experiments.validate import main_validate
 
+    if args.prospective is not None:
+        from quiclab.experiments.prospective_cli import cmd_run
+
+        engines = [e for e in (args.engine or ["des"]) if e in ("analytic", "des", "ns3")]
+        return cmd_run(argparse.Namespace(**{**vars(args), "spec": args.prospective,
+                                             "engine": engines}))
     return main_validate(args)
 
 

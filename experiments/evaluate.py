@@ -16,6 +16,13 @@ when predicted ≥ published − slack, ``upper_limit`` when ≤ published +
 slack (for a negative ``change_pct`` the bound is on the magnitude, as the
 published README says), a stated range ``points: [low, high]`` when inside
 [low − slack, high + slack]; slack is what the tolerance allows at that value.
+
+Beside the tolerance verdict, a check of a predicted goodput value (not a
+comparison of two predictions) gets a band verdict: ``consistent`` when the
+published value, range or bound meets the prediction's predictive interval
+(``goodput_lo_mbps`` … ``goodput_hi_mbps``, at its ``interval_level``: model
+error learned from held-out residuals, :mod:`quiclab.models.intervals`),
+``outside`` when it does not; '' where no band applies.
 """
 
 from __future__ import annotations
@@ -64,6 +71,9 @@ class Result:
     in_fit: bool
     reason: str
     scenario: str = ""
+    #: "consistent" / "outside" the predictive band, '' where none applies.
+    band: str = ""
+    band_text: str = ""
 
     @property
     def passed(self) -> bool | None:
@@ -205,6 +215,7 @@ def evaluate_check(ctx: Context, finding: Finding, check: Check) -> Result:
                             pub_text, check)
     ok, error = verdict(predicted, low, high, bound, check.tolerance)
     ref = low if bound != "upper_limit" or len(check.points) == 1 else high
+    band, band_text = _band(ctx, finding, check, metric, compare, unit, low, high, bound)
     return Result(
         reproduction=ctx.spec.name, finding=finding.id, check=label, quantity=quantity,
         unit=unit, published=low if len(check.points) == 1 else (low + high) / 2,
@@ -212,7 +223,36 @@ def evaluate_check(ctx: Context, finding: Finding, check: Check) -> Result:
         abs_error=error, rel_error=error / abs(ref) if ref else math.nan,
         tolerance=tolerance_text(check.tolerance, unit), engine=finding.engine,
         status=PASS if ok else FAIL, in_fit=any(p in ctx.fitted for p in check.points),
-        reason=check.reason, scenario=scenario)
+        reason=check.reason, scenario=scenario, band=band, band_text=band_text)
+
+
+#: Band verdicts.
+CONSISTENT, OUTSIDE = "consistent", "outside"
+
+
+def _band(ctx: Context, finding: Finding, check: Check, metric: str, compare: str,
+          unit: str, low: float, high: float, bound: str | None) -> tuple[str, str]:
+    """Whether the published value (range, bound) meets the predicted goodput's band."""
+    if metric != "goodput_mbps" or compare != "value" or check.over or not check.scenario:
+        return "", ""
+    row = ctx.rows.get((check.scenario, finding.engine))
+    if not row:
+        return "", ""
+    try:
+        lo = float(row["goodput_lo_mbps"]) * _unit_factor(metric, unit)
+        hi = float(row["goodput_hi_mbps"]) * _unit_factor(metric, unit)
+        level = float(row.get("interval_level") or math.nan)
+    except (KeyError, TypeError, ValueError):
+        return "", ""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "", ""
+    if bound == "lower_limit":
+        high = math.inf
+    elif bound == "upper_limit":
+        low = -math.inf
+    meets = lo <= high and low <= hi
+    shown = f"{lo:.4g}–{hi:.4g}" + (f" ({level * 100:g} %)" if math.isfinite(level) else "")
+    return (CONSISTENT if meets else OUTSIDE), shown
 
 
 def _compare(a: float, b: float, compare: str, factor: float) -> float:
@@ -256,9 +296,9 @@ def _over(ctx: Context, finding: Finding, check: Check, metric: str, compare: st
         return _compare(a, b, compare, _unit_factor(metric, unit)), f"{label} vs {check.baseline}"
     bases = ctx.spec.series[check.baseline][2] if check.baseline else [None] * len(names)
     values = []
-    for n, b in zip(names, bases, strict=True):
+    for n, base_name in zip(names, bases, strict=True):
         a = ctx.metric(n, finding.engine, metric)
-        base = ctx.metric(b, finding.engine, metric) if b else math.nan
+        base = ctx.metric(base_name, finding.engine, metric) if base_name else math.nan
         values.append((_compare(a, base, compare, _unit_factor(metric, unit)), n))
     pick = (max if check.over == "max" else min)(values, key=lambda t: t[0])
     return pick[0], f"{check.over} over {check.scenario}: {pick[1]}"
@@ -383,6 +423,20 @@ def evaluate(ctx: Context) -> list[Result]:
     for finding in ctx.spec.findings:
         out += [evaluate_check(ctx, finding, c) for c in finding.checks]
         out += [evaluate_shape(ctx, finding, s) for s in finding.shapes]
+    return out
+
+
+def band_verdicts(results: list[Result]) -> dict[str, str]:
+    """Per finding: ``outside`` if a check's published value misses its predictive band,
+    ``consistent`` if every check with a band meets it, '' if no check has one."""
+    out: dict[str, str] = {}
+    for r in results:
+        if not r.band:
+            out.setdefault(r.finding, "")
+        elif r.band == OUTSIDE or out.get(r.finding) == OUTSIDE:
+            out[r.finding] = OUTSIDE
+        else:
+            out[r.finding] = CONSISTENT
     return out
 
 

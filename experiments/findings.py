@@ -228,15 +228,12 @@ def _overrides(data: Any, source: str, path: str) -> dict[str, Any]:
 def _on_testbed(base: dict[str, Any], source: str) -> dict[str, Any]:
     """``base: {testbed: "000", …}``: the document's calibrated testbed under the base's
     own fields (quiclab.models.testbeds; the base's keys win)."""
-    from quiclab.models.testbeds import Testbeds
+    from quiclab.models.testbeds import Testbeds, on_testbed
 
-    base = dict(base)
-    name = base.pop("testbed")
     try:
-        testbed = Testbeds.packaged().get(str(name))
+        return on_testbed(dict(base), Testbeds.packaged())
     except KeyError as err:
         raise fail(source, "base.testbed", str(err.args[0])) from None
-    return {**testbed.fields, **base}
 
 
 def _scenario(base: dict[str, Any], overrides: dict[str, Any], where: str) -> Scenario:

@@ -33,6 +33,7 @@ from quiclab.experiments.evaluate import (
     PASS,
     Context,
     Result,
+    band_verdicts,
     evaluate,
     finding_verdicts,
 )
@@ -40,6 +41,7 @@ from quiclab.experiments.findings import ReproSpec, load_repro
 from quiclab.experiments.schema import read_text
 from quiclab.experiments.spec import find_spec, packaged_dir
 from quiclab.models.registry import Registry
+from quiclab.paths import writable_folder
 from quiclab.sim.engine import STOCHASTIC_ENGINES, goodput_spread
 
 #: Request and handshake workloads run in the analytic engine and the DES;
@@ -73,6 +75,15 @@ class Reproduced:
         for engine in sorted({r.engine for r in self.results}):
             sub = [r for r in self.results if r.engine == engine]
             for fid, v in finding_verdicts(sub).items():
+                out[(fid, engine)] = v
+        return out
+
+    def band_verdicts(self) -> dict[tuple[str, str], str]:
+        """Per finding and engine: consistent with / outside the predictive band, or ''."""
+        out: dict[tuple[str, str], str] = {}
+        for engine in sorted({r.engine for r in self.results}):
+            sub = [r for r in self.results if r.engine == engine]
+            for fid, v in band_verdicts(sub).items():
                 out[(fid, engine)] = v
         return out
 
@@ -300,10 +311,11 @@ def write_one(rep: Reproduced, out: Path) -> Path:
                 md.append(f"| {fid} | {engine} | {v} | {rep.spec.claim(fid)} |")
     md += ["", markdown_table(frame, ["finding", "check", "scenario", "unit", "published_text",
                                       "predicted_text", "abs_err", "rel_err_pct", "tolerance",
-                                      "engine", "status", "in_fit"],
+                                      "engine", "status", "band_text", "band", "in_fit"],
                               ["finding", "point / shape", "scenario", "unit", "published",
                                "predicted", "abs. error", "rel. error %", "tolerance",
-                               "engine", "result", "in fit"]), ""]
+                               "engine", "result", "predictive band", "within band",
+                               "in fit"]), ""]
     md += ["Reasons for the tolerances:", ""]
     md += [f"- {r.finding} {r.check}: {r.reason}" for r in rep.results]
     png = folder / f"{rep.spec.name}.png"
@@ -326,6 +338,7 @@ def finding_rows(rep: Reproduced) -> list[dict[str, Any]]:
     """One row per finding and engine: tolerances, predicted/published texts, verdict."""
     out = []
     verdicts = rep.verdicts()
+    bands = rep.band_verdicts()
     for fid in rep.spec.finding_ids():
         for (vid, engine), verdict in verdicts.items():
             if vid != fid:
@@ -344,6 +357,10 @@ def finding_rows(rep: Reproduced) -> list[dict[str, Any]]:
                 "in_fit": _in_fit(rows),
                 "failed": sum(r.status == FAIL for r in rows),
                 "verdict": verdict,
+                # Beside the tolerance verdict: the published value against the
+                # prediction's predictive band (experiments/evaluate.py _band).
+                "band_90": bands.get((fid, engine), ""),
+                "band": "; ".join(r.band_text for r in rows if r.band_text),
                 "reason": rows[0].reason if rows and verdict == NOT_COVERED else "",
             })
     return out
@@ -371,12 +388,25 @@ def update_summary(out: Path, reps: list[Reproduced]) -> pd.DataFrame:
     md = ["# Reproductions: summary", "",
           f"{len(findings)} findings: {counts.get(PASS, 0)} pass, {counts.get(FAIL, 0)} fail, "
           f"{counts.get(NOT_COVERED, 0)} not covered.", "",
+          _band_count(findings), "",
           markdown_table(findings, ["reproduction", "finding", "engine", "tolerance",
-                                    "predicted", "published", "verdict"],
+                                    "predicted", "published", "verdict", "band_90"],
                          ["reproduction", "finding", "engine", "tolerance", "predicted",
-                          "published", "result"])]
+                          "published", "result", "within the 90 % band"])]
     (out / "summary.md").write_text("\n".join(md) + "\n")
     return findings
+
+
+def _band_count(findings: pd.DataFrame) -> str:
+    """One sentence: how many findings' published values meet their predictive bands."""
+    if "band_90" not in findings:
+        return "No band verdicts (findings written before predictive bands)."
+    band = findings["band_90"].fillna("")
+    judged = band[band != ""]
+    return (f"Beside the tolerance verdicts: {int((judged == 'consistent').sum())} of "
+            f"{len(judged)} findings with a predicted goodput value are consistent within "
+            f"its predictive band (default 90 %), {int((judged == 'outside').sum())} outside; "
+            f"{int((band == '').sum())} compare changes or shapes, which have no band.")
 
 
 #: Markers of the reproduction table in a README (``quiclab reproduce --all --readme FILE``).
@@ -443,6 +473,7 @@ def main_reproduce(args: argparse.Namespace) -> int:
     fitted = fitted_ids(points, Path(args.paths.models))
     executor = _executor(args)
     out = Path(args.out) if args.out else args.paths.reports / "reproductions"
+    writable_folder(out, "--out")  # before the first spec runs, not after it
     engines = list(dict.fromkeys(args.engine)) if args.engine else [None]
     started = time.perf_counter()
     reps = []
@@ -469,6 +500,9 @@ def main_reproduce(args: argparse.Namespace) -> int:
                                 {k: v for r in group for k, v in r.rows.items()})
             write_one(merged, out)
     findings = update_summary(out, reps)
+    from quiclab.stamp import write_stamp
+
+    write_stamp(out)
     # What the findings were computed with (quiclab validate compares it to its models).
     (out / MODELS_FILE).write_text(json.dumps(
         {"models": str(registry.source), "versions": registry.versions()}, indent=1) + "\n")

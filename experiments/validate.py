@@ -75,6 +75,10 @@ class SourceItems:
     requests: list[RequestEvidence] = field(default_factory=list)
     #: Fresh runs: the host's background load per experiment (fresh.background_load).
     load: pd.DataFrame | None = None
+    #: Fresh cells: each one's session and probed state (fresh_sessions.probed_evidence),
+    #: and the cells as predicted without the probe (``--probe-scaling both``).
+    states: pd.DataFrame | None = None
+    unscaled: list[Any] | None = None
 
 
 def _is_bulk(runs: pd.DataFrame) -> pd.Series:
@@ -117,8 +121,11 @@ def _fresh_bulk_cells(runs: pd.DataFrame, known: Any,
     # veth hands the receiver what the sender wrote: a GSO super-packet arrives whole
     # (GRO's batch), single datagrams stay single (testbed README: ~1.0 packet per
     # receive without GSO, 10–44 with it). GRO without GSO batches nothing here.
+    # (Kernel TCP's GRO is the veth's own, which the TCP models take as set.)
+    tcp = {"tcp+tls", "tcp", "tcp+ktls"}
     return [replace(e, scenario=e.scenario.with_(gro=False))
-            if e.scenario.gro and not e.scenario.gso else e for e in out]
+            if e.scenario.gro and not e.scenario.gso and e.scenario.server not in tcp else e
+            for e in out]
 
 
 def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | None,
@@ -174,13 +181,15 @@ def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | Non
 
 def load_evidence(catalog_path: Path, sources: list[str] | None,
                   fresh_registry: Any = None, fresh_defaults: dict[str, Any] | None = None,
-                  testbeds: Any = None) -> list[SourceItems]:
+                  testbeds: Any = None, probe_scaling: str = "off") -> list[SourceItems]:
     """Evidence per source from the catalog; sources=None means every one with data.
     Published points sit on ``testbeds`` (the models' calibrated testbeds; the stated
     ones when None).
 
     Fresh runs are predicted with this host's models (``fresh_registry``), for
-    the stacks those models cover, with the veth path's defaults.
+    the stacks those models cover, with the veth path's defaults; with
+    ``probe_scaling`` "on" (or "both": also as the cells were, in ``unscaled``)
+    each cell at its session's probed host state (fresh_sessions.probed_evidence).
     """
     from quiclab.calibration.evidence import dataset_cells, published_points
     from quiclab.calibration.fresh import background_load
@@ -216,13 +225,19 @@ def load_evidence(catalog_path: Path, sources: list[str] | None,
                         raise DataError("--fresh-models", "no models for this host (run "
                                         "`quiclab calibrate --source fresh`)")
                     continue
+                from quiclab.experiments.fresh_sessions import probed_evidence
+
                 bulk = _is_bulk(sub)
                 evidence = _fresh_bulk_cells(sub[bulk], fresh_registry.names(), fresh_defaults)
                 requests = request_cells(sub[~bulk], fresh_registry.names(), fresh_defaults)
                 missing = sorted(set(sub["server_impl"]) - set(fresh_registry.names()))
                 skipped = [(name, "no fresh model for this stack") for name in missing]
-                out.append(SourceItems(source, evidence, skipped, requests,
-                                       background_load(sub)))
+                scaled, states = probed_evidence(evidence, sub[bulk], fresh_registry,
+                                                 catalog_path)
+                out.append(SourceItems(
+                    source, scaled if probe_scaling in ("on", "both") else evidence, skipped,
+                    requests, background_load(sub), states,
+                    evidence if probe_scaling == "both" else None))
                 continue
             else:
                 evidence, skipped = dataset_cells(sub[_is_bulk(sub)], source=source), []
@@ -389,8 +404,9 @@ CPU_LIMITS = ("sender_cpu", "receiver_cpu")
 
 #: Fresh experiments designed with a control: every pair also ran the calibration
 #: setting in the same session (a cell labelled ``base`` elsewhere may differ from it
-#: in a knob the Scenario does not name, e.g. knob-coverage's veth segmentation).
-CONTROLLED_EXPERIMENTS = ("fresh-validation-controlled",)
+#: in a knob the Scenario does not name, e.g. knob-coverage's veth segmentation). An
+#: experiment whose name starts with one of these counts (one name per session).
+CONTROLLED_EXPERIMENTS = ("fresh-validation-controlled", "tcp-validation")
 #: Knob settings the fresh calibration itself runs (testbed/specs/fresh-calibration.yaml:
 #: GSO off fixes each stack's system-call share), so not held out in kind.
 CALIBRATED_SETTINGS = ("gso=False",)
@@ -413,7 +429,8 @@ def controlled_knobs(items: pd.DataFrame) -> pd.DataFrame:
     knob cell; empty when no experiment has controls.
     """
     fresh = items[(items["source"] == "fresh")
-                  & items["group"].isin(CONTROLLED_EXPERIMENTS)].copy()
+                  & items["group"].map(lambda g: str(g).startswith(CONTROLLED_EXPERIMENTS))
+                  ].copy()
     columns = ["engine", "group", "server", "client", "setting", "calibrated", "observed_mbps",
                "predicted_mbps", "normalised_mbps", "ape_pct", "normalised_ape_pct",
                "control_observed_mbps", "control_predicted_mbps", "control_ape_pct"]
@@ -423,7 +440,11 @@ def controlled_knobs(items: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (_engine, _group, _server, _client), g in fresh.groupby(
             ["engine", "group", "server", "client"], sort=True):
-        control = g[g["setting"] == "base"]
+        # The control is the calibration setting: "base", or the spec's base fields
+        # alone when it sets some (testbed/specs/tcp-validation.yaml pins: "pin=True").
+        base = "base" if (g["setting"] == "base").any() else min(
+            g["setting"], key=lambda label: (label.count(", "), len(label)))
+        control = g[g["setting"] == base]
         if control.empty:
             continue
         c = control.iloc[0]
@@ -433,7 +454,7 @@ def controlled_knobs(items: pd.DataFrame) -> pd.DataFrame:
         # The control is CPU-bound: observed / predicted is this session's CPU speed
         # relative to the calibration session's. It moves CPU-bound predictions only.
         factor = c["observed_mbps"] / c["predicted_mbps"]
-        for _, r in g[g["setting"] != "base"].iterrows():
+        for _, r in g[g["setting"] != base].iterrows():
             normalised = r["predicted_mbps"] * (factor if r["limit"] in CPU_LIMITS else 1.0)
             rows.append({**{k: r[k] for k in ("engine", "group", "server", "client", "setting",
                                                 "observed_mbps", "predicted_mbps", "ape_pct")},
@@ -543,6 +564,63 @@ def _requests_md(summary: pd.DataFrame, items: pd.DataFrame) -> list[str]:
             _fmt_table(summary), "", _fmt_table(shown, floats=2), ""]
 
 
+def coverage_report(registries: dict[str, Any], sources: list[str]) -> dict[str, pd.DataFrame]:
+    """Coverage of the predictive intervals on held-out items, per source and regime.
+
+    ``registries``: the model sets whose ``intervals.json`` to judge (``main``: the
+    published and dataset evidence; ``fresh``: this host's sessions). Each stored
+    residual set is judged again by cross-conformal folds
+    (:func:`quiclab.calibration.intervals.judge_stored`). Returns the tables
+    ``coverage`` (source × regime), ``outside`` (items outside their 90 % band),
+    ``extremes`` (widest and narrowest 90 % bands) and ``degenerate`` (zero width
+    or beyond ×/÷ 10); empty frames when no model set carries intervals."""
+    from quiclab.calibration.intervals import (
+        coverage_table,
+        degenerate,
+        extremes,
+        judge_stored,
+        outside,
+    )
+
+    judged = []
+    for registry in registries.values():
+        model = getattr(registry, "intervals", None) if registry is not None else None
+        if model is None or not model.residuals:
+            continue
+        items = judge_stored(model)
+        judged.append(items[items["source"].isin(sources)])
+    if not judged or not sum(len(j) for j in judged):
+        return {}
+    items = pd.concat(judged, ignore_index=True)
+    strict = items[items["nest"] == "fold"] if "nest" in items.columns else items
+    return {"coverage": coverage_table(items),
+            "engines": coverage_table(items, by=("source", "engine")), "outside": outside(strict),
+            "extremes": extremes(strict), "degenerate": degenerate(strict), "items": items}
+
+
+def _coverage_md(tables: dict[str, pd.DataFrame]) -> list[str]:
+    from quiclab.calibration.intervals import COVERAGE_TEXT
+
+    if not tables:
+        return ["## Predictive intervals: coverage of held-out items", "",
+                "No model set here carries held-out residuals (`intervals.json`): run "
+                "`quiclab calibrate --cv all` (and `--source fresh` with two sessions).", ""]
+    miss = tables["outside"]
+    shown = ["source", "regime", "fold", "ident", "observed_mbps", "predicted_mbps",
+             "lo_90", "hi_90", "extrapolated_fields"]
+    bad = tables["degenerate"]
+    return ["## Predictive intervals: coverage of held-out items", "", COVERAGE_TEXT, "",
+            _fmt_table(tables["coverage"], floats=2), "",
+            "Per engine (each engine's residuals: the held-out items predicted again by it "
+            "with their fold's models):", "", _fmt_table(tables["engines"], floats=2), "",
+            f"### Items outside their 90 % band ({len(miss)}, judged fold by fold)", "",
+            _fmt_table(miss[shown], floats=1) if len(miss) else "None.", "",
+            "### Widest and narrowest 90 % bands, with what set them", "",
+            _fmt_table(tables["extremes"], floats=3), "",
+            f"Degenerate bands (zero width, or beyond ×/÷ 10 of the prediction): {len(bad)}.",
+            ""]
+
+
 def _written(path: Path) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
 
@@ -573,8 +651,12 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
                  skipped: dict[str, list[tuple[str, str]]],
                  requests: pd.DataFrame | None = None,
                  requests_summary: pd.DataFrame | None = None,
-                 stale: str | None = None) -> tuple[Path, Path]:
+                 stale: str | None = None,
+                 coverage: dict[str, pd.DataFrame] | None = None) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
+    coverage = coverage or {}
+    for name, table in coverage.items():
+        table.to_csv(out / f"coverage-{name}.csv", index=False)
     items.to_csv(out / "validation.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
     has_requests = requests is not None and requests_summary is not None and len(requests)
@@ -604,6 +686,7 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
     md += ["## Worst cases", "", _fmt_table(worst[["source", "engine", "ident", "scenario",
                                                     "observed_mbps", "predicted_mbps",
                                                     "signed_error_pct", "limit"]]), ""]
+    md += _coverage_md(coverage)
     if len(by_stack):
         md += ["## Fresh runs per engine, experiment and stack", "",
                "Goodput cells of this host's testbed runs (median of each cell's "
@@ -632,6 +715,17 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
                       f"{counts.get('fail', 0)} fail, {counts.get('not covered', 0)} not covered")
         per = findings.groupby(["reproduction", "engine"])["verdict"].value_counts() \
             .unstack(fill_value=0).reset_index()
+        if "band_90" in findings:
+            # Beside the tolerance verdicts, not replacing them: how many findings'
+            # published values lie within the prediction's 90 % band.
+            band = findings["band_90"].fillna("")
+            per = per.merge(findings.assign(band=band).groupby(["reproduction", "engine"])[
+                "band"].agg(within_90_band=lambda b: int((b == "consistent").sum()),
+                            outside_90_band=lambda b: int((b == "outside").sum()))
+                .reset_index(), on=["reproduction", "engine"])
+            verdict_md += (f"; consistent within the 90 % band: "
+                           f"{int((band == 'consistent').sum())} of "
+                           f"{int((band != '').sum())} with a predicted goodput value")
         md += ["## Seed findings reproduced", "",
                verdict_md + f" (from {repro_dir}, written {_written(repro_dir / 'findings.csv')})."
                + (f" **Stale:** {stale}." if stale else ""), "", _fmt_table(per), ""]
@@ -654,6 +748,16 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
         parts.append(_img(png))
     parts += ["<h2>Worst cases</h2>", worst.to_html(index=False,
                                                     float_format=lambda x: f"{x:.1f}")]
+    if coverage:
+        from quiclab.calibration.intervals import COVERAGE_TEXT
+
+        parts += ["<h2>Predictive intervals: coverage of held-out items</h2>",
+                  f"<p>{html.escape(COVERAGE_TEXT)}</p>",
+                  coverage["coverage"].to_html(index=False, float_format=lambda x: f"{x:.2f}"),
+                  "<h3>Items outside their 90 % band</h3>",
+                  coverage["outside"].to_html(index=False, float_format=lambda x: f"{x:.3g}"),
+                  "<h3>Widest and narrowest 90 % bands</h3>",
+                  coverage["extremes"].to_html(index=False, float_format=lambda x: f"{x:.3g}")]
     if len(by_stack):
         parts += ["<h2>Fresh runs per engine, experiment and stack</h2>",
                   by_stack.to_html(index=False, float_format=lambda x: f"{x:.1f}"),
@@ -679,8 +783,9 @@ def write_report(out: Path, summary: pd.DataFrame, items: pd.DataFrame,
         parts.append(f"<p>{html.escape(verdict_md)}</p>")
         if stale:
             parts.append(f"<p><strong>Stale:</strong> {html.escape(stale)}.</p>")
-        table = findings[["reproduction", "finding", "engine", "tolerance", "predicted",
-                          "published", "verdict"]].to_html(index=False)
+        columns = ["reproduction", "finding", "engine", "tolerance", "predicted",
+                   "published", "verdict"] + [c for c in ("band_90", "band") if c in findings]
+        table = findings[columns].to_html(index=False)
         table = table.replace("<td>pass</td>", "<td class='pass'>pass</td>") \
             .replace("<td>fail</td>", "<td class='fail'>fail</td>")
         parts.append(table)
@@ -724,11 +829,12 @@ def main_validate(args: argparse.Namespace) -> int:
         ns = argparse.Namespace(**{**vars(args), "name": None, "all": True, "list": False,
                                    "out": str(repro_dir), "no_catalog": False})
         main_reproduce(ns)
+    probe_scaling = getattr(args, "probe_scaling", "on")
     sources = load_evidence(args.catalog, list(dict.fromkeys(args.source))
                             if args.source else None, fresh_registry, fresh_defaults,
-                            registry.testbeds)
+                            registry.testbeds, probe_scaling=probe_scaling)
     engines = list(dict.fromkeys(args.engine)) if args.engine else ["analytic"]
-    frames, request_frames = [], []
+    frames, request_frames, noprobe_frames = [], [], []
     for items in sources:
         for engine in engines:
             reg = fresh_registry if items.source == "fresh" else registry
@@ -738,6 +844,12 @@ def main_validate(args: argparse.Namespace) -> int:
                                                not args.quiet)
                 runner.print_failures(runner.RunReport(out=Path("."), failed=failed))
                 frames.append(frame)
+            if items.unscaled:
+                frame, failed = predict_source(replace(items, evidence=items.unscaled),
+                                               engine, reg, executor, args.paths.data_dir,
+                                               runtime_options(args), not args.quiet)
+                runner.print_failures(runner.RunReport(out=Path("."), failed=failed))
+                noprobe_frames.append(frame)
             if items.requests:
                 frame, failed = predict_requests(items, engine, reg, executor,
                                                  args.paths.data_dir, runtime_options(args),
@@ -758,11 +870,24 @@ def main_validate(args: argparse.Namespace) -> int:
     findings = pd.read_csv(findings_path) if findings_path.is_file() else None
     stale = stale_reason(repro_dir, registry) if findings is not None else None
     out = Path(args.out) if args.out else args.paths.reports / "validation"
+    from quiclab.paths import writable_folder
+
+    writable_folder(out, "--out")
+    coverage = coverage_report({"main": registry, "fresh": fresh_registry},
+                               [s.source for s in sources])
     md, html_path = write_report(out, summary, items_df, findings, repro_dir,
                                  {s.source: s.skipped for s in sources},
-                                 requests_df, requests_summary, stale)
+                                 requests_df, requests_summary, stale, coverage)
+    from quiclab.stamp import write_stamp
+
+    write_stamp(out)
     if len(summary):
         print(_fmt_table(summary))
+    if coverage:
+        print("\npredictive intervals: coverage of held-out items (cross-conformal; nominal "
+              "50 and 90 %):\n" + _fmt_table(coverage["coverage"], floats=2))
+        print(f"  {len(coverage['outside'])} items outside their 90 % band, "
+              f"{len(coverage['degenerate'])} degenerate bands (coverage-*.csv)")
     by_stack = summarise_fresh(items_df)
     if len(by_stack):
         print("\nfresh runs per engine, experiment and stack:\n" + _fmt_table(by_stack))
@@ -776,14 +901,23 @@ def main_validate(args: argparse.Namespace) -> int:
             print("\nbusy cores of this host before each fresh transfer (other work; CPU-bound "
                   "runs of a busy session are slower than any model says):\n"
                   + _fmt_table(s.load, floats=2))
+    fresh_items = next((s for s in sources if s.source == "fresh"), None)
+    if fresh_items is not None and fresh_items.states is not None and noprobe_frames:
+        from quiclab.experiments.fresh_sessions import write_sessions
+
+        print(write_sessions(out, items_df, pd.concat(noprobe_frames, ignore_index=True),
+                             fresh_items.states, args.catalog))
     if requests_df is not None and requests_summary is not None:
         print("\nrequest workloads (fresh):\n" + _fmt_table(requests_summary) + "\n")
         print(_fmt_table(requests_df[["engine", "ident", "quantity", "observed", "predicted",
                                       "signed_error_pct", "noise_cv_pct", "n"]], floats=2))
     if findings is not None and not findings.empty:
         counts = findings["verdict"].value_counts().to_dict()
+        band = findings["band_90"].fillna("") if "band_90" in findings else pd.Series([], dtype=str)
+        within = (f"; within the 90 % band: {int((band == 'consistent').sum())} of "
+                  f"{int((band != '').sum())}" if len(band) else "")
         print(f"\nseed findings: {counts.get('pass', 0)} pass, {counts.get('fail', 0)} fail, "
-              f"{counts.get('not covered', 0)} not covered ({findings_path}, written "
+              f"{counts.get('not covered', 0)} not covered{within} ({findings_path}, written "
               f"{_written(findings_path)})" + (f"\n  stale: {stale}" if stale else ""))
     print(f"\nreport: {html_path}\n        {md}", file=sys.stdout)
     return 0

@@ -9,6 +9,15 @@ processing time scales inversely with clock × IPC, so::
 The clock is the CPU's maximum (boost) clock unless the Scenario overrides it
 with ``cpu_ghz``: a bulk transfer keeps one core busy, which boosts. IPC factors
 are relative to Zen 3 (EPYC 7543, the dataset's host); each carries its source.
+
+The probe rule replaces clock × IPC where both CPUs carry a host probe
+(``testbed/probe.py``: wall-clock ns per operation of each cost component, on
+one core, measured beside the runs): each cost component moves by its own
+probe's ratio, ``cost_on_target = cost_on_reference × probe_target / probe_reference``
+(:data:`PROBE_COMPONENTS` says which probe stands for which part of a cost
+model), with the two probes' spreads in the interval. The reference's probe is
+the one taken when its models were calibrated (a fresh calibration session's);
+a CPU with a probe but a reference without one falls back to clock × IPC.
 """
 
 from __future__ import annotations
@@ -23,6 +32,9 @@ from typing import Any
 from quiclab.errors import DataError, ScenarioError
 
 SCHEMA = "quiclab.cpus/1"
+#: The microarchitecture of a stand-in CPU whose model is not recorded (its speed is
+#: fitted per testbed: quiclab.models.testbeds).
+UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
@@ -53,12 +65,38 @@ class Cpu:
     #: NICs of the hosts with this CPU as (rate Gbit/s, NUMA node), where the seeds
     #: name more than one (seed 002 Fig. 10); empty: one NIC on ``nic_numa_node``.
     nics: tuple[tuple[float, int], ...] = ()
+    #: For hosts whose CPU model is not recorded (microarchitecture ``unknown``):
+    #: their fitted single-core speed (value, lo, hi) in GHz × IPC, the rule's unit.
+    fitted_speed: tuple[float, float, float] | None = None
+    #: A host probe of this CPU in one state (component, wall-clock ns per operation,
+    #: relative spread), sorted by component; empty for catalog CPUs. See the probe rule.
+    probe: tuple[tuple[str, float, float], ...] = ()
+    #: Which probe(s) ``probe`` comes from (ids, times, session).
+    probe_source: str = ""
 
     def to_row(self) -> dict[str, Any]:
         row = dict(self.__dict__)
         row["sources"] = "; ".join(self.sources)
-        row.pop("nics", None)  # not a catalog column: nic_numa_node is the default NIC
+        # Not catalog columns: nic_numa_node is the default NIC; probes are host_probes;
+        # a fitted speed is a calibrated testbed's.
+        for key in ("nics", "probe", "probe_source", "fitted_speed"):
+            row.pop(key, None)
         return row
+
+    def probe_ns(self, component: str) -> tuple[float, float] | None:
+        """(ns per operation, relative spread) of one probed component, or None."""
+        for name, ns, spread in self.probe:
+            if name == component and ns > 0:
+                return ns, spread
+        return None
+
+    def probe_json(self) -> dict[str, Any]:
+        """The probe as ``cpus.json`` holds it ({} without one)."""
+        if not self.probe:
+            return {}
+        return {"components": {n: {"ns": ns, "spread": sp} for n, ns, sp in self.probe},
+                "source": self.probe_source}
+
 
     def numa_node_of(self, core: int) -> int:
         """NUMA node of ``core``: cores are numbered node by node (hwloc's order on
@@ -76,6 +114,41 @@ class Cpu:
         return faster[0][1] if faster else self.nic_numa_node
 
 
+def probe_fields(data: dict[str, Any] | None) -> dict[str, Any]:
+    """``Cpu`` keyword arguments for a probe in ``cpus.json``'s form (see
+    :meth:`Cpu.probe_json`); {} for None or an empty one."""
+    if not data or not data.get("components"):
+        return {}
+    comps = data["components"]
+    return {"probe": tuple(sorted((str(k), float(v["ns"]), float(v.get("spread", 0.0)))
+                                  for k, v in comps.items())),
+            "probe_source": str(data.get("source", ""))}
+
+
+#: The probe rule: which probe component moves which part of a cost model, by name
+#: (sim/resolve.py asks for these parts). Where a part lists several components the
+#: first one both probes have is used: protocol work is the short QUIC transfer's time
+#: per packet (a stack's own code), else the header-parsing loop.
+PROBE_COMPONENTS: dict[str, tuple[str, ...]] = {
+    "protocol": ("quic_packet", "interp_packet"),
+    "ack": ("quic_packet", "interp_packet"),
+    "byte": ("copy_byte",),
+    "app": ("copy_byte",),
+    "crypto_packet:aes-ni": ("aes_gcm_packet",),
+    "crypto_byte:aes-ni": ("aes_gcm_byte",),
+    "crypto_packet:chacha20": ("chacha20_packet",),
+    "crypto_byte:chacha20": ("chacha20_byte",),
+    # Software AES has no probe of its own: ChaCha20 is the software cipher measured
+    # (table-free arithmetic on general registers, as bitsliced AES).
+    "crypto_packet:aes-sw": ("chacha20_packet",),
+    "crypto_byte:aes-sw": ("chacha20_byte",),
+    "call:sender": ("udp_send",),
+    "call:receiver": ("udp_recv",),
+    "segment:sender": ("udp_gso_segment",),
+    "segment:receiver": ("udp_gro_segment",),
+}
+
+
 @dataclass(frozen=True)
 class CpuScaling:
     """The resolved scaling from a model's reference CPU to a Scenario's CPU."""
@@ -88,6 +161,17 @@ class CpuScaling:
     factor_lo: float
     factor_hi: float
     rule: str
+    #: The probe rule's factor per part of a cost model (:data:`PROBE_COMPONENTS`):
+    #: (part, factor, lo, hi); empty under clock × IPC, where every part takes ``factor``.
+    parts: tuple[tuple[str, float, float, float], ...] = ()
+
+    def part(self, name: str) -> float:
+        """The factor for one part of a cost model ("protocol", "crypto_packet:aes-ni",
+        "call:sender", …): the probe rule's where it has one, else ``factor``."""
+        for part, factor, _, _ in self.parts:
+            if part == name:
+                return factor
+        return self.factor
 
     def describe(self) -> str:
         return (f"{self.reference} → {self.target}: costs × {self.factor:.3f} "
@@ -104,6 +188,8 @@ class CpuCatalog:
         self.rule = rule
         self._found: dict[str, Cpu] = {}
         for cpu in self.cpus:
+            if cpu.fitted_speed is not None and cpu.microarchitecture == UNKNOWN:
+                continue
             if cpu.microarchitecture not in self.microarchitectures:
                 raise DataError("cpus.json", f"{cpu.name}: unknown microarchitecture "
                                 f"{cpu.microarchitecture!r}", field="microarchitecture")
@@ -126,8 +212,9 @@ class CpuCatalog:
                     nic_numa_node=int(c.get("nic_numa_node", 0)),
                     aes_ni=bool(c.get("aes_ni", True)), sources=tuple(c.get("sources", ())),
                     nics=tuple((float(n["gbps"]), int(n["numa_node"]))
-                               for n in c.get("nics", ()))))
-            except (KeyError, ValueError) as err:
+                               for n in c.get("nics", ())),
+                    **probe_fields(c.get("probe"))))
+            except (KeyError, ValueError, TypeError) as err:
                 raise DataError(where, f"cpus[{i}]: {err}") from None
         return cls(cpus, uarchs, str(data.get("rule", "")))
 
@@ -171,15 +258,26 @@ class CpuCatalog:
                             + ", ".join(c.name for c in hits))
 
     def speed(self, cpu: Cpu, ghz: float = 0.0) -> tuple[float, float, float]:
-        """(speed, lo, hi) in GHz × IPC."""
+        """(speed, lo, hi) in GHz × IPC.
+
+        Raises ScenarioError for a clock override on a CPU whose clock is not recorded.
+        """
+        if cpu.fitted_speed is not None:
+            if ghz:
+                raise ScenarioError("cpu_ghz", ghz, f"0 ({cpu.name}: the clock is not "
+                                                    "recorded, only a fitted speed)")
+            return cpu.fitted_speed
         u = self.microarchitectures[cpu.microarchitecture]
         clock = ghz or cpu.max_ghz
         return clock * u.ipc, clock * u.lo, clock * u.hi
 
     def scaling(self, reference: str, target: str, target_ghz: float = 0.0) -> CpuScaling:
-        """How reference-CPU costs move to ``target`` (see the module docstring)."""
+        """How reference-CPU costs move to ``target`` (see the module docstring): the
+        probe rule when both carry a probe (and no clock override), else clock × IPC."""
         ref = self.find(reference, field="reference_cpu")
         tgt = self.find(target)
+        if ref.probe and tgt.probe and not target_ghz:
+            return probe_scaling(ref, tgt)
         rs, rlo, rhi = self.speed(ref)
         ts, tlo, thi = self.speed(tgt, target_ghz)
         factor = rs / ts
@@ -189,12 +287,56 @@ class CpuCatalog:
             lo, hi = rlo / thi, rhi / tlo
         clock = f"{target_ghz:g} GHz (override)" if target_ghz else f"{tgt.max_ghz:g} GHz max"
         ref_ipc = self.microarchitectures[ref.microarchitecture].ipc
-        tgt_ipc = self.microarchitectures[tgt.microarchitecture].ipc
-        rule = (f"clock×IPC: {ref.name} {ref.max_ghz:g} GHz × {ref_ipc:g}"
-                f" → {tgt.name} {clock} × {tgt_ipc:g}"
-                f" ({tgt.microarchitecture})")
+        if tgt.fitted_speed is not None:
+            rule = (f"clock×IPC: {ref.name} {ref.max_ghz:g} GHz × {ref_ipc:g}"
+                    f" → {tgt.name}: fitted speed {ts:.3g} [{tlo:.3g}, {thi:.3g}] GHz×IPC")
+        else:
+            tgt_ipc = self.microarchitectures[tgt.microarchitecture].ipc
+            rule = (f"clock×IPC: {ref.name} {ref.max_ghz:g} GHz × {ref_ipc:g}"
+                    f" → {tgt.name} {clock} × {tgt_ipc:g}"
+                    f" ({tgt.microarchitecture})")
+        if tgt.probe and not ref.probe:
+            rule += " (the target's probe is not used: the reference has none)"
         return CpuScaling(ref.name, tgt.name, rs, ts, factor, min(lo, factor), max(hi, factor),
                           rule)
+
+
+def unknown_cpu(name: str, speed: tuple[float, float, float], source: str) -> Cpu:
+    """A stand-in catalog entry for hosts whose CPU model is not recorded: only
+    their fitted speed (GHz × IPC, with its interval) is known (``cores`` 0: not
+    recorded either)."""
+    return Cpu(name=name, vendor="unknown", microarchitecture=UNKNOWN, year=0,
+               max_ghz=0.0, base_ghz=0.0, cores=0, threads=0, numa_nodes=1,
+               nic_numa_node=0, aes_ni=True, sources=(source,), fitted_speed=speed)
+
+
+def probe_scaling(ref: Cpu, tgt: Cpu) -> CpuScaling:
+    """The probe rule: each part of a cost model × (probe of ``tgt`` / probe of ``ref``)
+    for its component (:data:`PROBE_COMPONENTS`); its interval is the two probes'
+    spreads added in quadrature. A part neither probe covers takes the protocol
+    factor, which is also ``factor`` (what the rest of a prediction reports)."""
+    parts: list[tuple[str, float, float, float]] = []
+    used: dict[str, str] = {}
+    for part, candidates in PROBE_COMPONENTS.items():
+        for comp in candidates:
+            a, b = ref.probe_ns(comp), tgt.probe_ns(comp)
+            if a is None or b is None:
+                continue
+            factor = b[0] / a[0]
+            rel = (a[1] ** 2 + b[1] ** 2) ** 0.5
+            parts.append((part, factor, factor / (1.0 + rel), factor * (1.0 + rel)))
+            used[part] = comp
+            break
+    by_part = {p[0]: p for p in parts}
+    main = by_part.get("protocol") or (parts[0] if parts else ("protocol", 1.0, 1.0, 1.0))
+    lo = min(p[2] / p[1] for p in parts) * main[1] if parts else 1.0
+    hi = max(p[3] / p[1] for p in parts) * main[1] if parts else 1.0
+    shown = ", ".join(f"{part} × {by_part[part][1]:.3f} ({comp})"
+                      for part, comp in used.items() if not part.startswith(("ack", "app")))
+    rule = (f"probe: {ref.name} [{ref.probe_source or 'probe'}] → {tgt.name} "
+            f"[{tgt.probe_source or 'probe'}]: {shown or 'no common components: × 1'}")
+    return CpuScaling(ref.name, tgt.name, 1.0, 1.0 / main[1], main[1], lo, hi, rule,
+                      tuple(parts))
 
 
 def _norm(text: str) -> str:

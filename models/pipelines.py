@@ -332,6 +332,13 @@ class HostParams:
     poll_interplay: Param = field(default_factory=lambda: Param(
         1.0, 0.5, 1.0, "", "assumed: the pair's interplay idleness is time each side "
         "sleeps until the other's packets wake it; a busy-polling loop never sleeps"))
+    #: Share of a core's time that the NIC's interrupt handling (hard and soft IRQs
+    #: of the queue the core serves: driver, GRO, IP/UDP demultiplexing, TX
+    #: completions) takes when a stack is pinned to the same core: the stack runs
+    #: at (1 − share) of the core (Scenario.irq_core).
+    irq_core_share: Param = field(default_factory=lambda: Param(
+        0.3, 0.1, 0.5, "", "assumed: a NIC queue's interrupt work at a stack's packet rate "
+        "takes a third of a core (no measurement loaded)"))
     #: Crypto engine → its crypto cost relative to the cost model's (OpenSSL-class).
     crypto_engines: dict[str, Param] = field(default_factory=dict)
     #: Implementation → role (sender / receiver) → stage profile.
@@ -372,6 +379,7 @@ class HostParams:
             "receiver_near_cost": self.receiver_near_cost.to_json(),
             "far_penalty": self.far_penalty.to_json(),
             "poll_interplay": self.poll_interplay.to_json(),
+            "irq_core_share": self.irq_core_share.to_json(),
             "crypto_engines": {k: v.to_json() for k, v in sorted(self.crypto_engines.items())},
             "profiles": {k: {r: p.to_json() for r, p in sorted(v.items())}
                          for k, v in sorted(self.profiles.items())},
@@ -404,6 +412,9 @@ class HostParams:
                 **({"poll_interplay": Param.from_json(data["poll_interplay"],
                                                       f"{where}: poll_interplay")}
                    if "poll_interplay" in data else {}),
+                **({"irq_core_share": Param.from_json(data["irq_core_share"],
+                                                      f"{where}: irq_core_share")}
+                   if "irq_core_share" in data else {}),
                 crypto_engines={k: Param.from_json(v, f"{where}: crypto_engines.{k}")
                                 for k, v in data.get("crypto_engines", {}).items()},
                 profiles={k: {r: StageProfile.from_json(p, f"{where}: profiles.{k}.{r}")

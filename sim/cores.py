@@ -26,6 +26,8 @@ every engine sees the same numbers:
   on any other node ``n·(1 + δ)`` (the NIC's packet buffers are remote). A
   pinned Scenario on a multi-node CPU is that four-node set-up; unpinned is
   the calibrated cost, whatever the CPU's node count. One NUMA node: no effect.
+- **Interrupts** (``Scenario.irq_core``): a stack pinned to the core that also
+  handles the NIC queue's interrupts runs at (1 − ``irq_core_share``) of it.
 - **Runtime threads** (seed 000 Fig. 7): a runtime such as Go's spreads
   goroutines over cores — CPU time grows with the streams, the connection's
   packet path does not get faster. ``overhead_cores`` is that extra CPU; the
@@ -71,7 +73,7 @@ def placement(scenario: Scenario, cpu: Cpu, role: str, params: HostParams
     """
     field = "server_core" if role == "sender" else "client_core"
     core = getattr(scenario, field)
-    if core >= cpu.cores:
+    if cpu.cores and core >= cpu.cores:
         raise ScenarioError(field, core, f"-1 … {cpu.cores - 1} ({cpu.name} has "
                                          f"{cpu.cores} cores)")
     nodes = max(1, cpu.numa_nodes)
@@ -88,12 +90,21 @@ def placement(scenario: Scenario, cpu: Cpu, role: str, params: HostParams
                      f"{hi * 100 - 100:+.0f} % (the NIC's) (seed 002 Fig. 11)")
     node = cpu.numa_node_of(core) if core >= 0 else nic
     where = f"core {core}" if core >= 0 else "the NIC's node"
+    irq, irq_note = 1.0, ""
+    if core >= 0 and core == scenario.irq_core:
+        # The core also runs the NIC queue's interrupt work: the stack gets the rest.
+        share = params.irq_core_share
+        irq = 1.0 / (1.0 - share.value)
+        irq_note = (f"; it also handles the NIC's interrupts: the stack gets "
+                    f"{100 * (1 - share.value):.0f} % of it (cost × {irq:.2f}, "
+                    f"{share.source})")
     if nodes <= 1:
-        return 1.0, f"pinned to {where} (one NUMA node: no placement effect)"
+        return irq, f"pinned to {where} (one NUMA node: no placement effect){irq_note}"
     is_near = node == nic
-    factor = near if is_near else near * (1.0 + delta)
+    factor = (near if is_near else near * (1.0 + delta)) * irq
     return factor, (f"pinned to {where} (NUMA node {node}, NIC on node {nic}: "
-                    f"{'near' if is_near else 'far'}) — CPU cost × {factor:.3f} vs unpinned")
+                    f"{'near' if is_near else 'far'}) — CPU cost × {factor:.3f} vs unpinned"
+                    f"{irq_note}")
 
 
 def _scaled(ep: Endpoint, factor: float) -> Endpoint:
@@ -105,8 +116,8 @@ def _scaled(ep: Endpoint, factor: float) -> Endpoint:
 #: Implementations whose packet path is not QUIC's stages (seed 001 §3): the kernel
 #: runs TCP, segmentation and ACKs, so there is no user-space UDP/IP or protocol stage
 #: to put on a core of its own.
-NOT_STAGED = {"tcp+tls": "the kernel runs TCP (no user-space UDP/IP, crypto-per-packet or "
-                         "QUIC protocol stage to place)"}
+NOT_STAGED = {name: "the kernel runs TCP (no user-space UDP/IP, crypto-per-packet or "
+                    "QUIC protocol stage to place)" for name in ("tcp+tls", "tcp")}
 
 
 def preset_for(scenario: Scenario, impl: str, catalog: PipelineCatalog) -> str:
@@ -196,7 +207,9 @@ def apply(resolved: Resolved, registry: Registry) -> Resolved:
         runtime = threads[role]
         overhead = runtime.overhead_cores(s.streams) if runtime else 0.0
         if note or overhead:
-            ep = replace(ep, placement_note=note, overhead_cores=overhead)
+            # Keep what resolve wrote there (kernel TCP's breakdown, sim/tcp.py).
+            joined = "; ".join(n for n in (ep.placement_note, note) if n)
+            ep = replace(ep, placement_note=joined, overhead_cores=overhead)
         out[role] = ep
     if out["sender"] is resolved.sender and out["receiver"] is resolved.receiver:
         return resolved

@@ -39,6 +39,14 @@ class Prediction:
     ``rates_mbps`` holds, for every resource the engine evaluated, the goodput
     that resource alone would allow; ``headroom`` is ``rate / goodput − 1`` for
     each (0 for the limit). CPU utilisations are in cores (1.0 = one core busy).
+
+    ``goodput_lo_mbps``/``goodput_hi_mbps`` is the predictive interval at
+    ``interval_level``: where the measured goodput is expected, model error
+    included (learned from held-out residuals, :mod:`quiclab.models.intervals`;
+    ``interval_source`` says which). ``param_lo_mbps``/``param_hi_mbps`` is the
+    narrower interval of the fitted parameters alone. ``extrapolated`` names,
+    in one line, each field on which the Scenario lies outside the evidence of
+    its models and pair, and how far ('' inside; :mod:`quiclab.models.domain`).
     """
 
     scenario: Scenario
@@ -48,6 +56,11 @@ class Prediction:
     limit: str
     goodput_lo_mbps: float = float("nan")
     goodput_hi_mbps: float = float("nan")
+    interval_level: float = float("nan")
+    param_lo_mbps: float = float("nan")
+    param_hi_mbps: float = float("nan")
+    extrapolated: str = ""
+    interval_source: str = ""
     duration_s: float = float("nan")
     rates_mbps: dict[str, float] = field(default_factory=dict)
     server_cpu_util: float = float("nan")
@@ -73,6 +86,10 @@ class Prediction:
     model_versions: dict[str, str] = field(default_factory=dict)
     cpu_rule: str = ""
     notes: tuple[str, ...] = ()
+    #: Mechanisms that decide this prediction and that the other engines model
+    #: differently or not at all, each "name: what" (experiments/agreement.py): where
+    #: the engines disagree on a Scenario, these say why. Empty when none applies.
+    engine_specific: tuple[str, ...] = ()
     timeseries: dict[str, list[float]] | None = None
 
     def __post_init__(self) -> None:

@@ -83,6 +83,9 @@ class Endpoint:
     rx_stall_rate_hz: float
     rx_stall_min_s: float
     rx_stall_alpha: float
+    #: Loss detection and probes (sim/des/cc.py RECOVERY_MODES): "rfc9002" for QUIC,
+    #: "tcp" for kernel TCP's RACK-TLP and retransmission timeout.
+    recovery: str = "rfc9002"
     # Where the work runs (sim/cores.py, sim/analytic/pipeline.py):
     # hand-offs between the cores of a pipeline per data packet (ns); each core as
     # (stages, share of the endpoint's work, busy polling, queue depth in messages);
@@ -220,7 +223,7 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
     if scenario.app == "h3":
         framing = math.ceil(stream_bytes * H3_FRAME_BYTES_PER_16K / 16384)
         stream_bytes = max(1, stream_bytes - framing)
-    f = scale.factor
+    f, part = scale.factor, scale.part
     offload = (scenario.gso and beh.supports_gso) if role_name == "sender" else (
         scenario.gro and beh.supports_gro)
     segments = gso_segments(beh, payload) if offload else 1
@@ -235,12 +238,18 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
         udp_payload_bytes=payload,
         stream_bytes=stream_bytes,
         segments_per_call=segments,
-        ns_protocol=f * (role.ns_per_packet.value + role.ns_per_byte.value * payload),
-        ns_crypto=f * (crypto.ns_per_packet.value + crypto.ns_per_byte.value * payload),
-        ns_app=f * _app_cost(role, scenario.app, model.implementation, field) * stream_bytes,
-        ns_segment=f * role.ns_per_segment.value,
-        ns_per_call=f * role.ns_per_syscall.value,
-        ns_per_ack=f * role.ns_per_ack.value,
+        # Each part moves by its own factor under the probe rule (models/cpus.py);
+        # under clock × IPC every part() is f.
+        ns_protocol=_packet_and_bytes(scale, ("protocol", role.ns_per_packet.value),
+                                      ("byte", role.ns_per_byte.value * payload)),
+        ns_crypto=_packet_and_bytes(
+            scale, (f"crypto_packet:{scenario.cipher}", crypto.ns_per_packet.value),
+            (f"crypto_byte:{scenario.cipher}", crypto.ns_per_byte.value * payload)),
+        ns_app=part("app") * _app_cost(role, scenario.app, model.implementation, field)
+        * stream_bytes,
+        ns_segment=part(f"segment:{role_name}") * role.ns_per_segment.value,
+        ns_per_call=part(f"call:{role_name}") * role.ns_per_syscall.value,
+        ns_per_ack=part("ack") * role.ns_per_ack.value,
         cost_lo=lo * scale.factor_lo / f,
         cost_hi=hi * scale.factor_hi / f,
         cores=role.cores.value,
@@ -265,6 +274,15 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
         **endpoint_fields(model, role_name, scenario.cipher, scenario.app,
                           scenario.connections, f),
     )
+
+
+def _packet_and_bytes(scale: CpuScaling, packet: tuple[str, float],
+                      per_bytes: tuple[str, float]) -> float:
+    """A per-packet and a per-byte cost (ns) on the target CPU, each by its part's
+    factor under the probe rule (one factor for both under clock × IPC)."""
+    if not scale.parts:
+        return scale.factor * (packet[1] + per_bytes[1])
+    return scale.part(packet[0]) * packet[1] + scale.part(per_bytes[0]) * per_bytes[1]
 
 
 def _scaled(ep: Endpoint, factor: float) -> Endpoint:
@@ -311,12 +329,20 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     """
     server = registry.model(scenario.server, field="server")
     client = registry.model(scenario.client, field="client")
+    registry.testbed(scenario.testbed)  # refuses an unknown testbed, naming the known
     cpu = registry.cpus.find(scenario.cpu)
     if scenario.cipher == "aes-ni" and not cpu.aes_ni:
         raise ScenarioError("cipher", "aes-ni", f"aes-sw | chacha20 ({cpu.name} has no AES-NI)")
     if scenario.cc not in server.behaviour.ccs:
         raise ScenarioError("cc", scenario.cc,
                             f"{' | '.join(server.behaviour.ccs)} for {server.implementation}")
+    if server.tcp is not None or client.tcp is not None:
+        # Kernel TCP + TLS: its own mechanism (sim/tcp.py), same Endpoint numbers out.
+        from quiclab.sim.tcp import resolve_tcp
+
+        return resolve_tcp(scenario, registry, server, client,
+                           registry.cpus.scaling(server.reference_cpu, cpu.name, scenario.cpu_ghz),
+                           registry.cpus.scaling(client.reference_cpu, cpu.name, scenario.cpu_ghz))
     # Both ends must agree on a packet size: the sender's choice, capped by the
     # path; the receiver accepts what the path carries (max_udp_payload_size).
     payload = _payload(server, client, scenario)
@@ -328,9 +354,10 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     receiver = _endpoint(client, "receiver", scenario, c_scale, payload, "client")
     path = path_for(scenario)
     s_base, c_base = scenario.server.split("@")[0], scenario.client.split("@")[0]
-    busy, lo, hi, src = registry.interop.busy(s_base, c_base)
+    # Pair effects fitted to a testbed's goodput act only on that testbed's Scenarios.
+    busy, lo, hi, src = registry.interop.busy(s_base, c_base, scenario.testbed)
     pair_acks = registry.interop.ack_every(s_base, c_base)
-    overhead = registry.interop.overhead(s_base, c_base)
+    overhead = registry.interop.overhead(s_base, c_base, scenario.testbed)
     if overhead != 1.0:
         # The pair's interplay costs CPU per packet on both sides (Interop.pair_overhead).
         sender, receiver = (_scaled(ep, overhead) for ep in (sender, receiver))

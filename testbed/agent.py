@@ -44,7 +44,7 @@ from typing import Any
 try:  # inside the package (namespace mode, tests)
     from quiclab.testbed import collect
 except ImportError:  # deployed on a host: collect.py beside this file
-    import collect  # type: ignore[no-redef,unused-ignore]
+    import collect  # type: ignore[no-redef,import-not-found,unused-ignore]
 
 PROTOCOL = 1
 #: Tools the harness calls on a host, and whether a run needs them.
@@ -326,18 +326,24 @@ class Agent:
         with open(logdir / f"{name}.out", "wb") as out, open(logdir / f"{name}.err", "wb") as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        autogroup = None
+        if msg.get("autogroup_nice") is not None:
+            # The peer is a session of its own (start_new_session): its autogroup's nice
+            # is what weighs against other sessions' work (collect.set_autogroup_nice).
+            autogroup = collect.set_autogroup_nice(proc.pid, int(msg["autogroup_nice"]))
         sampler = None
         if msg.get("sample", True):
             sampler = collect.CpuSampler(proc.pid).start()
         self.peers[name] = Peer(proc, sampler, time.monotonic())
-        return {"pid": proc.pid}
+        return {"pid": proc.pid, "autogroup": autogroup}
 
     def op_bound(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Wait until the peer has a UDP socket on ``port`` (it is ready), it exits, or
-        ``timeout_s`` passes."""
+        """Wait until the peer has a UDP socket on ``port`` (``transport`` "tcp": a TCP
+        socket listening there) — it is ready —, it exits, or ``timeout_s`` passes."""
         peer = self.peers[msg["name"]]
         deadline = time.monotonic() + float(msg.get("timeout_s", 10.0))
-        while not collect.udp_port_bound(peer.proc.pid, int(msg["port"])):
+        transport = str(msg.get("transport", "udp"))
+        while not collect.port_bound(peer.proc.pid, int(msg["port"]), transport):
             if peer.proc.poll() is not None or time.monotonic() > deadline:
                 return {"bound": False, "exited": peer.proc.poll() is not None}
             time.sleep(0.02)
@@ -388,12 +394,16 @@ class Agent:
         return {}
 
     def op_load_begin(self, msg: dict[str, Any]) -> dict[str, Any]:
-        self.loads[msg["key"]] = collect.HostLoad()
+        """Start a load window: the host's busy cores, and with ``per_core`` each core's
+        busy time and ksoftirqd CPU (collect.CoreLoad)."""
+        self.loads[msg["key"]] = (collect.HostLoad(),
+                                  collect.CoreLoad() if msg.get("per_core") else None)
         return {}
 
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
-        load = self.loads[msg["key"]]
-        return {"cores": load.cores(), "ncores": load.ncores}
+        load, cores = self.loads[msg["key"]]
+        return {"cores": load.cores(), "ncores": load.ncores,
+                "per_core": cores.read() if cores is not None else None}
 
     def op_sleep(self, msg: dict[str, Any]) -> dict[str, Any]:
         time.sleep(float(msg["seconds"]))

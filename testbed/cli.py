@@ -71,6 +71,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("spec", type=Path, help="sweep YAML")
     p.add_argument("--repeat", type=int, default=None, help="repetitions per point")
     p.add_argument("--bytes", type=int, default=None, help="bytes per transfer")
+    p.add_argument("--experiment", default=None,
+                   help="experiment name in the catalog (default: the spec's name); another "
+                        "name measures the spec again instead of resuming it")
+    _probe_option(p)
+    p.add_argument("--probe-points", action="store_true",
+                   help="also a short host probe (~3 s) before each point: a state per cell")
     _hosts_option(p)
     p.set_defaults(func=cmd_sweep)
 
@@ -96,6 +102,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="experiment name in the catalog (a rerun under the same name "
                         "skips the repetitions already recorded ok)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    _probe_option(p)
     _hosts_option(p)
     p.set_defaults(func=cmd_noise)
 
@@ -136,7 +143,14 @@ def _hosts_option(p: argparse.ArgumentParser, help_text: str | None = None,
                                      "instead of two namespaces here")
 
 
+def _probe_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-probe", action="store_true",
+                   help="take no host probes (by default the session probes this host at its "
+                        "start, middle and end: `quiclab host probe`)")
+
+
 def _common_run_options(p: argparse.ArgumentParser) -> None:
+    _probe_option(p)
     p.add_argument("--set", action="extend", nargs="+", default=[], metavar="FIELD=VALUE",
                    help="Scenario fields (mtu_bytes=9000 gso=false rtt_ms=10 loss_pct=0.5 "
                         "link_gbps=1 rcvbuf_bytes=… cc=… cipher=… pin=true …) and testbed "
@@ -223,7 +237,9 @@ def _session(args: argparse.Namespace, quiet: bool = False,
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if quiet else (
         lambda line: print(line, flush=True))
     testbed = Testbed(_paths(args), log=log, inventory=inventory)
-    return Session(testbed, _catalog(args), log=log)
+    return Session(testbed, _catalog(args), log=log,
+                   probing=not getattr(args, "no_probe", True),
+                   probe_points=bool(getattr(args, "probe_points", False)))
 
 
 @contextlib.contextmanager
@@ -254,7 +270,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         _check_repeat(args.repeat)
         session = _session(args, quiet=args.json, inventory=inventory)
         with _locked():
+            session.probe("start")
             results = session.run(config, args.repeat)
+            session.probe("end")
         ok = [r for r in results if r.status == "ok"]
         if args.json:
             last = results[-1].summary()
@@ -273,7 +291,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     def body() -> int:
         _check_repeat(args.repeat)
         inventory = _inventory(args)
-        plan = sweep_plan(args.spec, args.repeat, args.bytes)  # the whole spec, before any run
+        # The whole spec, before any run.
+        plan = sweep_plan(args.spec, args.repeat, args.bytes, experiment=args.experiment)
         session = _session(args, inventory=inventory)
         with _locked():
             done = sweep_summary(session, args.spec, repeat=args.repeat,

@@ -189,7 +189,11 @@ class CpuSampler:
         seen: set[int] = set()
         for pid in tree(self.pid):
             user, system, _ = stat_times(pid)
-            if user or system:
+            # A process is kept from its first reading on, even at 0 CPU ticks (a C peer
+            # that has only listened yet): if it then does all its work and exits between
+            # two readings, the tree is incomplete (the caller falls back to wait4's
+            # rusage) rather than silently missing it.
+            if user or system or pid not in self._last:
                 self._last[pid] = (user, system)
             if Path(f"/proc/{pid}/stat").exists():
                 alive = True
@@ -370,15 +374,23 @@ def kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
-def udp_port_bound(pid: int, port: int) -> bool:
+def port_bound(pid: int, port: int, transport: str = "udp") -> bool:
     """Whether the network namespace of ``pid`` has a UDP socket on ``port`` (IPv4 or a
-    dual-stack IPv6 socket, as MsQuic opens)."""
+    dual-stack IPv6 socket, as MsQuic opens), or for ``transport="tcp"`` a TCP socket
+    listening there (state 0A, TCP_LISTEN)."""
     lines: list[str] = []
-    for table in ("udp", "udp6"):
+    for table in (transport, transport + "6"):
         with contextlib.suppress(OSError):
             lines += Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
     hex_port = f":{port:04X}"
-    return any(line.split()[1].endswith(hex_port) for line in lines if len(line.split()) > 1)
+    return any(line.split()[1].endswith(hex_port)
+               and (transport != "tcp" or line.split()[3] == "0A")
+               for line in lines if len(line.split()) > 3)
+
+
+def udp_port_bound(pid: int, port: int) -> bool:
+    """:func:`port_bound` for UDP."""
+    return port_bound(pid, port, "udp")
 
 
 def perf_available() -> bool:
@@ -444,3 +456,72 @@ class HostLoad:
         busy, _ = host_cpu_s()
         rate = max(0.0, busy - self._busy) / max(time.monotonic() - self._wall, 1e-9)
         return min(rate, float(self.ncores))
+
+
+def per_core_ticks(path: str = "/proc/stat") -> dict[int, dict[str, float]]:
+    """Seconds since boot per core from ``/proc/stat``'s ``cpuN`` lines: user (with
+    nice), system, softirq, irq and busy (everything but idle and iowait)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out: dict[int, dict[str, float]] = {}
+    for line in Path(path).read_text().splitlines():
+        fields = line.split()
+        if not fields or not fields[0].startswith("cpu") or fields[0] == "cpu":
+            continue
+        ticks = [int(v) for v in fields[1:]]
+        total = sum(ticks[:8])
+        idle = ticks[3] + ticks[4]
+        out[int(fields[0][3:])] = {"user_s": (ticks[0] + ticks[1]) / hz,
+                                   "system_s": ticks[2] / hz, "irq_s": ticks[5] / hz,
+                                   "softirq_s": ticks[6] / hz, "busy_s": (total - idle) / hz}
+    return out
+
+
+def ksoftirqd_s() -> dict[int, float]:
+    """CPU seconds (user + system) of each core's ksoftirqd thread: the softirq work the
+    kernel deferred from the context it was raised in, charged to no peer."""
+    out: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if comm.startswith("ksoftirqd/") and comm[10:].isdigit():
+            user, system, _ = stat_times(int(entry.name))
+            out[int(comm[10:])] = user + system
+    return out
+
+
+class CoreLoad:
+    """Per-core busy time and ksoftirqd CPU over a window: creating it starts the
+    window, ``read()`` gives {core: {user_s, system_s, softirq_s, irq_s, busy_s,
+    ksoftirqd_s}} of the window (tick resolution: 1/CLK_TCK s)."""
+
+    def __init__(self) -> None:
+        self._cores = per_core_ticks()
+        self._soft = ksoftirqd_s()
+
+    def read(self) -> dict[str, dict[str, float]]:
+        cores, soft = per_core_ticks(), ksoftirqd_s()
+        out: dict[str, dict[str, float]] = {}
+        for core, now in cores.items():
+            before = self._cores.get(core, now)
+            row = {k: round(now[k] - before[k], 4) for k in now}
+            row["ksoftirqd_s"] = round(soft.get(core, 0.0) - self._soft.get(core, 0.0), 4)
+            out[str(core)] = row
+        return out
+
+
+def set_autogroup_nice(pid: int, nice: int) -> bool:
+    """Give the scheduling autogroup of ``pid`` (its session: the harness starts each
+    peer in a new one) the nice value ``nice``. With CONFIG_SCHED_AUTOGROUP
+    (``kernel.sched_autogroup_enabled``) the scheduler shares CPU between sessions
+    first and by nice only within one, so a peer's own nice value does nothing
+    against another session's work; the autogroup's nice does (sched(7),
+    "The autogroup feature"). Returns whether it was set (False without autogroups)."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except OSError:
+        return False
+    return True

@@ -54,9 +54,14 @@ KNOB_RANGES: dict[str, tuple[float, float, str]] = {
     "timeout_s": (0, 86_400, "0 (derived from the expected transfer time) … 86400 (a day)"),
     "rx_ring": (0, 1 << 20, "0 (leave the NIC's) … 1048576 descriptors"),
     "tx_ring": (0, 1 << 20, "0 (leave the NIC's) … 1048576 descriptors"),
-    "irq_core": (-1, 4095, "-1 (the inventory's irq_cores, else leave) … 4095"),
+    "app_write_bytes": (0, 1 << 30, "0 (the peer's default) … 1073741824"),
+    "app_read_bytes": (0, 1 << 30, "0 (the peer's default) … 1073741824"),
+    "nice": (-20, 19, "-20 … 19 (nice(1)'s range; 0: as started)"),
 }
 
+
+#: Testbed knobs added after catalogs held run ids (hashed only when set: RunConfig.key).
+LATER_KNOBS = ("app_write_bytes", "app_read_bytes", "nice")
 
 #: Scenario fields of request workloads, with their bulk default: a
 #: bulk run is one transfer on one connection and one stream.
@@ -175,11 +180,22 @@ class RunConfig:
         return self.knobs[name]
 
     def key(self) -> str:
-        """16 hex digits naming this configuration (stable across processes)."""
+        """16 hex digits naming this configuration (stable across processes).
+
+        Knobs added since catalogs held run ids are hashed only when set (LATER_KNOBS
+        when not at their default, HOST_KNOBS when given explicitly), and ``tso``, a
+        knob before it became a Scenario field, is hashed among the knobs as it was
+        (Scenario.key_dict leaves it out at its default), so that a run of an earlier
+        configuration keeps its id and a rerun resumes it."""
         knobs = {k: v for k, v in self.knobs.items()
-                 if k not in HOST_KNOBS or k in self.explicit}
-        blob = json.dumps({"scenario": self.scenario.to_dict(), "knobs": knobs,
-                           "explicit": sorted(self.explicit)}, sort_keys=True, default=str)
+                 if (k not in LATER_KNOBS or v != TESTBED_KNOBS[k])
+                 and (k not in HOST_KNOBS or k in self.explicit)}
+        knobs["tso"] = self.scenario.tso
+        scenario = self.scenario.key_dict()
+        scenario.pop("tso", None)
+        explicit = sorted(self.explicit)
+        blob = json.dumps({"scenario": scenario, "knobs": knobs, "explicit": explicit},
+                          sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -210,12 +226,23 @@ def resolve(config: RunConfig, server: Stack, client: Stack,
     """Map the configuration onto each peer's flags, refusing what a stack cannot do.
 
     Cores (``pin``, ``server_core``, ``client_core``) are checked against ``cores`` per
-    role (default: this host's for both) and the hosts' ``peer_cores``
-    (:func:`pinned_cores`)."""
+    role (None: this host's for both, the namespace pair, where ``irq_core`` is refused)
+    and the hosts' ``peer_cores`` (:func:`pinned_cores`)."""
     s = config.scenario
     ex = config.explicit
     if (reason := client.can_talk_to(server)) is not None:
         raise TestbedError(reason)
+    if s.irq_core >= 0 and cores is None:
+        raise TestbedError(f"irq_core={s.irq_core} cannot be honoured: the namespace pair's "
+                           "veth has no NIC interrupts to steer")
+    if server.transport == "tcp":
+        from quiclab.testbed import tcp
+
+        return tcp.resolve(config, server, client, cores, peer_cores, restrict)
+    for name in ("lro", "csum_offload"):
+        if name in ex and getattr(s, name) != getattr(Scenario(), name):
+            raise TestbedError(f"{name}={str(getattr(s, name)).lower()} cannot be honoured by "
+                               f"{server.name}: {_NOT_QUIC[name]}")
     eff: dict[str, Any] = {"app": server.app}
     args: dict[str, list[str]] = {"server": [], "client": []}
     stacks = {"server": server, "client": client}
@@ -309,7 +336,7 @@ def resolve(config: RunConfig, server: Stack, client: Stack,
                                "batches; leave it unset (the testbed turns it off for loss)")
         eff["veth_segmentation"] = False
         eff["nic_gro"] = False
-    eff["tso"] = bool(config.knob("tso"))
+    eff["tso"] = s.tso
 
     # Request workloads: both peers need a request mode; the server is
     # told the count (it exits after that many) and the streams (its stream limit).
@@ -329,10 +356,28 @@ def resolve(config: RunConfig, server: Stack, client: Stack,
         eff.update(requests=n, request_bytes=s.request_bytes, connections=s.connections,
                    streams=streams)
 
-    eff.update(pinned_cores(s, {r: os.cpu_count() or 1 for r in stacks}) if cores is None
-               else pinned_cores(s, cores, peer_cores or {}, restrict))
+    pinning(s, eff, cores, peer_cores, restrict)
     return Resolved(args["server"] + list(server.server_args),
                     args["client"] + list(client.client_args), eff)
+
+
+#: Why the QUIC peers refuse kernel TCP's offload fields that are not the default.
+_NOT_QUIC = {
+    "lro": "the veth pair has no large receive offload (ethtool: off [fixed])",
+    "csum_offload": "its UDP GSO needs the device's checksum offload (the kernel refuses "
+                    "UDP_SEGMENT sends without it)",
+}
+
+
+def pinning(s: Scenario, eff: dict[str, Any], cores: dict[str, int] | None = None,
+            peer_cores: dict[str, tuple[int, ...]] | None = None,
+            restrict: bool = False) -> None:
+    """Pinning: explicit cores (server_core/client_core), else pin=true puts each side on
+    its host's first peer core (one host: the server on core 0, the client on core 1).
+    Writes ``<role>_pinned_core`` into ``eff``; ``cores`` None: this host's for both
+    (:func:`pinned_cores`)."""
+    eff.update(pinned_cores(s, {r: os.cpu_count() or 1 for r in ("server", "client")})
+               if cores is None else pinned_cores(s, cores, peer_cores or {}, restrict))
 
 
 def pinned_cores(s: Scenario, cores: dict[str, int],

@@ -45,7 +45,7 @@ from quiclab.testbed.link import LinkConfig, NoNetem, apply_knobs
 from quiclab.testbed.nic import Interface, set_sysctl
 from quiclab.testbed.remote import Deployer, elf_machine, fetch_dir, ssh_agent_argv
 from quiclab.testbed.stacks import Stack
-from quiclab.testbed.topology import PORT
+from quiclab.testbed.topology import ALLOWED_CC, PORT
 
 #: The interpreter of quiclab's Python peers, as stacks.py writes it.
 PYENV_PYTHON = "{build}/pyenv/bin/python"
@@ -230,7 +230,7 @@ class HostPair:
             if role == "client" and (self.link.rtt_ms > 0 or self.link.reorder_pct > 0):
                 local.append(self.builder.relay())
             if role == "client" and self.link.loss_pct > 0:
-                local.append(self.builder.loss_object(self.link.loss_pct))
+                local.append(self.builder.loss_object(self.link.loss_pct, self.link.transport))
             machine = str(host.facts.get("machine"))
             self.deployer.refresh(spec, host.read(str(PurePosixPath(spec.workdir) /
                                                       ".manifest.json")))
@@ -296,18 +296,19 @@ class HostPair:
         link = self.link
         server, client = self.interface("server"), self.interface("client")
         delay_us = link.rtt_ms / 2 * 1e3
-        loss = (self.place("client", self.builder.loss_object(link.loss_pct))
+        loss = (self.place("client", self.builder.loss_object(link.loss_pct, link.transport))
                 if link.loss_pct else None)
-        irq = {"irq_cores": {r: self.inventory.host(r).irq_cores for r in ("server", "client")},
-               "irq_match": {r: self.inventory.host(r).irq_match for r in ("server", "client")}}
+        roles = ("server", "client")
+        irq_cores = {r: self.inventory.host(r).irq_cores for r in roles}
+        irq_match = {r: self.inventory.host(r).irq_match for r in roles}
         self.netem = link.rtt_ms > 0 and not self.relayed
         try:
-            self.applied.update(apply_knobs(server, client, link, loss, **irq,
+            self.applied.update(apply_knobs(server, client, link, loss, irq_cores, irq_match,
                                             netem_delay_us=delay_us if self.netem else 0.0))
         except NoNetem:
             # No netem on the client host: the relay there holds the datagrams instead.
             self.netem, self.relayed = False, True
-            self.applied.update(apply_knobs(server, client, link, loss, **irq))
+            self.applied.update(apply_knobs(server, client, link, loss, irq_cores, irq_match))
         if self.relayed:
             self.hosts["relay"] = self.hosts["client"]
             self.applied["relay"] = {"where": "client host, the client sends to it over "
@@ -316,13 +317,24 @@ class HostPair:
         sysctls: dict[str, Any] = {}
         for role in ("server", "client"):
             host, spec = self.hosts[role], self.inventory.host(role)
-            now = {}
+            now: dict[str, str] = {}
             for name, value in spec.sysctls:
                 now[name] = set_sysctl(host, name, value, f"hosts.{role}.sysctls.{name}",
                                        spec.sysctl_via)
-            for name, value in link.buffer_sysctls().items():
+            for name, size in link.buffer_sysctls().items():
                 knob = "rcvbuf_bytes" if "rmem" in name else "sndbuf_bytes"
-                now[name] = set_sysctl(host, name, value, f"{knob}={value}", spec.sysctl_via)
+                now[name] = set_sysctl(host, name, size, f"{knob}={size}", spec.sysctl_via)
+            for name, text in link.tcp_sysctls().items():
+                knob = "tcp_rmem_bytes" if "rmem" in name else "tcp_wmem_bytes"
+                now[name] = set_sysctl(host, name, text, f"{knob}={text.split()[-1]}")
+            if link.tcp_cc:
+                # The peers run without CAP_NET_ADMIN: they may pick only an allowed
+                # controller (TCP_CONGESTION), so a missing one is allowed for the run.
+                allowed = (host.read("/proc/sys/" + ALLOWED_CC.replace(".", "/")) or "").split()
+                if link.tcp_cc not in allowed:
+                    now[ALLOWED_CC] = set_sysctl(host, ALLOWED_CC,
+                                                 " ".join([*allowed, link.tcp_cc]),
+                                                 f"cc={link.tcp_cc}", spec.sysctl_via)
             sysctls[role] = now
         self.applied["sysctl"] = sysctls
 

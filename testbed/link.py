@@ -34,8 +34,11 @@ class LinkConfig:
     tso: bool | None = None
     nic_lro: bool | None = None
     nic_gso: bool | None = None
+    #: tx- and rx-checksumming (kernel TCP runs: without tx-checksumming the kernel
+    #: turns TSO off itself); None leaves them.
+    csum_offload: bool | None = None
     #: Ring sizes (``ethtool -G``; 0 = leave), the core the interfaces' IRQs go to
-    #: (-1 = the inventory's ``irq_cores``, else leave).
+    #: (the Scenario's ``irq_core``; -1 = the inventory's ``irq_cores``, else leave).
     rx_ring: int = 0
     tx_ring: int = 0
     irq_core: int = -1
@@ -50,14 +53,39 @@ class LinkConfig:
     rcvbuf_bytes: int = 0
     sndbuf_bytes: int = 0
     seed: int = 0
+    #: "udp" (the QUIC peers) or "tcp" (kernel TCP peers: the fields below apply,
+    #: and the loss classifier drops TCP segments).
+    transport: str = "udp"
+    #: net.ipv4.tcp_rmem[2] / tcp_wmem[2] and tcp_congestion_control for the run
+    #: (0 / "": left as the kernel has them).
+    tcp_rmem_bytes: int = 0
+    tcp_wmem_bytes: int = 0
+    tcp_cc: str = ""
 
     @property
     def relayed(self) -> bool:
         return self.rtt_ms > 0 or self.reorder_pct > 0
 
     def offloads(self) -> dict[str, bool]:
-        """The offload knobs this run sets ({knob: on?}); the others stay as they are."""
-        return {k: bool(getattr(self, k)) for k in FEATURES if getattr(self, k) is not None}
+        """The offload knobs this run sets ({knob: on?}) in the order ``ethtool -K`` gets
+        them (checksums first: TSO needs tx-checksumming); the others stay as they are."""
+        out = ({"tx_csum": self.csum_offload, "rx_csum": self.csum_offload}
+               if self.csum_offload is not None else {})
+        out.update({k: bool(getattr(self, k)) for k in FEATURES
+                    if k not in ("tx_csum", "rx_csum") and getattr(self, k) is not None})
+        return out
+
+    def tcp_sysctls(self) -> dict[str, str]:
+        """The per-namespace TCP sysctls this run sets: the largest autotuned buffers
+        (their initial size capped at the kernel's defaults, 128 KiB and 16 KiB)."""
+        out: dict[str, str] = {}
+        if self.tcp_rmem_bytes:
+            r = self.tcp_rmem_bytes
+            out["net.ipv4.tcp_rmem"] = f"4096 {min(131072, r)} {r}"
+        if self.tcp_wmem_bytes:
+            w = self.tcp_wmem_bytes
+            out["net.ipv4.tcp_wmem"] = f"4096 {min(16384, w)} {w}"
+        return out
 
     def tbf(self) -> tuple[int, int]:
         """(burst, limit) bytes of the rate's tbf: burst at least one 64 KiB GSO batch or

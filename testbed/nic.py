@@ -42,11 +42,14 @@ FEATURES: dict[str, tuple[str, str]] = {
     "tso": ("tso", "tcp-segmentation-offload"),
     "nic_lro": ("lro", "large-receive-offload"),
     "nic_gso": ("gso", "generic-segmentation-offload"),
+    "tx_csum": ("tx", "tx-checksumming"),
+    "rx_csum": ("rx", "rx-checksumming"),
 }
 #: What the applied record lists per interface (the keys ``ethtool -k`` prints).
 RECORDED_FEATURES = ("tx-udp-segmentation", "generic-receive-offload",
                      "tcp-segmentation-offload", "large-receive-offload",
-                     "generic-segmentation-offload", "rx-udp-gro-forwarding")
+                     "generic-segmentation-offload", "rx-udp-gro-forwarding",
+                     "tx-checksumming", "rx-checksumming")
 #: Root qdiscs the kernel puts on an interface by itself; ``tc qdisc del root``
 #: brings them back. Anything else is the host owner's and is not replaced.
 DEFAULT_QDISCS = ("noqueue", "pfifo_fast", "mq", "fq_codel", "fq", "pfifo", "sfq", "cake")

@@ -35,12 +35,14 @@ from quiclab.testbed.inventory import Inventory
 from quiclab.testbed.nic import FEATURES, parse_snmp
 from quiclab.testbed.remote import Deployer
 from quiclab.testbed.stacks import STACKS, Stack
-from quiclab.testbed.topology import PORT, LinkConfig, Topology
+from quiclab.testbed.topology import PORT, LinkConfig, Topology, relay_queue_bytes
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: The window before each transfer over which the host's background load is read
 #: (/proc/stat counts in 10 ms ticks: about 0.03 cores of resolution on 2 cores).
 BACKGROUND_WINDOW_S = 0.3
+#: Bytes per test of the TCP peer's micro-benchmark (about 20 ms a core on this host).
+BENCH_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,9 @@ class RunResult:
     logdir: str = ""
     #: The host's busy cores before the transfer (``background_cores``: the server
     #: waiting, nothing of this run moving) and during it (``busy_cores``), and
-    #: ``cores`` (collect.HostLoad); on two machines also the client's.
-    host: dict[str, float] = field(default_factory=dict)
+    #: ``cores`` (collect.HostLoad); on two machines also the client's; ``per_core``
+    #: (collect.CoreLoad over the transfer) and, for TCP runs, ``bench``.
+    host: dict[str, Any] = field(default_factory=dict)
     #: Each side's host: CPU, kernel, NIC (driver, firmware, rings, coalescing, …).
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The inventory's hostpair (``veth`` for the namespace pair).
@@ -195,6 +198,41 @@ def _head(path: Path) -> str:
     return lines[0][:300] if lines else ""
 
 
+def link_config(config: RunConfig, resolved: Resolved, transport: str = "udp") -> LinkConfig:
+    """The path knobs of a run (what :meth:`Testbed.run` sets up). Offloads, rings and
+    the IRQ core are set only where the run asks for them (a knob set explicitly, or
+    one loss forces); otherwise the interface keeps its own setting, which the row
+    records. A kernel TCP run sets every offload it has a field for (tso, gso, gro,
+    checksums): they are its Scenario's, and its model reads them."""
+    s, eff, ex = config.scenario, resolved.effective, config.explicit
+    tcp = transport == "tcp"
+
+    def offload(knob: str) -> bool | None:
+        forced = s.loss_pct > 0 and knob in ("veth_segmentation", "nic_gro") and \
+            eff.get(knob) is False and not s.rtt_ms and not s.reorder_pct
+        if tcp and knob in ("veth_segmentation", "nic_gro", "tso"):
+            return bool(eff[knob])
+        return bool(eff.get(knob, config.knob(knob))) if knob in ex or forced else None
+
+    return LinkConfig(
+        mtu_bytes=s.mtu_bytes, veth_segmentation=offload("veth_segmentation"),
+        nic_gro=offload("nic_gro"), tso=offload("tso"), nic_lro=offload("nic_lro"),
+        nic_gso=bool(eff.get("gso", True)) if tcp else offload("nic_gso"),
+        csum_offload=bool(eff.get("csum_offload", True)) if tcp else None,
+        rx_ring=int(config.knob("rx_ring")), tx_ring=int(config.knob("tx_ring")),
+        irq_core=s.irq_core,
+        rate_gbps=s.link_gbps if "link_gbps" in config.explicit else 0.0,
+        queue_bytes=s.queue_bytes, loss_pct=s.loss_pct, rtt_ms=s.rtt_ms,
+        reorder_pct=s.reorder_pct, relay_queue_bytes=int(config.knob("relay_queue_bytes")),
+        # The UDP buffers are host-wide sysctls; kernel TCP sizes its own buffers
+        # (tcp_rmem/tcp_wmem of its namespaces), so a TCP run leaves them alone.
+        rcvbuf_bytes=0 if tcp else s.rcvbuf_bytes, sndbuf_bytes=0 if tcp else s.sndbuf_bytes,
+        seed=s.seed, transport=transport,
+        tcp_rmem_bytes=int(eff.get("tcp_rmem_bytes") or 0) if tcp else 0,
+        tcp_wmem_bytes=int(eff.get("tcp_wmem_bytes") or 0) if tcp else 0,
+        tcp_cc=str(eff.get("cc", "")) if tcp else "")
+
+
 class Testbed:
     """Runs transfers. ``stacks`` may be replaced (tests add a hanging peer).
 
@@ -244,10 +282,10 @@ class Testbed:
             return result
         result.effective = resolved.effective
         for stack in (server, client):
-            missing = [p for p in self.builder.outputs(stack) if not p.exists()]
-            if missing and not any(self.inventory.host(r).quiclab_dir for r in ("server",
-                                                                                "client")):
-                result.failure_reason = (f"{stack.name} is not built ({missing[0]} missing): "
+            absent = [p for p in self.builder.outputs(stack) if not p.exists()]
+            if absent and not any(self.inventory.host(r).quiclab_dir for r in ("server",
+                                                                               "client")):
+                result.failure_reason = (f"{stack.name} is not built ({absent[0]} missing): "
                                          "run `quiclab testbed build`")
                 return result
         result.expected_s = expected_seconds(config, server, client)
@@ -255,7 +293,7 @@ class Testbed:
         logdir = self.paths.runs_dir / run_id
         logdir.mkdir(parents=True, exist_ok=True)
         result.logdir = str(logdir)
-        link = self._link(config, resolved)
+        link = link_config(config, resolved, server.transport)
         topo: Topology | HostPair
         if ssh:
             topo = HostPair(link, self.inventory, self.builder, self.deployer,
@@ -280,28 +318,6 @@ class Testbed:
         (logdir / "result.json").write_text(json.dumps(result.summary(), indent=2))
         return result
 
-    @staticmethod
-    def _link(config: RunConfig, resolved: Resolved) -> LinkConfig:
-        """The path knobs of a run. Offloads, rings and the IRQ core are set only where
-        the run asks for them (a knob set explicitly, or one loss forces); otherwise the
-        interface keeps its own setting, which the row records."""
-        s, eff, ex = config.scenario, resolved.effective, config.explicit
-
-        def offload(knob: str) -> bool | None:
-            forced = s.loss_pct > 0 and knob in ("veth_segmentation", "nic_gro") and \
-                eff.get(knob) is False and not s.rtt_ms and not s.reorder_pct
-            return bool(eff.get(knob, config.knob(knob))) if knob in ex or forced else None
-
-        return LinkConfig(
-            mtu_bytes=s.mtu_bytes, veth_segmentation=offload("veth_segmentation"),
-            nic_gro=offload("nic_gro"), tso=offload("tso"), nic_lro=offload("nic_lro"),
-            nic_gso=offload("nic_gso"), rx_ring=int(config.knob("rx_ring")),
-            tx_ring=int(config.knob("tx_ring")), irq_core=int(config.knob("irq_core")),
-            rate_gbps=s.link_gbps if "link_gbps" in config.explicit else 0.0,
-            queue_bytes=s.queue_bytes, loss_pct=s.loss_pct, rtt_ms=s.rtt_ms,
-            reorder_pct=s.reorder_pct, relay_queue_bytes=int(config.knob("relay_queue_bytes")),
-            rcvbuf_bytes=s.rcvbuf_bytes, sndbuf_bytes=s.sndbuf_bytes, seed=s.seed)
-
     def _on_hosts(self, topo: Topology | HostPair, config: RunConfig, resolved: Resolved,
                   server: Stack, client: Stack) -> None:
         """What the hosts decide: the cores the peers go on (each host's own count and
@@ -325,6 +341,8 @@ class Testbed:
                  config: RunConfig) -> list[str]:
         host = topo.hosts[role]
         argv: list[str] = []
+        if config.knob("nice"):
+            argv += ["nice", "-n", str(int(config.knob("nice")))]
         core = resolved.effective.get(f"{role}_pinned_core")
         if core is not None:
             argv += ["taskset", "-c", str(core)]
@@ -352,25 +370,30 @@ class Testbed:
 
     @staticmethod
     def _spawn(host: Host, name: str, argv: list[str], logdir: str, env: dict[str, str],
-               sample: bool = True) -> None:
+               sample: bool = True, nice: int = 0) -> None:
+        """Start a peer through its host's agent; ``nice`` also goes to the peer's
+        autogroup (its own session: collect.set_autogroup_nice)."""
         host.agent.request("spawn", name=name, argv=argv, env=env, logdir=logdir,
-                           sample=sample)
+                           sample=sample, **({"autogroup_nice": nice} if nice else {}))
 
     def _transfer(self, topo: Topology | HostPair, config: RunConfig, resolved: Resolved,
                   server: Stack, client: Stack, result: RunResult, logdir: Path) -> None:
         srv, cli = topo.hosts["server"], topo.hosts["client"]
         relay_host = topo.hosts.get("relay") if topo.relayed else None
+        nice = int(config.knob("nice"))
+        if server.transport == "tcp":
+            result.host["bench"] = self._bench(topo, server, resolved, nice)
         nic_before = {r: topo.interface(r).counters() for r in ("server", "client")}
         if relay_host is not None:
             self._spawn(relay_host, "relay", self._relay_argv(topo), topo.logdir("relay"), {},
                         sample=False)
         self._spawn(srv, "server", self._command(topo, "server", server, resolved, config),
-                    topo.logdir("server"), topo.peer_env("server", server))
+                    topo.logdir("server"), topo.peer_env("server", server), nice=nice)
         hosts = [srv, cli] + ([relay_host] if relay_host is not None else [])
         two_machines = srv.facts.get("boot_id") != cli.facts.get("boot_id")
         try:
             bound = srv.agent.request("bound", wait_s=40, name="server", port=PORT,
-                                      timeout_s=10.0)
+                                      timeout_s=10.0, transport=server.transport)
             if not bound["bound"]:
                 topo.fetch_logs(logdir)
                 report = last_json(_read(logdir / "server.out"))
@@ -380,26 +403,29 @@ class Testbed:
             srv.agent.request("load_begin", key="background")
             time.sleep(BACKGROUND_WINDOW_S)
             background = srv.agent.request("load", key="background")
-            result.host = {"background_cores": round(background["cores"], 3),
+            result.host = {**result.host, "background_cores": round(background["cores"], 3),
                            "cores": float(background["ncores"]),
                            "nice": float(os.getpriority(os.PRIO_PROCESS, 0))}
             for host in {id(h): h for h in (srv, cli)}.values():
-                host.agent.request("load_begin", key="during")
+                host.agent.request("load_begin", key="during", per_core=True)
             # The server's samples start afresh here: the window's first edge.
             srv_start = srv.agent.request("cut", name="server")
             result.start_ns = srv.local_ns(srv_start["time_ns"])
             self._spawn(cli, "client", self._command(topo, "client", client, resolved, config),
-                        topo.logdir("client"), topo.peer_env("client", client))
+                        topo.logdir("client"), topo.peer_env("client", client), nice=nice)
             reply = cli.agent.request("wait", wait_s=result.timeout_s + 60, name="client",
                                       timeout_s=result.timeout_s, since_start=True)
             cli_exit = collect.Exit(**reply["exit"])
             srv_end = srv.agent.request("cut", name="server")
             result.end_ns = srv.local_ns(srv_end["time_ns"])
-            result.host["busy_cores"] = round(srv.agent.request("load", key="during")["cores"], 3)
+            during = srv.agent.request("load", key="during")
+            result.host["busy_cores"] = round(during["cores"], 3)
+            result.host["per_core"] = during.get("per_core") or {}
             if two_machines:
                 during = cli.agent.request("load", key="during")
                 result.host.update(client_busy_cores=round(during["cores"], 3),
-                                   client_cores=float(during["ncores"]))
+                                   client_cores=float(during["ncores"]),
+                                   client_per_core=during.get("per_core") or {})
             cli_cores = cli.agent.request("stop_sampler", name="client")
             # Perf peers exit by themselves (--once) once the client has closed the
             # connection; wrapped tools serve forever and are stopped here.
@@ -446,7 +472,9 @@ class Testbed:
             side.stderr_tail = _tail(logdir / f"{role}.err", 2)
             side.syscalls = collect.parse_perf(logdir / f"{role}.perf")
             iface = topo.interface(role)
-            side.snmp = parse_snmp(host.read("/proc/net/snmp") or "")
+            side.snmp = parse_snmp("\n".join(
+                host.read(f) or "" for f in ("/proc/net/snmp", *(
+                    ("/proc/net/netstat",) if server.transport == "tcp" else ()))))
             side.link = iface.link_stats()
             side.core_shares = {int(c): v for c, v in cores["core_shares"].items()}
             pinned = resolved.effective.get(f"{role}_pinned_core")
@@ -477,12 +505,28 @@ class Testbed:
         result.status, result.failure_reason = _verdict(result, cli_exit, srv_exit, client,
                                                         server, config)
 
+    def _bench(self, topo: Topology | HostPair, stack: Stack, resolved: Resolved,
+               nice: int = 0) -> dict[str, Any]:
+        """The TCP peer's micro-benchmark on each side's core, just before the transfer
+        (AES-GCM and memcpy ns per byte, a multiply-add step: how fast the core is for
+        this run, whatever else the host does; ``peers/tcp-tls`` ``--role=bench``), run
+        by each host's agent."""
+        out: dict[str, Any] = {}
+        for role in ("server", "client"):
+            core = resolved.effective.get(f"{role}_pinned_core")
+            argv = [*(["nice", "-n", str(nice)] if nice else []),
+                    *(["taskset", "-c", str(core)] if core is not None else []),
+                    *topo.peer_argv(role, stack), "--role=bench", f"--bytes={BENCH_BYTES}"]
+            done = topo.hosts[role].run(argv, timeout_s=30.0)
+            report = last_json(done.stdout)
+            out[role] = {k: v for k, v in report.items() if "_ns" in k}
+        return out
+
     def _relay_argv(self, topo: Topology | HostPair) -> list[str]:
         link = topo.link
         one_way_s = link.rtt_ms / 2e3
         # Bound: 2 × what is in flight in the delay line at the relay's top rate (or the link's).
-        rate_bps = min(link.rate_gbps * 1e9 if link.rate_gbps else 2e9, 2e9)
-        queue = link.relay_queue_bytes or max(1 << 20, int(2 * rate_bps / 8 * one_way_s))
+        queue = relay_queue_bytes(link)
         return [topo.place("relay", self.builder.relay()),
                 f"-listen={topo.client_target}", f"-server={topo.server_listen}",
                 f"-delay={one_way_s * 1e6:.0f}us", f"-reorder-pct={link.reorder_pct}",

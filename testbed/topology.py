@@ -60,6 +60,10 @@ DEFAULT_STATE_DIR = Path("/run/quiclab")
 BUFFER_SYSCTLS = ("net.core.rmem_max", "net.core.rmem_default",
                   "net.core.wmem_max", "net.core.wmem_default")
 PORT = 4433
+#: The controllers a process without CAP_NET_ADMIN may choose with TCP_CONGESTION
+#: (host-wide; a namespace cannot set its own default to one outside it either). A TCP
+#: run whose controller is missing adds it for the run and restores the list after.
+ALLOWED_CC = "net.ipv4.tcp_allowed_congestion_control"
 
 
 def _run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -203,6 +207,22 @@ def exclusive(state_dir: Path = DEFAULT_STATE_DIR, wait_s: float = 600.0) -> Ite
 _COUNTER = iter(range(1, 1 << 30))
 
 
+def tbf_limit_bytes(link: LinkConfig) -> int:
+    """The ``tc tbf`` queue limit a rate-limited run gets: ``queue_bytes``, else 1 × BDP
+    at the rate (RTT at least 0.1 ms), at least :data:`MIN_TBF_LIMIT_BYTES`."""
+    rate_bps = link.rate_gbps * 1e9
+    return link.queue_bytes or max(MIN_TBF_LIMIT_BYTES, int(
+        rate_bps / 8 * max(link.rtt_ms, 0.1) / 1e3))
+
+
+def relay_queue_bytes(link: LinkConfig) -> int:
+    """The delay relay's queue bound per direction: ``relay_queue_bytes``, else 2 × what
+    the delay line holds at the relay's top rate (or the link's), at least 1 MiB."""
+    one_way_s = link.rtt_ms / 2e3
+    rate_bps = min(link.rate_gbps * 1e9 if link.rate_gbps else 2e9, 2e9)
+    return link.relay_queue_bytes or max(1 << 20, int(2 * rate_bps / 8 * one_way_s))
+
+
 class Topology:
     """The namespaces of one run. Use as a context manager: always torn down.
 
@@ -218,7 +238,7 @@ class Topology:
     DEV = "eth0"
 
     def __init__(self, link: LinkConfig, state_dir: Path = DEFAULT_STATE_DIR,
-                 loss_object: Callable[[float], Path] | None = None,
+                 loss_object: Callable[..., Path] | None = None,
                  log_dir: Path | None = None, inventory: Inventory | None = None,
                  build_dir: Path = Path("/"), peers_dir: Path = Path("/")):
         self.link = link
@@ -301,6 +321,9 @@ class Topology:
         require_root()
         if self.link.rcvbuf_bytes or self.link.sndbuf_bytes:
             self.saved_sysctl = {n: read_sysctl(n) for n in BUFFER_SYSCTLS}
+        allowed = read_sysctl(ALLOWED_CC) if self.link.tcp_cc else ""
+        if self.link.tcp_cc and self.link.tcp_cc not in allowed.split():
+            self.saved_sysctl[ALLOWED_CC] = allowed
         self._write_state()  # before creating anything: a crash leaves a trace to clean
         try:
             for ns in self.ns.values():
@@ -324,7 +347,7 @@ class Topology:
                                     f"netns:{role}", self.log_dir / f"agent-{role}.log")
                 self.hosts[role] = Host(spec, agent.start())
                 self.hosts[role].hello({"pid": os.getpid(), "topology": self.tag})
-            loss = (str(self.loss_object(self.link.loss_pct))
+            loss = (str(self.loss_object(self.link.loss_pct, self.link.transport))
                     if self.link.loss_pct and self.loss_object else None)
             if self.link.loss_pct and loss is None:
                 raise TestbedError("loss_pct needs the eBPF loss classifier (clang); "
@@ -332,6 +355,8 @@ class Topology:
             self.applied.update(apply_knobs(self.interface("server"), self.interface("client"),
                                             self.link, loss))
             self._buffers()
+            if self.link.transport == "tcp":
+                self._tcp_sysctls()
         except BaseException:
             self.down()
             raise
@@ -348,6 +373,25 @@ class Topology:
         for name, value in self.link.buffer_sysctls().items():
             write_sysctl(name, value)
         self.applied["sysctl"] = {n: read_sysctl(n) for n in BUFFER_SYSCTLS}
+
+    def _tcp_sysctls(self) -> None:
+        """The namespaces' own TCP settings (net.ipv4.tcp_* are per network namespace):
+        the largest autotuned buffers and the default congestion controller."""
+        settings = self.link.tcp_sysctls()
+        if ALLOWED_CC in self.saved_sysctl:
+            # The peers run without CAP_NET_ADMIN: they may pick only an allowed controller.
+            write_sysctl(ALLOWED_CC, f"{self.saved_sysctl[ALLOWED_CC]} {self.link.tcp_cc}")
+        applied: dict[str, Any] = {}
+        for role in ("server", "client"):
+            for name, value in settings.items():
+                _run([*self.exec_prefix(role), "sysctl", "-q", "-w", f"{name}={value}"])
+            applied[role] = {name: _run([*self.exec_prefix(role), "sysctl", "-n", name]).stdout
+                             .strip().replace("\t", " ")
+                             for name in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
+                                          "net.ipv4.tcp_sack", "net.ipv4.tcp_timestamps",
+                                          "net.ipv4.tcp_autocorking")}
+        applied[ALLOWED_CC] = read_sysctl(ALLOWED_CC)
+        self.applied["tcp_sysctl"] = applied
 
     def down(self) -> None:
         """Stop the agents (each undoes its changes), kill what runs inside, delete the
@@ -368,8 +412,11 @@ class Topology:
 
     # -- counters ------------------------------------------------------------
     def snmp(self, role: str) -> dict[str, dict[str, int]]:
-        """``/proc/net/snmp`` of one namespace as {section: {counter: value}}."""
-        return parse_snmp(self.hosts[role].read("/proc/net/snmp") or "")
+        """``/proc/net/snmp`` of one namespace as {section: {counter: value}}; for TCP
+        runs also ``/proc/net/netstat`` (TcpExt, IpExt: the counters ``nstat`` reads)."""
+        files = ["/proc/net/snmp"] + (["/proc/net/netstat"] if self.link.transport == "tcp"
+                                      else [])
+        return parse_snmp("\n".join(self.hosts[role].read(f) or "" for f in files))
 
     def link_stats(self, role: str, dev: str = "eth0") -> dict[str, int]:
         """The veth's own counters (``ip -s -j link``): packets here are GSO batches."""

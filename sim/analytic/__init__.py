@@ -9,6 +9,7 @@ engines report beside their own result.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -26,6 +27,7 @@ from quiclab.sim.analytic.core import (
     rcvbuf_charge_bytes,
 )
 from quiclab.sim.analytic.pipeline import annotate
+from quiclab.sim.bands import band_columns, with_band
 from quiclab.sim.engine import unmodelled_notes, versioned
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, check_rcvbuf, path_for, resolve
@@ -38,8 +40,12 @@ __all__ = ["ENGINE_VERSION", "AnalyticEngine", "bounds", "inputs_from_resolved"]
 
 def _host_key(s: Scenario) -> tuple[object, ...]:
     # connections: the request cores an endpoint uses depend on them (sim/request_costs.py).
+    # Kernel TCP's counts also follow its offloads, buffers, records and, where the
+    # sender's skbs or a NIC's GRO aggregates depend on the rate, the path (sim/tcp.py):
+    # those fields are in the key (at their defaults they change nothing for QUIC).
     return (s.server, s.client, s.cpu, s.cpu_ghz, s.cipher, s.app, s.mtu_bytes, s.gso, s.gro,
-            s.udp_payload_bytes, s.cc, s.connections, *_layout_key(s))
+            s.udp_payload_bytes, s.cc, s.connections, *_layout_key(s), s.tso, s.lro,
+            s.csum_offload, s.tls_record_bytes, s.tcp_rmem_bytes, s.tcp_wmem_bytes)
 
 
 def _layout_key(s: Scenario) -> tuple[object, ...]:
@@ -138,8 +144,24 @@ class AnalyticEngine:
     name = "analytic"
     version = ENGINE_VERSION
 
-    def __init__(self, registry: Registry):
+    def __init__(self, registry: Registry, backend: str = "auto"):
+        """``backend``: the core's backend, "auto", "numpy" or "compiled"
+        (:func:`quiclab.sim.analytic.core.backend_for`)."""
+        if backend not in ("auto", "numpy", "compiled"):
+            raise ValueError(f"backend={backend!r}: one of auto, numpy, compiled")
         self.registry = registry
+        self.backend = backend
+        self._tcp_names: dict[str, bool] = {}
+
+    def _tcp(self, s: Scenario) -> bool:
+        """Whether ``s``'s server is a kernel TCP model (its resolution follows the path)."""
+        name = s.server.split("@")[0]
+        if name not in self._tcp_names:
+            try:
+                self._tcp_names[name] = self.registry.model(name).tcp is not None
+            except Exception:  # an unknown name: resolve() refuses it with its own line
+                self._tcp_names[name] = False
+        return self._tcp_names[name]
 
     def resolve_many(self, scenarios: Sequence[Scenario]) -> list[Resolved]:
         """Resolve scenarios, sharing the host part among those that agree on it."""
@@ -147,6 +169,9 @@ class AnalyticEngine:
         out = []
         for s in scenarios:
             key = _host_key(s)
+            if self._tcp(s):
+                key += (s.link_gbps, s.rtt_ms, s.base_rtt_us, s.loss_pct, s.queue_bytes,
+                        s.queue_bdp)
             base = cache.get(key)
             if base is None:
                 base = cache[key] = resolve(s, self.registry)
@@ -159,7 +184,7 @@ class AnalyticEngine:
 
     def evaluate(self, scenarios: Sequence[Scenario]) -> tuple[list[Resolved], Outputs]:
         resolved = self.resolve_many(scenarios)
-        return resolved, evaluate(inputs_from_resolved(resolved))
+        return resolved, evaluate(inputs_from_resolved(resolved), self.backend)
 
     def predict(self, scenario: Scenario) -> Prediction:
         return self.predict_batch([scenario])[0]
@@ -168,8 +193,22 @@ class AnalyticEngine:
         if not scenarios:
             return []
         resolved, out = self.evaluate(scenarios)
-        preds = [self._prediction(r, out, i) if r.scenario.workload == "bulk" else None
-                 for i, r in enumerate(resolved)]
+        bulk = [i for i, r in enumerate(resolved) if r.scenario.workload == "bulk"]
+        preds: list[Prediction | None] = [None] * len(resolved)
+        if bulk:
+            idx = np.asarray(bulk)
+            limits = [LIMIT_NAMES[int(k)] for k in out.limit[idx]]
+            params = np.array([self._param_interval(resolved[i], out, i, limits[k])
+                               for k, i in enumerate(bulk)]).reshape(len(bulk), 2)
+            goodput = out.goodput_bps[idx] / 1e6
+            cols = band_columns(self.registry, [resolved[i].scenario for i in bulk], limits,
+                                self.name, goodput, params[:, 0], params[:, 1],
+                                np.array([resolved[i].scenario.link_gbps * 1e3 for i in bulk]))
+            lo, hi = cols.lo_mbps.tolist(), cols.hi_mbps.tolist()
+            for k, i in enumerate(bulk):
+                preds[i] = self._prediction(resolved[i], out, i, limits[k], (
+                    lo[k], hi[k], cols.level, float(params[k, 0]), float(params[k, 1]),
+                    cols.extrapolated[k], cols.source[k]))
         requests = [i for i, r in enumerate(resolved) if r.scenario.workload != "bulk"]
         if requests:
             # Request and handshake workloads: the closed form of sim/analytic/requests.py,
@@ -179,22 +218,15 @@ class AnalyticEngine:
             answered = predict_requests([resolved[i] for i in requests],
                                         out.rates_bps[requests], self.name, self.version)
             for i, pred in zip(requests, answered, strict=True):
-                preds[i] = pred
-        return preds
+                preds[i] = with_band(pred, self.registry)
+        return [p for p in preds if p is not None]
 
-    def _prediction(self, r: Resolved, out: Outputs, i: int) -> Prediction:
-        s = r.scenario
+    @staticmethod
+    def _param_interval(r: Resolved, out: Outputs, i: int, limit: str) -> tuple[float, float]:
+        """The interval of the fitted parameters alone (Mbit/s): the cost parameters'
+        interval on the CPU-bound side, the pair-interplay interval where that binds;
+        other limits are exact bounds."""
         goodput = float(out.goodput_bps[i])
-        limit = LIMIT_NAMES[int(out.limit[i])]
-        payload = r.sender.stream_bytes
-        goodput_packets = s.transfer_bytes / payload
-        loss = float(out.loss_prob[i])
-        sent = goodput_packets / max(1.0 - loss, 1e-9)
-        acks = goodput_packets * float(out.acks_per_packet[i])
-        drops = sent * float(out.rcvbuf_drop_prob[i])
-        duration = float(out.duration_s[i])
-        # Interval: the cost parameters' interval on the CPU-bound side, the
-        # pair-interplay interval where that binds; others are exact bounds.
         lo, hi = goodput, goodput
         if limit in ("sender_cpu", "receiver_cpu", "interop"):
             ep = r.sender if limit == "sender_cpu" else r.receiver
@@ -205,8 +237,22 @@ class AnalyticEngine:
             if limit == "interop" and r.interop_busy > 0:
                 lo *= r.interop_lo / r.interop_busy
                 hi *= r.interop_hi / r.interop_busy
-        link_cap = float(out.rates_bps[i, 3])
-        hi = min(hi, link_cap)
+        hi = min(hi, float(out.rates_bps[i, 3]))
+        return min(lo, goodput) / 1e6, max(hi, goodput) / 1e6
+
+    def _prediction(self, r: Resolved, out: Outputs, i: int, limit: str,
+                    band: tuple[float, float, float, float, float, str, str]) -> Prediction:
+        s = r.scenario
+        goodput = float(out.goodput_bps[i])
+        lo, hi, level, p_lo, p_hi, extrapolated, source = band
+        payload = r.sender.stream_bytes
+        # Whole packets: one byte still takes one packet (not 0.00076 of one).
+        goodput_packets = float(math.ceil(s.transfer_bytes / payload))
+        loss = float(out.loss_prob[i])
+        sent = goodput_packets / max(1.0 - loss, 1e-9)
+        acks = goodput_packets * float(out.acks_per_packet[i])
+        drops = sent * float(out.rcvbuf_drop_prob[i])
+        duration = float(out.duration_s[i])
         rates = {name: float(out.rates_bps[i, k]) / 1e6 for k, name in enumerate(RESOURCES)}
         notes = [f"pair interplay: busy {r.interop_busy:.2f} ({r.interop_source})"]
         if s.cc == "bbr":
@@ -214,13 +260,23 @@ class AnalyticEngine:
         notes += unmodelled_notes(s, self.name, reordering=False)
         notes += recovery_notes(limit, float(out.rates_bps[i, 4]), float(out.rtt_eff_s[i]),
                                 payload)
+        if r.sender.recovery == "tcp" and s.loss_pct > 0:
+            notes.append("kernel TCP under loss: CUBIC's average window (RFC 9438 §5.1, its "
+                         "Reno-friendly region) over the loss rate; SACK, RACK-TLP and the "
+                         "retransmission timeout are the DES's, not this closed form's")
+        cycle = few_loss_cycles(r, sent, duration) if limit in ("rcvbuf", "cwnd") else None
         return annotate(Prediction(
             scenario=s,
             engine=self.name,
             engine_version=self.version,
             goodput_mbps=goodput / 1e6,
-            goodput_lo_mbps=min(lo, goodput) / 1e6,
-            goodput_hi_mbps=max(hi, goodput) / 1e6,
+            goodput_lo_mbps=lo,
+            goodput_hi_mbps=hi,
+            interval_level=level,
+            param_lo_mbps=p_lo,
+            param_hi_mbps=p_hi,
+            extrapolated=extrapolated,
+            interval_source=source,
             limit=limit,
             duration_s=duration,
             rates_mbps=rates,
@@ -241,5 +297,34 @@ class AnalyticEngine:
             model_versions=r.model_versions,
             cpu_rule=r.describe_cpu(),
             notes=tuple(notes),
+            engine_specific=(cycle,) if cycle else (),
         ), r)
 
+
+#: Fewer loss events than this over a transfer are not a steady state (the packet
+#: engines' prefix asks for as many in its measurement window).
+FEW_LOSS_EVENTS = 20
+
+
+def few_loss_cycles(r: Resolved, sent: float, duration_s: float) -> str | None:
+    """The ``average-loss-cycle`` mechanism (experiments/agreement.py), or None: this
+    engine's window is the mean of a loss cycle (Mathis; CUBIC's cycle, RFC 9438), which
+    a transfer with only a handful of loss events never reaches — the packet engines
+    simulate those few events (and the loss-free rate between them) instead."""
+    from quiclab.sim.analytic.core import rcvbuf_charge_bytes, stall_event_rate
+
+    snd, rcv = r.sender, r.receiver
+    charge = rcvbuf_charge_bytes(snd.udp_payload_bytes, snd.segments_per_call,
+                                 rcv.segments_per_call)
+    arrival = sent / max(duration_s, 1e-9) * charge
+    stalls = float(stall_event_rate(np.asarray([arrival]), np.asarray([r.path.rcvbuf_bytes]),
+                                    np.asarray([rcv.rx_stall_rate_hz]),
+                                    np.asarray([rcv.rx_stall_min_s]),
+                                    np.asarray([rcv.rx_stall_alpha]))[0]) * duration_s
+    expected = r.path.loss_prob * sent + stalls
+    if expected <= 0 or expected >= FEW_LOSS_EVENTS:
+        return None
+    return (f"average-loss-cycle: the rate is the mean of a loss cycle, but this transfer "
+            f"expects {expected:.3g} loss events in {duration_s:.3g} s (< {FEW_LOSS_EVENTS}: "
+            f"{stalls:.3g} receive-buffer overflows, {r.path.loss_prob * sent:.3g} path "
+            "losses); the DES and ns-3 simulate those few events instead")

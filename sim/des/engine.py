@@ -14,6 +14,7 @@ so. At ``granularity="batch"`` a record stands for a unit of packets (see
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -23,9 +24,10 @@ from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic import bounds
 from quiclab.sim.analytic.pipeline import annotate
+from quiclab.sim.bands import with_band
 from quiclab.sim.des.connection import Connection, RunConfig, RunResult
 from quiclab.sim.des.recovery import VALIDATIONS
-from quiclab.sim.engine import unmodelled_notes, versioned
+from quiclab.sim.engine import prefix_transient, unmodelled_notes, versioned
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
@@ -40,6 +42,8 @@ DEFAULT_MAX_PACKETS = {"packet": 200_000, "batch": 20_000_000}
 DEFAULT_MAX_UNITS = 100_000
 #: TRANSPORT.md "Outputs": a resource busy ≥ 95 % of the time is the limit.
 BUSY_LIMIT = 0.95
+#: A limit's analytic bound this far above the simulated goodput gets a note.
+LIMIT_BOUND_SLACK = 1.5
 
 
 class DesEngine:
@@ -52,6 +56,8 @@ class DesEngine:
     ``max_units`` the prefix length in records (0 = no limit); ``timeseries``
     and ``timeseries_interval_s`` for per-interval series in the Prediction;
     ``workers`` processes for ``predict_batch`` (1 = in this process);
+    ``qlog_path`` a file for the sender's qlog of each run (packet granularity;
+    at most ``qlog_max_events`` packet events, ``sim/des/qlog.py``);
     ``ack_window_fraction`` the receiver's ACK-threshold cap as a fraction of
     the sender's cwnd (TRANSPORT.md: 0.25; 0 switches the cap off, noted in
     the Prediction); ``cwnd_validation`` RFC 9002 §7.8's rule for cwnd growth:
@@ -68,7 +74,8 @@ class DesEngine:
                  max_units: int = DEFAULT_MAX_UNITS, unit_cwnd_divisor: int = 8,
                  timeseries: bool = False, timeseries_interval_s: float = 0.01,
                  workers: int = 1, max_sim_s: float = 36_000.0,
-                 ack_window_fraction: float = 0.25, cwnd_validation: str = "app"):
+                 ack_window_fraction: float = 0.25, cwnd_validation: str = "app",
+                 qlog_path: str = "", qlog_max_events: int = 200_000):
         if granularity not in GRANULARITIES:
             raise ValueError(f'granularity={granularity!r}: allowed "packet" | "batch"')
         if max_packets is not None and max_packets < 0:
@@ -95,6 +102,13 @@ class DesEngine:
             raise ValueError(f'cwnd_validation={cwnd_validation!r}: allowed '
                              + " | ".join(f'"{v}"' for v in VALIDATIONS))
         self.cwnd_validation = cwnd_validation
+        if qlog_path and granularity != "packet":
+            raise ValueError('"qlog_path": qlog is written at granularity="packet" only')
+        if qlog_max_events < 1:
+            raise ValueError(f'"qlog_max_events" must be ≥ 1, got {qlog_max_events!r}')
+        #: Write the sender's qlog of each run here (sim/des/qlog.py); "" = none.
+        self.qlog_path = qlog_path
+        self.qlog_max_events = qlog_max_events
 
     def options(self) -> dict[str, Any]:
         """Constructor arguments (to rebuild the engine in a worker process)."""
@@ -103,7 +117,8 @@ class DesEngine:
                 "unit_cwnd_divisor": self.unit_cwnd_divisor, "timeseries": self.timeseries,
                 "timeseries_interval_s": self.timeseries_interval_s, "workers": 1,
                 "max_sim_s": self.max_sim_s, "ack_window_fraction": self.ack_window_fraction,
-                "cwnd_validation": self.cwnd_validation}
+                "cwnd_validation": self.cwnd_validation, "qlog_path": self.qlog_path,
+                "qlog_max_events": self.qlog_max_events}
 
     # ------------------------------------------------------------------ API
     def predict(self, scenario: Scenario) -> Prediction:
@@ -114,8 +129,8 @@ class DesEngine:
         if scenario.workload != "bulk":
             from quiclab.sim.des.requests import predict_requests_des
 
-            return predict_requests_des(resolve(scenario, self.registry), self.name,
-                                        self.version)
+            return with_band(predict_requests_des(resolve(scenario, self.registry),
+                                                  self.name, self.version), self.registry)
         if scenario.connections != 1:
             raise ScenarioError("connections", scenario.connections,
                                 "1 (the DES simulates one connection)")
@@ -128,7 +143,8 @@ class DesEngine:
             return [self.predict(s) for s in scenarios]
         workers = min(self.workers, len(scenarios), os.cpu_count() or 1)
         with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
-                                 initargs=(self.registry, self.options())) as pool:
+                                 initargs=(self.registry, self.options(),
+                                           os.getpid())) as pool:
             return list(pool.map(_predict_in_worker, scenarios, chunksize=1))
 
     def run(self, resolved: Resolved) -> RunResult:
@@ -142,20 +158,25 @@ class DesEngine:
             prefix_bytes=prefix, prefix_records=self.max_units,
             timeseries_interval_s=self.timeseries_interval_s if self.timeseries else 0.0,
             max_sim_s=self.max_sim_s, ack_window_fraction=self.ack_window_fraction,
-            cwnd_validation=self.cwnd_validation)
+            cwnd_validation=self.cwnd_validation, qlog_path=self.qlog_path,
+            qlog_max_events=self.qlog_max_events)
         return Connection(resolved, config).run()
 
     def predict_resolved(self, resolved: Resolved) -> Prediction:
-        return prediction_from_run(resolved, self.run(resolved), self.name, self.version,
-                                   self.granularity)
+        """One simulated run, with its predictive band (:mod:`quiclab.sim.bands`)."""
+        return with_band(prediction_from_run(resolved, self.run(resolved), self.name,
+                                             self.version, self.granularity), self.registry)
 
 
 # ---------------------------------------------------------------- worker pool
 _WORKER: DesEngine | None = None
 
 
-def _init_worker(registry: Registry, options: dict[str, Any]) -> None:
+def _init_worker(registry: Registry, options: dict[str, Any], parent_pid: int) -> None:
     global _WORKER
+    from quiclab.procs import die_with_parent
+
+    die_with_parent(parent_pid)  # a killed `predict --runs` leaves no worker behind
     _WORKER = DesEngine(registry, **options)
 
 
@@ -238,6 +259,13 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
     limit, fractions = classify(resolved, result)
     lo = hi = goodput
     rates = bounds(resolved)
+    closed_form = rates.get(limit, math.inf)
+    if closed_form > goodput / 1e6:
+        # The simulation found this resource holding the goodput where it is
+        # (Prediction: headroom 0 for the limit); the closed form's bound, which
+        # leaves out what the run simulates (RFC 9002 §6.1.2's time threshold and
+        # PTO waits at high loss), would report it with +33,000 % to spare.
+        rates[limit] = goodput / 1e6
     if limit in ("sender_cpu", "receiver_cpu"):
         ep = resolved.sender if limit == "sender_cpu" else resolved.receiver
         lo = goodput / ep.cost_hi
@@ -259,7 +287,14 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
         notes.append("bbr: approximated by CUBIC")
     notes += unmodelled_notes(s, engine, reordering=True)
     notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
+    if closed_form > LIMIT_BOUND_SLACK * goodput / 1e6:
+        notes.append(f"{limit}: the analytic bound is {closed_form:,.1f} Mbit/s, "
+                     f"{closed_form / (goodput / 1e6):,.1f}× the simulated goodput; the "
+                     f"limit's rate is the goodput simulated here")
     losses = tot["rcvbuf_drops"] + tot["queue_drops"] + tot["path_losses"]
+    window = result.end["congestion_events"] - result.window_start["congestion_events"]
+    transient = prefix_transient(result.completed, result.end["congestion_events"], window,
+                                 RunConfig.min_window_events, result.end["t_s"])
     # Busy polling, runtime threads and placement notes (sim/cores.py).
     return annotate(Prediction(
         scenario=s,
@@ -288,5 +323,6 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
         model_versions=resolved.model_versions,
         cpu_rule=resolved.describe_cpu(),
         notes=tuple(notes),
+        engine_specific=(transient,) if transient else (),
         timeseries=result.timeseries,
     ), resolved)

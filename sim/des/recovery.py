@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Final
+from typing import Any, Final
 
 from quiclab.sim.des.cc import (
     PACKET_THRESHOLD,
@@ -100,6 +100,7 @@ class Recovery:
     declared_lost: int
     pto_fired: int
     events_by_cause: list[int]
+    qlog: Any
 
     def open_stream(self, sid: int, size: int) -> None:  # pragma: no cover - Sender's
         raise NotImplementedError
@@ -253,9 +254,12 @@ class Recovery:
         first_s = last_s = 0.0
         causes = self.causes
         cause = causes.pop(lost[0], 0)
+        qlog = self.qlog
         for pn in lost:
             pending.discard(pn)
             rec = sent.pop(pn)
+            if qlog is not None:
+                qlog.lost(t, pn, rec[R_SIZE], pn <= largest - PACKET_THRESHOLD)
             self.inflight -= rec[R_SIZE]
             self.declared_lost += rec[R_COUNT]
             self._lost_data(rec[R_SID], rec[R_OFF], rec[R_LEN])
@@ -268,7 +272,7 @@ class Recovery:
         # RFC 9002 §7.6: persistent congestion — every packet over a span longer
         # than 3 × PTO lost (checked within one detection round).
         span_limit = self.rtt.pto_s(self.peer_max_ack_delay_s) * PERSISTENT_CONGESTION_THRESHOLD
-        if (len(lost) >= 2 and lost[-1] - lost[0] + 1 == len(lost)
+        if (not self.rtt.tcp and len(lost) >= 2 and lost[-1] - lost[0] + 1 == len(lost)
                 and last_s - first_s > span_limit):
             self.cc.on_persistent_congestion()
 
@@ -286,12 +290,14 @@ class Recovery:
             self.recovery_start_s = t
             self.cc.on_congestion(t)
             self.events_by_cause[cause] += 1
+            if self.qlog is not None:
+                self.qlog.congestion(t, self)
 
     # ----------------------------------------------------------------- timers
     def arm_timer(self) -> None:
         """RFC 9002 §6.2.1 / Appendix A.8: loss time if any, else PTO while in flight."""
         # PTO period with exponential backoff (cached: the send path re-arms it per call).
-        self.pto_backoff_s = self.rtt.pto_s(self.peer_max_ack_delay_s) * (1 << self.pto_count)
+        self.pto_backoff_s = self.rtt.probe_s(self.peer_max_ack_delay_s, self.pto_count)
         if self.pending:
             sent = self.sent
             earliest = min((sent[pn][R_TIME] for pn in self.pending if pn in sent),
@@ -310,7 +316,19 @@ class Recovery:
             # with nothing new to send, the oldest unacknowledged data goes again.
             self.pto_count += 1
             self.pto_fired += 1
+            if self.qlog is not None:
+                self.qlog.pto(t, self.pto_count)
             self.probes = PTO_PROBES
+            if self.rtt.tcp:
+                # RFC 8985 §7.3: a tail-loss probe sends one segment; a retransmission
+                # timeout after it (RFC 5681 §3.1, RFC 6298 §5) is a congestion event
+                # that leaves the loss window (here the minimum window, 2 segments).
+                self.probes = 1
+                if self.pto_count >= 2:
+                    if self.last_sent_s > self.recovery_start_s:
+                        self.recovery_start_s = t
+                        self.cc.on_congestion(t)
+                    self.cc.on_persistent_congestion()
             if not self.retx and not self.rr and self.sent:
                 rec = self.sent[next(iter(self.sent))]
                 self.retx.append((rec[R_SID], rec[R_OFF], rec[R_LEN]))

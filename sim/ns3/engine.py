@@ -26,7 +26,8 @@ from typing import Any
 from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic.pipeline import annotate
-from quiclab.sim.engine import unmodelled_notes, versioned
+from quiclab.sim.bands import with_band
+from quiclab.sim.engine import prefix_transient, unmodelled_notes, versioned
 from quiclab.sim.ns3.build import ensure_binary
 from quiclab.sim.ns3.results import RunResult, limit_fractions, limit_of
 from quiclab.sim.prediction import Prediction
@@ -236,6 +237,10 @@ class Ns3Engine:
         return RunResult(data, r.scenario.transfer_bytes, 1.5 * r.path.rtt_s)
 
     def _predict(self, binary: Path, r: Resolved) -> Prediction:
+        """One ns-3 run, with its predictive band (:mod:`quiclab.sim.bands`)."""
+        return with_band(self._simulate(binary, r), self.registry)
+
+    def _simulate(self, binary: Path, r: Resolved) -> Prediction:
         from quiclab.sim.analytic import bounds
 
         res = self.run(binary, r)
@@ -258,6 +263,12 @@ class Ns3Engine:
         if s.cc == "bbr":
             notes.append("bbr: approximated by CUBIC (sim/TRANSPORT.md)")
         notes += unmodelled_notes(s, self.name, reordering=True)
+        if r.sender.recovery == "tcp":
+            notes.append("kernel TCP: its costs, ACK policy (the window-following threshold, "
+                         "40 ms delayed-ACK timer, immediate ACKs for gaps) and CUBIC as the "
+                         "DES has them, but this simulator's loss detection and probes are "
+                         "RFC 9002's (9/8 RTT, PTO), not RACK-TLP's and the 200 ms "
+                         "retransmission timeout (the DES runs those)")
         if self.ack_window_fraction != 0.25:
             notes.append(f"not TRANSPORT.md: the receiver's ACK threshold is capped at "
                          f"{self.ack_window_fraction:g} × the sender's cwnd "
@@ -275,6 +286,9 @@ class Ns3Engine:
         notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
         total = res.extrapolated
         duration = res.duration_s
+        transient = prefix_transient(res.completed, float(res.end["congestion_events"]),
+                                     res.delta("congestion_events"), self.min_window_events,
+                                     float(res.end["time_s"]))
         # Busy polling, runtime threads and placement (sim/cores.py).
         return annotate(Prediction(
             scenario=s,
@@ -303,4 +317,5 @@ class Ns3Engine:
             model_versions=r.model_versions,
             cpu_rule=r.describe_cpu(),
             notes=tuple(notes),
+            engine_specific=(transient,) if transient else (),
         ), r)

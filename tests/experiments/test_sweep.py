@@ -215,7 +215,7 @@ def test_model_versions_cover_cpus_testbeds_and_the_models_code(models_dir: Path
                            / "testbeds.json").read_text())
     (models_dir / "testbeds.json").write_text(json.dumps(testbeds))
     fitted = Registry.load(models_dir).versions()
-    testbeds["testbeds"]["000"]["fields"]["base_rtt_us"] += 10
+    testbeds["testbeds"]["koenig25"]["fields"]["base_rtt_us"] += 10
     (models_dir / "testbeds.json").write_text(json.dumps(testbeds))
     assert Registry.load(models_dir).versions()["testbeds"] != fitted["testbeds"]
 

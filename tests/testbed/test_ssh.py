@@ -227,6 +227,39 @@ def test_knobs_on_the_hosts_interfaces_are_set_and_restored(lab, testbed):
 
 
 @pytest.mark.slow
+def test_kernel_tcp_over_ssh_sets_its_offloads_buffers_and_priority_and_restores_them(
+        lab, testbed, builder):
+    """A tcp+tls run on the two hosts: its offloads (checksums, TSO, GSO, GRO) and
+    tcp_rmem set through the agents and undone after, the peers at the run's nice value
+    (and their autogroups'), the TCP micro-benchmark and per-core load recorded, the
+    TCP counters read from each host."""
+    from quiclab.testbed.stacks import STACKS
+
+    assert builder.build(STACKS["tcp+tls"]).ok
+    before = snapshot(lab)
+    rmem = {role: _in(n["ns"], "cat", "/proc/sys/net/ipv4/tcp_rmem")
+            for role, n in lab.names(lab.index).items()}
+    config = RunConfig.build("tcp+tls", "tcp+tls",
+                             {"pin": True, "gro": False, "tcp_rmem_bytes": 262144},
+                             {"nice": 5}, transfer_bytes=20_000_000, experiment="ssh-tcp")
+    result = testbed.run(config, 0, "ssh-tcp")
+    assert result.status == "ok", result.failure_reason
+    applied = result.topology["applied"]
+    assert applied["client.test0"]["generic-receive-offload"] == "off"
+    assert applied["server.test0"]["tx-checksumming"] == "on"
+    assert applied["sysctl"]["client"]["net.ipv4.tcp_rmem"].split() == ["4096", "131072",
+                                                                        "262144"]
+    assert set(result.host["bench"]) == {"server", "client"}
+    assert result.host["bench"]["server"]["aes128gcm_ns_per_byte_median"] > 0
+    assert result.host["per_core"]
+    assert (Path(result.logdir) / "server.cmd").read_text().startswith("nice -n 5 ")
+    assert result.server.snmp["TcpExt"] and result.server.report["tcp_info"]
+    assert settle(lab, before) == before
+    assert {role: _in(n["ns"], "cat", "/proc/sys/net/ipv4/tcp_rmem")
+            for role, n in lab.names(lab.index).items()} == rmem
+
+
+@pytest.mark.slow
 def test_a_knob_a_hosts_interface_lacks_is_refused_in_one_line(lab, testbed):
     before = snapshot(lab)
     config = RunConfig.build("quic-go", "quic-go", {}, {"rx_ring": 512},
