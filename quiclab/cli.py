@@ -58,7 +58,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("quiclab.experiments.cli",
                  "validation report: prediction errors per source and engine"),
     "testbed": ("quiclab.testbed.cli",
-                "fresh runs of real QUIC stacks between network namespaces"),
+                "fresh runs of real QUIC stacks between network namespaces or two hosts"),
     "app": ("quiclab.app.cli",
             "start the Streamlit what-if explorer (Streamlit options pass through)"),
     "bench": ("quiclab.bench", "print speed figures of the engines"),
