@@ -168,7 +168,13 @@ def write_band(args: argparse.Namespace, cv: dict[str, object], out: Path, repor
 
 def run_fresh(args: argparse.Namespace) -> int:
     """Models for this host from the testbed's fresh-calibration runs."""
-    from quiclab.calibration.fresh import fit_fresh, write_fresh
+    from quiclab.calibration.fresh import (
+        VETH_LINK_GBPS,
+        fit_fresh,
+        recorded_host,
+        recorded_link_gbps,
+        write_fresh,
+    )
     from quiclab.datasets.catalog import Catalog
     from quiclab.errors import DataError
     from quiclab.models.cpus import CpuCatalog, read_host_cpu
@@ -185,7 +191,7 @@ def run_fresh(args: argparse.Namespace) -> int:
         # Kernel TCP + TLS (calibration/tcp.py): its own mechanism and runs.
         from quiclab.calibration.tcp import CALIBRATION_EXPERIMENT, fresh_models, write_fresh_tcp
 
-        host = read_host_cpu(CpuCatalog.packaged())
+        host = recorded_host(runs[tcp]) or read_host_cpu(CpuCatalog.packaged())
         if (runs.loc[tcp, "experiment"] == CALIBRATION_EXPERIMENT).any():
             models, tcp_fit = fresh_models(runs[tcp], host.name)
             print(f"wrote {', '.join(write_fresh_tcp(models, out, host))} to {out} "
@@ -208,8 +214,9 @@ def run_fresh(args: argparse.Namespace) -> int:
         from quiclab.datasets.sources.published import packaged_dir, read_csv
 
         points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
-    host = read_host_cpu(CpuCatalog.packaged())
     try:
+        # The server host's CPU when the runs were made over SSH, else this machine's.
+        host = recorded_host(runs) or read_host_cpu(CpuCatalog.packaged())
         fit = fit_fresh(runs, points, host)
     except ValueError as err:
         raise DataError(args.catalog, str(err)) from None
@@ -219,7 +226,7 @@ def run_fresh(args: argparse.Namespace) -> int:
     from quiclab.testbed.probe_store import calibration_states
 
     fit = with_states(fit, calibration_states(args.catalog, runs, CALIBRATION_EXPERIMENT))
-    written = write_fresh(fit, out)
+    written = write_fresh(fit, out, recorded_link_gbps(runs) or VETH_LINK_GBPS)
     print(f"wrote {len(written)} files to {out} (reference CPU: {host.name})")
     for ref in fit.references:
         users = sorted(n for n, m in fit.models.items() if m.reference_cpu == ref.name)

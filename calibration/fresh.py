@@ -362,6 +362,40 @@ def request_terms(models: dict[str, CostModel], cpus: CpuCatalog,
 BUSY_BACKGROUND_CORES = 0.25
 
 
+def recorded_host(runs: pd.DataFrame) -> Cpu | None:
+    """The CPU the calibration runs were made on when that was an SSH inventory's
+    server host (``extra.hosts.server``, testbed/hosts.py ``host_record``), as a
+    catalog entry; None for runs made here (the caller reads this machine). Raises
+    ValueError when the calibration runs come from more than one CPU."""
+    cal = runs[runs["experiment"] == CALIBRATION_EXPERIMENT]
+    hosts = [h for h in recorded(cal.get("extra", []), "hosts", "server")
+             if isinstance(h, dict) and h.get("kind") == "ssh"]
+    if not hosts:
+        return None
+    names = sorted({str(h["cpu"]["name"]) for h in hosts})
+    if len(names) > 1 or len(hosts) != len(cal):
+        which = ", ".join(names) if len(names) > 1 else f"{names[0]} and this machine"
+        raise ValueError(f"the '{CALIBRATION_EXPERIMENT}' runs come from more than one host "
+                         f"CPU ({which}): calibrate from one testbed's runs (a catalog of "
+                         "its own)")
+    row = dict(hosts[-1]["cpu"])
+    row.pop("sources", None)
+    return Cpu(**row, sources=(f"/proc/cpuinfo of {hosts[-1]['name']} "
+                               f"({hosts[-1]['hostname']}, {hosts[-1]['host_id']})",))
+
+
+def recorded_link_gbps(runs: pd.DataFrame) -> float | None:
+    """The test link's rate when the calibration runs were made over SSH: the slower of
+    the two NICs' speeds (``extra.hosts.<role>.nic.speed_mbps``); None otherwise."""
+    cal = runs[runs["experiment"] == CALIBRATION_EXPERIMENT]
+    speeds = [float(speed) / 1e3
+              for role in ("server", "client")
+              for h in recorded(cal.get("extra", []), "hosts", role)
+              if isinstance(h, dict) and h.get("kind") == "ssh"
+              and isinstance(speed := (h.get("nic") or {}).get("speed_mbps"), int | float)]
+    return min(speeds) if speeds else None
+
+
 def background_load(runs: pd.DataFrame, by: str = "experiment") -> pd.DataFrame:
     """Per value of ``by`` (a runs column): runs that recorded the host's background
     load (``extra.host``, busy cores before each transfer) and its median and maximum.
@@ -621,8 +655,9 @@ def _busy_note(cal: pd.DataFrame) -> list[str]:
             for r in busy.itertuples()]
 
 
-def write_fresh(fit: FreshFit, directory: Path) -> list[str]:
-    """Write the models and this host's CPU entry (``cpus.json``)."""
+def write_fresh(fit: FreshFit, directory: Path, link_gbps: float = VETH_LINK_GBPS) -> list[str]:
+    """Write the models and this host's CPU entry (``cpus.json``, with the link rate
+    validation gives cells that set none: the veth's, or the hosts' NIC speed)."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name, model in sorted(fit.models.items()):
@@ -632,7 +667,7 @@ def write_fresh(fit: FreshFit, directory: Path) -> list[str]:
         {**cpu.to_row(), "sources": list(cpu.sources),
          **({"probe": cpu.probe_json()} if cpu.probe else {})}
         for cpu in (fit.host, *fit.references)],
-        "base_rtt_us": fit.base_rtt_us, "link_gbps": VETH_LINK_GBPS}
+        "base_rtt_us": fit.base_rtt_us, "link_gbps": link_gbps}
     if fit.relay_gbps:
         host.update(relay_gbps=round(fit.relay_gbps, 4), relay_source=fit.relay_source)
     (directory / "cpus.json").write_text(json.dumps(host, indent=1, sort_keys=True) + "\n")

@@ -14,7 +14,8 @@ docs/reference/catalog.md is generated):
 - ``predictions`` — engine outputs written by sweeps (``quiclab.experiments``);
 - ``cpus`` — the CPU catalog, for joins;
 - ``testbeds`` — where every run and published point was measured (hosts, NIC,
-  kernel, link, path; each fact with its source), ``datasets/testbeds.py``.
+  kernel, link, path; each fact with its source), ``datasets/testbeds.py``;
+- ``hosts`` — the hosts fresh runs were made on (CPU, kernel, NIC), one row per state;
 - ``host_probes`` — the host probe's figures (``quiclab host probe``, every testbed
   session);
 - ``registered_predictions`` / ``prediction_outcomes`` — prospective validation's
@@ -216,6 +217,15 @@ DDL = [
         name VARCHAR PRIMARY KEY, vendor VARCHAR, microarchitecture VARCHAR, year INTEGER,
         max_ghz DOUBLE, base_ghz DOUBLE, cores INTEGER, threads INTEGER, numa_nodes INTEGER,
         nic_numa_node INTEGER, aes_ni BOOLEAN, sources VARCHAR)""",
+    # The hosts fresh runs were made on (testbed/record.py host_rows): one row per
+    # host and state (host_id: hostname + hash of CPU, kernel and NIC).
+    """CREATE TABLE IF NOT EXISTS hosts (
+        host_id VARCHAR PRIMARY KEY, name VARCHAR, kind VARCHAR, ssh VARCHAR,
+        hostname VARCHAR, cpu VARCHAR, vendor VARCHAR, microarchitecture VARCHAR,
+        cores INTEGER, max_ghz DOUBLE, aes_ni BOOLEAN, numa_nodes INTEGER, kernel VARCHAR,
+        machine VARCHAR, interface VARCHAR, nic_driver VARCHAR, nic_firmware VARCHAR,
+        nic_speed_mbps BIGINT, nic_numa_node INTEGER, first_run_ns BIGINT,
+        last_run_ns BIGINT, facts JSON)""",
     # Engine outputs written by `quiclab sweep` / `quiclab reproduce`;
     # one row per sweep, scenario and engine. Columns in datasets/columns.yaml.
     """CREATE TABLE IF NOT EXISTS predictions (
@@ -275,7 +285,8 @@ DDL = [
 #: Tables a user may export or query (datasets/columns.yaml has their columns' meanings).
 TABLES = ("runs", "cpu_samples", "perf_stacks", "perf_categories", "published_points",
           "sources", "files", "ingest_issues", "processed_check", "cpus", "predictions",
-          "testbeds", "host_probes", "registered_predictions", "prediction_outcomes")
+          "testbeds", "host_probes", "registered_predictions", "prediction_outcomes",
+          "hosts")
 
 
 def migrate_testbeds(con: duckdb.DuckDBPyConnection) -> None:

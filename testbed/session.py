@@ -65,6 +65,11 @@ class Session:
         if not self.session_id:
             self.session_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
 
+    def run_id(self, config: RunConfig, repetition: int) -> str:
+        """The id of one repetition of ``config`` on this session's hosts."""
+        return record.run_id(config.experiment, config.key(), repetition,
+                             self.testbed.inventory.hostpair)
+
     def provenance(self) -> dict[str, Any]:
         records = self.testbed.builder.records()
         return {
@@ -84,6 +89,13 @@ class Session:
         Returns the probe's id, or None.
         """
         if not self.probing:
+            return None
+        if self.testbed.inventory.ssh:
+            # The probe measures the machine it runs on (its micro-benchmarks and UDP
+            # pairs are local): not the inventory's hosts, whose runs it would describe.
+            if phase == "start":
+                self.log("host probes skipped: they measure this machine, not the "
+                         "inventory's hosts")
             return None
         from quiclab.testbed import probe as probe_mod
         from quiclab.testbed import probe_store
@@ -128,7 +140,7 @@ class Session:
             return 0
         from quiclab.datasets.catalog import Catalog
 
-        prefix = record.run_id(config.experiment, config.key(), 0)[:-1]
+        prefix = self.run_id(config, 0)[:-1]
         with Catalog(self.catalog_path) as cat:
             row = cat.con.execute("SELECT max(repetition) FROM runs WHERE starts_with(run_id, ?)",
                                   [prefix]).fetchone()
@@ -137,7 +149,7 @@ class Session:
     def outcomes(self, config: RunConfig, repeat: int) -> list[dict[str, Any]]:
         """Repetitions 0 … repeat−1 of ``config`` that have a result: this session's,
         else the catalog's (status, goodput_mbps, failure_reason, server_cpu_s)."""
-        ids = [record.run_id(config.experiment, config.key(), r) for r in range(repeat)]
+        ids = [self.run_id(config, r) for r in range(repeat)]
         mine = {r.run_id: r for r in self.results}
         stored: dict[str, dict[str, Any]] = {}
         missing = [rid for rid in ids if rid not in mine]
@@ -171,6 +183,13 @@ class Session:
             cat.con.execute("DELETE FROM cpu_samples WHERE run_id = ?", [result.run_id])
             cat.upsert("runs", [row])
             cat.upsert("cpu_samples", record.sample_rows(result))
+            hosts = record.host_rows(result)
+            for host in hosts:
+                first = cat.con.execute("SELECT min(first_run_ns) FROM hosts WHERE host_id = ?",
+                                        [host["host_id"]]).fetchone()
+                if first and first[0] is not None:
+                    host["first_run_ns"] = min(int(first[0]), host["first_run_ns"])
+            cat.upsert("hosts", hosts)
         if result.logdir and result.config.knob("qlog"):
             self.store_qlog(result)
 
@@ -198,7 +217,7 @@ class Session:
         """Run ``repeat`` repetitions; with ``resume``, skip ones already ``ok`` in the catalog."""
         start = self.next_repetition(config) if first is None else first
         reps = list(range(start, start + repeat))
-        ids = [record.run_id(config.experiment, config.key(), r) for r in reps]
+        ids = [self.run_id(config, r) for r in reps]
         done = self._existing(ids) if resume else {}
         out = []
         for rep, rid in zip(reps, ids, strict=True):

@@ -61,6 +61,13 @@ TESTBED_KNOBS: dict[str, Any] = {
     "relay_queue_bytes": 0,
     # Per-run timeout in seconds (0 = derived from the expected transfer time).
     "timeout_s": 0.0,
+    # Host knobs (real NICs; refused where an interface lacks them, as a veth does):
+    # ethtool -K lro / gso on both interfaces and ring sizes (ethtool -G; 0 = leave).
+    # The core the NIC's interrupts go to is the Scenario's irq_core.
+    "nic_lro": False,
+    "nic_gso": True,
+    "rx_ring": 0,
+    "tx_ring": 0,
     # TCP peers: bytes per application write (SSL_write or write()) and read buffer
     # (0 = the peer's default: one TLS record, or iperf3's 128 KiB for plain TCP).
     "app_write_bytes": 0,
@@ -72,6 +79,9 @@ TESTBED_KNOBS: dict[str, Any] = {
     # measured, not the host's load.
     "nice": 0,
 }
+#: Knobs that enter a configuration's key (its run ids) only when set explicitly: added
+#: after runs were recorded, whose ids must stay as they were.
+HOST_KNOBS = ("nic_lro", "nic_gso", "rx_ring", "tx_ring")
 
 
 @dataclass(frozen=True)
