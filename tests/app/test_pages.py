@@ -172,9 +172,9 @@ def test_sweep_refuses_an_empty_range(app: AppTest) -> None:
 def test_sweep_with_the_des_on_a_button(app: AppTest, predict: Predict) -> None:
     open_page(app, "sweep", transfer_bytes="20000000")
     app.number_input(key="w.sweep.points").set_value(2)
-    app.selectbox(key="w.sweep.engine").set_value("des").run()
+    app.multiselect(key="w.sweep.engines").set_value(["des"]).run()
     assert any("No des result yet" in i.value for i in app.info)
-    app.button(key="run_sweep").click().run(timeout=240)
+    app.button(key="run_sweep.des").click().run(timeout=240)
     assert not app.exception and not app.error, [e.value for e in app.error]
     table = frame_with(app, "rtt_ms")
     assert list(table["engine"]) == ["des", "des"]

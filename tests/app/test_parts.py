@@ -23,6 +23,7 @@ from quiclab.app.charts import (
 )
 from quiclab.app.config import parse_config, script_arguments
 from quiclab.app.explore import ChartParams, quick_chart
+from quiclab.app.labels import limit_name
 from quiclab.app.measured import (
     COLUMNS,
     index_rows,
@@ -73,11 +74,13 @@ def test_url_round_trip_of_a_request_workload() -> None:
 
 
 def test_url_fields_are_applied_together_then_one_by_one() -> None:
-    """A refused value is one warning of its own; the fields that need each other stay."""
+    """A refused value is one warning of its own, naming the field left out and the one
+    it conflicts with; the fields that need each other stay."""
     selection, _, problems = decode({"workload": "requests", "request_bytes": "10000",
                                      "requests": "0", "mtu_bytes": "9000",
                                      "udp_payload_bytes": "8000"}, ["lsquic"])
-    assert problems == ["URL: requests=0 is impossible: allowed > 0 when workload=requests"]
+    assert problems == ["URL: workload=requests was left out: with it, requests=0 is "
+                        "impossible: allowed > 0 when workload=requests"]
     base = selection.base
     assert (base.workload, base.request_bytes, base.requests) == ("bulk", 10000, 0)
     assert (base.mtu_bytes, base.udp_payload_bytes) == (9000, 8000)
@@ -265,7 +268,8 @@ def test_limits_table_marks_the_limit_and_the_headroom(predictions: list) -> Non
     for p in predictions:
         rows = table[table["pair"] == f"{p.scenario.server} → {p.scenario.client}"]
         limit = rows[rows["role"] == "limit"]
-        assert list(limit["resource"]) == [p.limit]
+        assert list(limit["code"]) == [p.limit]
+        assert list(limit["resource"]) == [limit_name(p.limit)]
         assert limit["rate_mbps"].iloc[0] == pytest.approx(p.rates_mbps.get(p.limit,
                                                                             p.goodput_mbps))
         for _, row in rows[rows["role"] == "headroom"].iterrows():
@@ -280,7 +284,8 @@ def test_a_limit_outside_the_evaluated_resources_gets_its_own_bar(predictions: l
     p = replace(predictions[0], limit="rcvbuf")  # as the DES names receive-buffer drops
     table = limits_table([p])
     limit = table[table["role"] == "limit"]
-    assert list(limit["resource"]) == ["rcvbuf"]
+    assert list(limit["code"]) == ["rcvbuf"]
+    assert list(limit["resource"]) == ["UDP receive-buffer drops"]
     assert limit["rate_mbps"].iloc[0] == p.goodput_mbps
     assert len(table) == 1 + sum(math.isfinite(v) for v in p.rates_mbps.values())
 
