@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 QUICLAB := $(BIN)/quiclab
 PYTEST_FLAGS ?=
 
-.PHONY: run test test-slow test-testbed lint bench testbed app setup clean
+.PHONY: run validate test test-slow test-testbed lint bench docs testbed app setup clean mutation
 
 # setup.py and the DES hot path: `pip install -e` compiles those modules with mypyc
 # (a stale build is not used — sim/des/native.py — but then runs at pure-Python speed).
@@ -20,28 +20,57 @@ $(STAMP): pyproject.toml setup.py $(wildcard sim/des/*.py)
 
 setup: $(STAMP)
 
-## The main job: build the catalog from ../shared, calibrate, predict, validate.
+## The main job, the whole loop in a few minutes after the install (~90 s of CPU):
+## build the catalog from ../shared, calibrate in sample (rewrites models/fitted bit
+## for bit), predict with the analytic engine and the DES, validate against every
+## published point and dataset cell, reproduce one seed figure (seed 000 Fig. 9a).
+## The long checks are `make validate`.
 run: $(STAMP)
 	$(QUICLAB) data ingest
 	$(QUICLAB) data summary
-	$(QUICLAB) calibrate --cv experiments
+	$(QUICLAB) calibrate --cv none
 	$(QUICLAB) predict --server lsquic --client lsquic
+	$(QUICLAB) predict --server lsquic --client lsquic --engine des
 	$(QUICLAB) predict --server quiche@2025 --client quiche@2025 --set 'cpu=W-2145 app=perf mtu_bytes=9000'
+	$(QUICLAB) validate
+	$(QUICLAB) reproduce repro-koenig25-fig9a-mtu-offload
+
+## The long checks (up to an hour on a shared 2-core host): the calibration with
+## leave-one-experiment-out cross-validation, every reproduction (DES ones simulate
+## whole transfers), and the validation report with the findings table.
+validate: $(STAMP)
+	$(QUICLAB) data ingest
+	$(QUICLAB) calibrate --cv experiments
 	$(QUICLAB) validate --reproduce
 
 ## The default test suite (what CI runs).
 test: $(STAMP)
 	$(BIN)/pytest -m "not slow" $(PYTEST_FLAGS)
 
+## The slow tests, and the property-based tests (tests/properties/) with many more examples.
 test-slow: $(STAMP)
-	$(BIN)/pytest -m "slow" $(PYTEST_FLAGS)
+	QUICLAB_HYPOTHESIS_PROFILE=long $(BIN)/pytest -m "slow or properties" $(PYTEST_FLAGS)
 
+## Lint and type check (CI runs it before the tests). mypy checks the package as it is
+## imported (quiclab.sim.scenario, not sim.scenario): .ci/typecheck.py stages that tree.
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy quiclab models calibration sim datasets experiments testbed app
+	$(BIN)/python .ci/typecheck.py
 
 bench: $(STAMP)
 	$(QUICLAB) bench all
+
+## Mutation testing (Cosmic Ray) of the modules in tests/mutation/targets.toml, nice'd,
+## resumable (sessions in build/mutation/); report in docs/results/mutation.md.
+## MUTATION_ARGS='--module sim/resolve.py --budget-minutes 30' limits a run.
+MUTATION_ARGS ?=
+mutation: $(STAMP)
+	nice -n 10 $(BIN)/python tests/mutation/run.py $(MUTATION_ARGS)
+
+## docs/reference/ regenerated from the code and the catalog's schema (a test fails when
+## a page is stale). docs/results/ is this machine's: `quiclab report` after `make run`.
+docs: $(STAMP)
+	$(BIN)/python -m quiclab.reference
 
 clean:
 	rm -rf $(VENV) build *.egg-info

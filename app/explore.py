@@ -100,7 +100,7 @@ def show(config: AppConfig) -> None:
     except (QuiclabError, duckdb.Error) as err:
         st.warning(f"{err}")
         return
-    st.caption(f"Catalog {config.catalog} — tables and columns: datasets/SCHEMA.md")
+    st.caption(f"Catalog {config.catalog} — tables and columns: docs/reference/catalog.md")
     left, right = st.columns([1, 3])
     with left:
         st.subheader("Tables")

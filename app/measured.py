@@ -1,6 +1,6 @@
 """Measured goodput from the catalog that matches a Scenario's conditions.
 
-Three kinds of measurement live in the catalog (``datasets/SCHEMA.md``): runs
+Three kinds of measurement live in the catalog (``docs/reference/catalog.md``): runs
 of the QIR-10G dataset (``runs.source = 'qir10g'``), fresh testbed runs
 (``runs.source = 'fresh'``) and the numbers the seeds state
 (``published_points``). :func:`pair_rows` reads all of them for one

@@ -1,6 +1,6 @@
 """Every cached call from the app into the library.
 
-Rules (../shared/STYLE.md, "The command line and the app"): cached functions take all
+Rules (docs/explanation/design.md, "The command line and the app"): cached functions take all
 they depend on as arguments — locations as strings, plus a *stamp* (the
 newest modification time of the models or the catalog) so that a new
 calibration or ingest is picked up without restarting — and read no module

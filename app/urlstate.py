@@ -15,18 +15,14 @@ Pure functions without Streamlit, so they are tested directly.
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from quiclab.errors import ScenarioError
+from quiclab.errors import ScenarioError, excerpt, one_line
 from quiclab.sim.engine import ENGINES
 from quiclab.sim.scenario import Scenario, coerce, field_names
 
-#: A whole number in a URL, read exactly (2**53 + 1 too).
-_WHOLE = re.compile(r"[+-]?[0-9]+")
-_DEFAULT = Scenario()
 #: The app's pages: URL name → title.
 PAGES = {"whatif": "What-if", "matrix": "Matrix", "dynamics": "Dynamics", "sweep": "Sweep",
          "reproductions": "Reproductions", "data": "Data"}
@@ -42,6 +38,7 @@ WORKLOAD_DEFAULTS: dict[str, dict[str, int]] = {
     "requests": {"request_bytes": 630, "requests": 10_000},
     "handshakes": {"request_bytes": 1024, "requests": 1_000},
 }
+_DEFAULT = Scenario()
 
 
 @dataclass(frozen=True)
@@ -168,18 +165,17 @@ def decode(params: Mapping[str, str], known_impls: Sequence[str] | None = None
     problems: list[str] = []
     page = params.get("page", DEFAULT_PAGE)
     if page not in PAGES:
-        problems.append(f"page={page!r} is unknown: allowed {' | '.join(PAGES)}")
+        problems.append(f"page={excerpt(page)} is unknown: allowed {' | '.join(PAGES)}")
         page = DEFAULT_PAGE
     fields: dict[str, Any] = {}
     names = set(field_names()) - {"server", "client"}
     for key, raw in params.items():
         if key not in names:
             continue
-        value: Any = raw
-        if type(getattr(_DEFAULT, key)) is int and _WHOLE.fullmatch(raw.strip()):
-            value = int(raw)  # exactly: coerce() reads text through a float
         try:
-            fields[key] = coerce(key, value, source="URL")
+            # coerce() reads whole numbers exactly (2**53 + 1 too) and refuses, in one
+            # bounded line, a value of any length.
+            fields[key] = coerce(key, raw, source="URL")
         except ScenarioError as err:
             problems.append(str(err))
     base, refused = scenario_from(with_workload_defaults(fields))
@@ -189,9 +185,18 @@ def decode(params: Mapping[str, str], known_impls: Sequence[str] | None = None
         chosen = _names(params.get(key))
         if known_impls is not None:
             for bad in [n for n in chosen if n not in known_impls]:
-                problems.append(f"URL: {key}={bad!r} is impossible: allowed one of "
-                                + ", ".join(known_impls))
+                problems.append(one_line(f"URL: {key}={excerpt(bad)} is impossible: allowed "
+                                         "one of " + ", ".join(known_impls)))
             chosen = tuple(n for n in chosen if n in known_impls)
+        valid = []
+        for name in chosen:  # a name the Scenario refuses ("lsquic@") is dropped, not raised
+            try:
+                _DEFAULT.with_(**{key: name})
+            except ScenarioError as err:
+                problems.append(f"URL: {err}")
+                continue
+            valid.append(name)
+        chosen = tuple(valid)
         if chosen:
             return chosen
         if known_impls is None or "lsquic" in known_impls or not known_impls:
@@ -201,7 +206,8 @@ def decode(params: Mapping[str, str], known_impls: Sequence[str] | None = None
     servers, clients = impls("server"), impls("client")
     engines = tuple(e for e in _names(params.get("engines")) if e in ENGINES)
     for bad in [e for e in _names(params.get("engines")) if e not in ENGINES]:
-        problems.append(f"URL: engines={bad!r} is impossible: allowed {' | '.join(ENGINES)}")
+        problems.append(f"URL: engines={excerpt(bad)} is impossible: "
+                        f"allowed {' | '.join(ENGINES)}")
     engines = ("analytic", *[e for e in engines if e != "analytic"])
     base = base.with_(server=servers[0], client=clients[0])
     return Selection(base, servers, clients, engines), page, problems

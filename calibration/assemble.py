@@ -76,6 +76,9 @@ class ImplSpec:
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: Kernel TCP's costs (models/tcpcost.py TcpCosts) of a TCP implementation; its
+    #: model is built by quiclab.calibration.tcp, not from the per-packet terms above.
+    tcp: Any = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,10 @@ def call_share_for_ratio(ratio: float, batch_on: float, batch_off: float,
 def build_model(spec: ImplSpec, crypto: CryptoTable, cpus: CpuCatalog,
                 reference_cpu: str = REFERENCE_CPU) -> CostModel:
     """Assemble one CostModel from its calibrated spec (see module docstring)."""
+    if spec.tcp is not None:
+        from quiclab.calibration.tcp import model_from_spec
+
+        return model_from_spec(spec, reference_cpu)
     to_ref = cpus.scaling(TABLE3_CPU, reference_cpu).factor
     S = spec.behaviour.udp_payload_bytes
     kappa = spec.kappa.value

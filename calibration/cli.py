@@ -30,6 +30,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="cross-validation: leave one testbed out (the error to expect on "
                         "your own testbed), leave one experiment out (default), leave one "
                         "implementation pair out (slow), all three, or none")
+    p.add_argument("--tcp-host", metavar="FILE",
+                   help="with --source fresh: also write this host's kernel TCP + TLS model "
+                        "(its measured per-unit costs and host CPU) to FILE, the input the "
+                        "published calibration moves to the seeds' hosts (models/tcp_host.json)")
     p.add_argument("--max-nfev", type=int, default=400,
                    help="evaluation budget of the joint fit (default 400)")
     from quiclab.experiments.cli import interval_level
@@ -92,10 +96,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
         print("no cross-validation (--cv none): intervals.json left as it is (a Prediction "
               "says when it was fitted for other models)")
     headline = write_report(cal, report_dir, cv)
+    from quiclab.stamp import write_stamp
+
+    write_stamp(report_dir)
     print(f"report: {report_dir / 'calibration.md'} ({time.perf_counter() - started:.0f} s)")
     if "testbeds" in cv:
         # The figure a user should read first: the error on a testbed the fit never saw.
-        summary = cvmod.summarise(cv["testbeds"])  # type: ignore[arg-type]
+        summary = cvmod.summarise(cv["testbeds"])
         print("leave one testbed out (absolute % error of each held-out testbed's items; "
               "'stacks seen': items whose stacks other testbeds measured):")
         print(summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
@@ -155,6 +162,29 @@ def run_fresh(args: argparse.Namespace) -> int:
     if runs.empty:
         raise DataError(args.catalog, "no fresh runs (run `quiclab testbed sweep "
                                       "testbed/specs/fresh-calibration.yaml` first)")
+    out = Path(args.out) if args.out else args.paths.data_dir / "models-fresh"
+    tcp = runs["server_impl"].isin(("tcp+tls", "tcp"))
+    if tcp.any():
+        # Kernel TCP + TLS (calibration/tcp.py): its own mechanism and runs.
+        from quiclab.calibration.tcp import CALIBRATION_EXPERIMENT, fresh_models, write_fresh_tcp
+
+        host = read_host_cpu(CpuCatalog.packaged())
+        if (runs.loc[tcp, "experiment"] == CALIBRATION_EXPERIMENT).any():
+            models, tcp_fit = fresh_models(runs[tcp], host.name)
+            print(f"wrote {', '.join(write_fresh_tcp(models, out, host))} to {out} "
+                  f"(kernel TCP: {tcp_fit.runs} runs of {CALIBRATION_EXPERIMENT})")
+            if getattr(args, "tcp_host", None) and "tcp+tls" in models:
+                from dataclasses import replace as dc_replace
+
+                model = models["tcp+tls"]
+                row = {**host.to_row(), "sources": list(host.sources),
+                       "nics": [list(n) for n in host.nics]}
+                model = dc_replace(model, provenance={**model.provenance, "host_cpu": row})
+                Path(args.tcp_host).write_text(model.dumps())
+                print(f"wrote {args.tcp_host} (this host's kernel TCP + TLS costs)")
+        runs = runs[~tcp]
+        if runs.empty:
+            return 0
     if points.empty:
         import pandas as pd
 
@@ -166,7 +196,6 @@ def run_fresh(args: argparse.Namespace) -> int:
         fit = fit_fresh(runs, points, host)
     except ValueError as err:
         raise DataError(args.catalog, str(err)) from None
-    out = Path(args.out) if args.out else args.paths.data_dir / "models-fresh"
     written = write_fresh(fit, out)
     print(f"wrote {len(written)} files to {out} (reference CPU: {host.name})")
     print(fit.table.round(2).to_string(index=False))

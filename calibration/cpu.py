@@ -46,7 +46,7 @@ class CpuCostEstimator:
         df = runs[(runs["status"] == "ok") & runs["server_cpu_s"].notna()
                   & runs["data_packets"].notna() & (runs["server_impl"] == runs["client_impl"])
                   & (runs["server_build"].fillna("") == "")].copy()
-        df = df[df["server_impl"] != "tcp+tls"]
+        df = df[~df["server_impl"].isin(("tcp+tls", "tcp"))]  # kernel TCP: calibration/tcp.py
         df["sender_us"] = df["server_cpu_s"] / df["data_packets"] * 1e6
         df["receiver_us"] = df["client_cpu_s"] / df["client_udp_received"] * 1e6
         df["ack_ratio_s"] = df["ack_packets"] / df["data_packets"]
@@ -98,23 +98,3 @@ class CpuCostEstimator:
                 rows.append({"implementation": impl, "role": role, "parameter": name,
                              "ns": est.value, "lo": est.lo, "hi": est.hi, "runs": est.n})
         return pd.DataFrame(rows)
-
-
-def tcp_costs(runs: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Kernel TCP + TLS: process CPU per payload byte by cipher (sender, receiver), ns/B.
-
-    Kernel TCP sends 64 KiB TSO super-segments, so the cost is per byte:
-    NGINX's CPU per byte sent and wget's per byte received (seed 002 Fig. 5).
-    """
-    df = runs[(runs["status"] == "ok") & (runs["server_impl"] == "tcp+tls")
-              & runs["server_cpu_s"].notna()]
-    out: dict[str, dict[str, float]] = {}
-    for cipher, g in df.groupby("cipher"):
-        bytes_ = g["filesize_bytes"].astype(float)
-        out[str(cipher)] = {
-            "sender_ns_per_byte": float(np.median(g["server_cpu_s"] / bytes_ * 1e9)),
-            "receiver_ns_per_byte": float(np.median(g["client_cpu_s"] / bytes_ * 1e9)),
-            "goodput_mbps": float(np.median(g["goodput_mbps"])),
-            "runs": len(g),
-        }
-    return out

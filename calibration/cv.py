@@ -99,6 +99,7 @@ def _describe_held(cal: Calibrator, held: pd.DataFrame) -> None:
     checks = [domain.check(s, cal.cpus) for s in scenarios]
     held["pair_in_evidence"] = [c.pair_measured for c in checks]
     held["cpu_in_evidence"] = [c.cpu_measured for c in checks]
+    held["testbed_in_evidence"] = [c.testbed_measured for c in checks]
     held["extrapolated"] = [c.line() for c in checks]
     held["extrapolated_fields"] = [",".join(c.names) for c in checks]
     held["pair_fields"] = [",".join(c.pair_fields) for c in checks]
@@ -187,8 +188,8 @@ def _reference_item(held: pd.DataFrame, cal: Calibrator, testbed: str) -> str | 
     of the stack the fold's evidence measures most, at default conditions (no
     pinning, offloads on, the stack's own packets), the cell of most repetitions."""
     counts: dict[str, int] = {}
-    for e in cal.evidence_:
-        for name in {e.scenario.server.split("@")[0], e.scenario.client.split("@")[0]}:
+    for seen in cal.evidence_:
+        for name in {seen.scenario.server.split("@")[0], seen.scenario.client.split("@")[0]}:
             counts[name] = counts.get(name, 0) + 1
     by_ident = {e.ident: e for e in cal.all_evidence_ if e.testbed == testbed}
     best: tuple[int, int, str] | None = None

@@ -213,7 +213,9 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
             "server": server, "client": client,
             "cipher": cipher if isinstance(cipher, str) else "aes-ni",
             "rcvbuf_bytes": int(rcvbuf) if not _isnan(rcvbuf) else 212992,
-            "app": "h3" if app in ("h3", "tcp") else app,
+            # The TCP peers speak HTTP/1.1 ("https", "http"): the TCP models have no
+            # application layer apart from their TLS (sim/tcp.py), "perf" says so.
+            "app": "h3" if app in ("h3", "tcp") else ("perf" if app in ("https", "http") else app),
             "transfer_bytes": filesize,
             "cpu": cpu if isinstance(cpu, str) else "AMD EPYC 7543",
             "testbed": str(key[-1]),
@@ -234,6 +236,10 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
             fields["gso"] = bool(cell["gso"].mode().iloc[0])
             fields["gro"] = bool(cell["gro"].mode().iloc[0]) if cell["gro"].notna().any() \
                 else fields["gso"]
+        if source == "fresh" and "extra" in cell:
+            # Fields the runs table has no column for (kernel TCP's offloads, buffers and
+            # TLS records): as each run's recorded Scenario had them.
+            fields.update(_recorded_fields(cell))
         if source == "fresh" and fields.get("gro", True) and _single_datagrams(cell, fields):
             # The receiver got single datagrams, whatever its socket asked for: GRO
             # has nothing to coalesce (TRANSPORT.md "Receive buffer").
@@ -249,6 +255,21 @@ def dataset_cells(runs: pd.DataFrame, source: str = "dataset", known: Any = None
         out.append(Evidence(Scenario.from_dict(fields), float(g.median()), str(exp), source,
                             ident, n=len(g), cv=float(g.std() / g.mean()) if len(g) > 1 else 0.0,
                             server_util=utils[0], client_util=utils[1]))
+    return out
+
+
+def _recorded_fields(cell: pd.DataFrame) -> dict[str, Any]:
+    """The LATER_FIELDS of a fresh cell's runs as recorded (``extra.scenario``), where
+    they are not their default (the most common value over the cell's runs)."""
+    from quiclab.sim.scenario import DEFAULTS, LATER_FIELDS
+
+    out: dict[str, Any] = {}
+    for name in LATER_FIELDS:
+        values = [v for v in recorded(cell["extra"], "scenario", name) if v is not None]
+        if values:
+            value = max(set(values), key=values.count)
+            if value != DEFAULTS[name]:
+                out[name] = value
     return out
 
 

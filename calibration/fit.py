@@ -53,7 +53,7 @@ from quiclab.calibration.assemble import (
     call_share_for_ratio,
     fixed,
 )
-from quiclab.calibration.cpu import CpuCostEstimator, tcp_costs
+from quiclab.calibration.cpu import CpuCostEstimator
 from quiclab.calibration.crypto import TABLE3_CPU, fit_table3
 from quiclab.calibration.evidence import (
     Evidence,
@@ -62,6 +62,7 @@ from quiclab.calibration.evidence import (
     uclouvain_cells,
 )
 from quiclab.calibration.receiver import ack_frequency, fit_stalls
+from quiclab.calibration.tcp import TCP_MODELS, qir_cells, tcp_spec
 from quiclab.models.costmodel import Behaviour, CostModel, Param
 from quiclab.models.cpus import CpuCatalog
 from quiclab.models.pipelines import HostParams
@@ -304,7 +305,7 @@ class Calibrator:
                                    f"({', '.join(enc.points + dec.points)})")
         self.points_ = frames.points
         self.cpu_ = CpuCostEstimator().fit(runs)
-        self.tcp_ = tcp_costs(runs)
+        self.tcp_ = qir_cells(runs)
         self.acks_, self.pair_acks_ = ack_frequency(runs)
         self.stalls_ = fit_stalls(runs)
         perf = frames.perf
@@ -426,8 +427,10 @@ class Calibrator:
         prov["knowledge"]["rx_stall"] = self._stall_source(name)
         cipher_extra: dict[str, Value] = {}
         h3_share = DEFAULT_H3_SHARE
-        if name == "tcp+tls":
-            return self._tcp_spec(info, beh)
+        if name in TCP_MODELS:
+            # Kernel TCP (+ TLS): its own mechanism (calibration/tcp.py).
+            return tcp_spec(name, self.tcp_, self.points_, self.cpus, info.language,
+                            info.tls_library)
         costs_s = self.cpu_.costs_.get((name, "sender"), {})
         costs_r = self.cpu_.costs_.get((name, "receiver"), {})
         kappa = Value(1.0, 0.6, 1.5, "assumed: OpenSSL-class AES-GCM (Table 3); no profile")
@@ -488,47 +491,6 @@ class Calibrator:
                         kappa=kappa, cipher_extra_ns=cipher_extra, app_ns_per_byte=app,
                         behaviour=beh, variants=variants, notes=notes, provenance=prov)
 
-    def _tcp_spec(self, info: kb.Implementation, beh: Behaviour) -> ImplSpec:
-        """Kernel TCP + TLS: per-byte costs from the crypto experiment's TCP runs."""
-        base = self.tcp_.get("aes-ni", {"sender_ns_per_byte": 0.65, "receiver_ns_per_byte": 1.0})
-        S = beh.udp_payload_bytes
-        src = "fit: crypto experiment tcp+tls runs (NGINX/wget CPU per byte)"
-        Ts = fixed(base["sender_ns_per_byte"] * S, src, 0.1)
-        Tr = fixed(base["receiver_ns_per_byte"] * S, src, 0.1)
-
-        def role(T: Value) -> RoleSpec:
-            return RoleSpec(T=T, call_share=fixed(0.05, "assumed: TSO/GRO amortise calls"),
-                            segment_share=fixed(0.05, "assumed"),
-                            ack_ns=fixed(0.0, "derived: kernel TCP ACKs are not process CPU"))
-
-        # Without the crypto experiment's TCP runs (e.g. when cross-validation
-        # leaves it out): seed 002 §4.2 — with TCP/TLS, AES-NI reaches three
-        # times ChaCha20's goodput, and software AES is slower still.
-        extra = {"aes-sw": fixed(5.0 * S, "assumed: software AES ≈ 5 ns/B more (seed 002 "
-                                          "Fig. 5 ordering)", 0.5),
-                 "chacha20": fixed(2.0 * S, "assumed: ChaCha20 ≈ 2 ns/B more (seed 002 §4.2: "
-                                            "AES-NI 3× ChaCha20 goodput over TCP)", 0.5)}
-        for cipher in ("aes-sw", "chacha20"):
-            if cipher in self.tcp_:
-                # One crypto cost serves both roles: take the larger of the two
-                # sides' extra cost (the side that becomes the bottleneck).
-                d = max(self.tcp_[cipher][f"{r}_ns_per_byte"] - base[f"{r}_ns_per_byte"]
-                        for r in ("sender", "receiver")) * S
-                extra[cipher] = fixed(max(d, 0.0), f"fit: {cipher} − AES-NI tcp+tls runs "
-                                                   "(larger of server and client)", 0.15)
-        return ImplSpec(name="tcp+tls", sender=role(Ts), receiver=role(Tr),
-                        bytes_ns=fixed(0.9 * base["sender_ns_per_byte"],
-                                       "assumed: 0.9 of the sender's measured CPU per byte "
-                                       f"scales with bytes (copies, TLS records), the rest "
-                                       f"with segments; per byte from {src[5:]}", 0.2),
-                        kappa=fixed(0.3, "assumed: TLS records of 16 KiB amortise cipher setup"),
-                        cipher_extra_ns=extra,
-                        app_ns_per_byte={a: fixed(0.0, "derived: included in T (kernel TCP "
-                                                      "+ NGINX measured end to end)")
-                                         for a in APPS},
-                        behaviour=beh, notes=["kernel TCP: packets are MSS segments; TSO/GRO "
-                                              "batch 45 per call"])
-
     def _crypto_base(self, spec: ImplSpec) -> float:
         """A data packet's AES-GCM crypto on the reference CPU (ns): κ × seed 001 Table 3's
         per packet and per byte (measured on the E5-2640 v4), moved by the CPU rule."""
@@ -571,7 +533,7 @@ class Calibrator:
         out: list[FreeParam] = []
         measured = {impl for (impl, _r) in self.cpu_.costs_}
         for name in kb.IMPLEMENTATIONS:
-            if name in measured or name == "tcp+tls":
+            if name in measured or name in TCP_MODELS:
                 continue
             for role in ("sender", "receiver"):
                 out.append(FreeParam(f"T|{name}|{role}", math.log(4000), math.log(4000), 3.0,
@@ -695,12 +657,13 @@ class Calibrator:
             if not p.name.startswith("T|"):
                 continue
             _, name, role = p.name.split("|")
-            g = best.get((name, role))
-            if not g:
+            partner = best.get((name, role))
+            if not partner:
                 continue
             beh = self.specs_[name].behaviour
             payload = beh.udp_payload_bytes - beh.overhead_bytes
-            p.init = float(np.clip(math.log(payload * 8 / g * 1e3), p.lower + 0.01, p.upper - 0.01))
+            p.init = float(np.clip(math.log(payload * 8 / partner * 1e3),
+                                   p.lower + 0.01, p.upper - 0.01))
 
     def _apply(self, theta: np.ndarray) -> tuple[dict[str, ImplSpec], Interop]:
         values = {p.name: (math.exp(t) if p.kind == "log" else _expit(t))
@@ -741,12 +704,12 @@ class Calibrator:
                                                    "fit: seed 000 §VI-A, HTTP/3 vs generator "
                                                    f"goodput (HTTP/3 layer = {h:.2f} × T)")
             if f"Z|{name}|chacha20" in values:
-                m = values[f"Z|{name}|chacha20"]
-                base = self._crypto_base(spec)
+                times = values[f"Z|{name}|chacha20"]
+                aes = self._crypto_base(spec)
                 spec.cipher_extra_ns = dict(spec.cipher_extra_ns)
                 spec.cipher_extra_ns["chacha20"] = Value(
-                    base * (m - 1), base * (m * 0.8 - 1), base * (m * 1.25 - 1),
-                    f"fit: ChaCha20 crypto × {m:.2f} of AES-GCM's ({name} with both ciphers "
+                    aes * (times - 1), aes * (times * 0.8 - 1), aes * (times * 1.25 - 1),
+                    f"fit: ChaCha20 crypto × {times:.2f} of AES-GCM's ({name} with both ciphers "
                     "on one testbed)")
             if f"C|{name}" in values:
                 c = values[f"C|{name}"]

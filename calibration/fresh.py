@@ -254,6 +254,8 @@ def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float],
     gso = stack.gso in ("switch", "on")
     gro = stack.gro in ("switch", "on")
     payload = int(stack.default_udp_payload_bytes)
+    window: dict[str, Any] = (
+        {"fc_window_bytes": int(stack.fc_window_bytes)} if stack.fc_window_bytes else {})
     return Behaviour(
         udp_payload_bytes=payload,
         max_udp_payload_bytes=int(stack.max_udp_payload_bytes) if stack.max_udp_payload_bytes
@@ -274,7 +276,7 @@ def _stack_behaviour(stack: Any, ack_every: float, stall: tuple[float, float],
         pacing_burst_min_packets=int(stack.pacing_burst[1]),
         pacing_burst_max_packets=int(stack.pacing_burst[2]),
         pacing_min_delay_ms=float(stack.pacing_burst[3]),
-        **({"fc_window_bytes": int(stack.fc_window_bytes)} if stack.fc_window_bytes else {}),
+        **window,
         ack_threshold_fixed=stack.ack_threshold_fixed,
         language=stack.origin.split(":")[0], tls_library="")
 
@@ -543,10 +545,11 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
                            bytes_ns=Value(per_byte * shrink, spec.bytes_ns.lo * shrink,
                                           spec.bytes_ns.hi, spec.bytes_ns.source + why))
             work *= shrink
-        spec = replace(spec, **{side: role(T[side], shares[side],
-                                           min(SEGMENT_SHARE, max(0.0, (room[side] - work)
-                                                                  / T[side] - 0.001)))
-                                for side in T})
+        side_change: dict[str, Any] = {
+            side: role(T[side], shares[side],
+                       min(SEGMENT_SHARE, max(0.0, (room[side] - work) / T[side] - 0.001)))
+            for side in T}
+        spec = replace(spec, **side_change)
         model = build_model(spec, crypto, cpus, reference_cpu=host.name)
         models[str(name)] = model
         rows.append({"stack": name, "runs": len(g), "goodput_mbps": goodput,

@@ -108,12 +108,13 @@ def residual_frame(held: Sequence[pd.DataFrame]) -> pd.DataFrame:
 def situation_of(row: Any) -> Situation:
     """The :class:`Situation` of one residual row."""
     fields = [f for f in str(row.extrapolated_fields or "").split(",") if f]
-    knobs = sum(1 for f in fields if f not in ("cpu", "pair", "model"))
+    knobs = sum(1 for f in fields if f not in ("cpu", "pair", "model", "testbed"))
     pair_fields = [f for f in str(row.pair_fields or "").split(",") if f]
     return Situation(REGIMES.get(str(row.limit), "cpu"), str(row.engine),
                      bool(row.pair_in_evidence), bool(row.cpu_in_evidence),
                      "model" not in fields, knobs, float(row.extrapolation or 0.0),
-                     len(pair_fields), bool(getattr(row, "cpu_scaled", False)))
+                     len(pair_fields), bool(getattr(row, "cpu_scaled", False)),
+                     bool(getattr(row, "testbed_in_evidence", True)))
 
 
 def situations_scaled(df: pd.DataFrame) -> list[bool]:

@@ -195,16 +195,30 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         supports_gro=Fact(False, "assumed: not stated"),
         apps=Fact(("perf", "hq", "h3"), S003 + ": HTTP/3 server and client")),
     "tcp+tls": Implementation(
-        name="tcp+tls", language="kernel TCP + user-space TLS (NGINX / wget)",
-        tls_library="OpenSSL",
-        udp_payload_bytes=Fact(1448, "TCP MSS on a 1500-byte MTU with timestamps"),
+        name="tcp+tls", language="kernel TCP + user-space TLS (NGINX 1.18 / wget)",
+        tls_library="OpenSSL (NGINX), GnuTLS (wget)",
+        udp_payload_bytes=Fact(1448, "TCP MSS on a 1500-byte MTU with timestamps (the TCP "
+                                     "model counts its own segments: calibration/tcp.py)"),
         max_recv_udp_payload_bytes=Fact(65527, "not applicable"),
-        overhead_bytes=Fact(16, "assumed: TLS record header and tag amortised over a 16 KiB record"),
+        overhead_bytes=Fact(24, "TCP's headers beyond IP+UDP's 28 B: 52 − 28"),
         supports_gso=Fact(True, "TSO/GSO: the kernel sends 64 KiB super-segments (" + S002 + " §2.4)"),
         supports_gro=Fact(True, "GRO/LRO (" + S002 + " §2.4)"),
         apps=Fact(("perf", "hq", "h3"), "HTTP/1.1 over TLS; the app protocol field is ignored"),
-        immediate_ack_on_gap=Fact(False, "kernel ACKs cost no process CPU"),
-        ack_every_packets=Fact(2.0, "TCP delayed ACK: one ACK per two segments (RFC 1122)")),
+        immediate_ack_on_gap=Fact(True, "RFC 5681 §4.2: a duplicate ACK at once for out-of-order data"),
+        ack_every_packets=Fact(2.0, "RFC 1122: at least every second full segment"),
+        ccs=("cubic", "reno", "bbr")),
+    "tcp": Implementation(
+        name="tcp", language="kernel TCP (iperf3)", tls_library="none",
+        udp_payload_bytes=Fact(1448, "TCP MSS on a 1500-byte MTU with timestamps"),
+        max_recv_udp_payload_bytes=Fact(65527, "not applicable"),
+        overhead_bytes=Fact(24, "TCP's headers beyond IP+UDP's 28 B: 52 − 28"),
+        supports_gso=Fact(True, "TSO/GSO (" + S001 + " Table 2 footnote: TCP GSO and GRO are "
+                                "typically offloaded to the NIC)"),
+        supports_gro=Fact(True, S001 + " Table 2 footnote"),
+        apps=Fact(("perf", "hq", "h3"), "plain TCP bytes (iperf3); the app protocol field is ignored"),
+        immediate_ack_on_gap=Fact(True, "RFC 5681 §4.2: a duplicate ACK at once for out-of-order data"),
+        ack_every_packets=Fact(2.0, "RFC 1122: at least every second full segment"),
+        ccs=("cubic", "reno", "bbr")),
 }
 
 #: Implementations that only appear as request servers in seeds 003/004.

@@ -294,8 +294,8 @@ class HostCalibrator:
         if g_row is None or u_row is None or m_row is None:
             return params.sender_near_cost, params.receiver_near_cost, params.far_penalty, []
         targets = np.array([_value(g_row), _value(u_row) / 100.0, _value(m_row) / 100.0])
-        base = dict(server="lsquic", client="lsquic", rcvbuf_bytes=6815744,
-                    sndbuf_bytes=6815744, testbed="qir10g")
+        base: dict[str, Any] = dict(server="lsquic", client="lsquic", rcvbuf_bytes=6815744,
+                                    sndbuf_bytes=6815744, testbed="qir10g")
         cpu = registry.cpus.find(DOCUMENT_DEFAULTS["002"].get("cpu", "AMD EPYC 7543"))
         per_node = max(1, cpu.cores // max(1, cpu.numa_nodes))
         cores = [k * per_node for k in range(max(1, cpu.numa_nodes))]

@@ -145,8 +145,9 @@ class RequestCalibrator:
 
     def _set(self, name: str, role: str, term: str, param: Param) -> None:
         model = self.models_[name]
-        rc = replace(model.role(role), **{term: param})
-        self.models_[name] = replace(model, **{role: rc})
+        term_change: dict[str, Any] = {term: param}
+        role_change: dict[str, Any] = {role: replace(model.role(role), **term_change)}
+        self.models_[name] = replace(model, **role_change)
         self.fitted_.add((name, role, term))
         self.terms_[(name, role, term)] = Term(name, role, term, param.value, param.lo,
                                                param.hi, param.unit, param.source)
@@ -163,7 +164,7 @@ class RequestCalibrator:
 
     def _host_factor(self, reference_cpu: str) -> tuple[float, float, float]:
         """CPU rule factor from the crypto-measurement host to ``reference_cpu``."""
-        info = kb.HANDSHAKE_CRYPTO_CPU
+        info: dict[str, Any] = kb.HANDSHAKE_CRYPTO_CPU
         host = Cpu(info["name"], info["vendor"], info["microarchitecture"], 0, info["ghz"],
                    info["ghz"], 2, 2, 1, 0, True, ("knowledge.HANDSHAKE_CRYPTO_CPU",))
         scale = self.cpus.with_cpu(host).scaling(host.name, reference_cpu)
@@ -224,7 +225,9 @@ class RequestCalibrator:
     def _put(self, name: str, role: str, term: str, param: Param) -> None:
         """Set a derived (not fitted) term."""
         model = self.models_[name]
-        self.models_[name] = replace(model, **{role: replace(model.role(role), **{term: param})})
+        term_change: dict[str, Any] = {term: param}
+        role_change: dict[str, Any] = {role: replace(model.role(role), **term_change)}
+        self.models_[name] = replace(model, **role_change)
         self.terms_[(name, role, term)] = Term(name, role, term, param.value, param.lo,
                                                param.hi, param.unit, param.source)
 
@@ -279,11 +282,11 @@ class RequestCalibrator:
                 provenance={"base": base.value, "base_source": base.source,
                             "knowledge": {"udp_payload_bytes": payload.source if payload
                                           else f"{base.value} model"}})
-        for base, variants in kb.REQUEST_VARIANTS.items():
+        for base_name, variants in kb.REQUEST_VARIANTS.items():
             for variant, fact in variants.items():
-                self._set_variant(base, variant, "description", fact.value)
-                self._set_variant(base, variant, "source", fact.source)
-                self._set_variant(base, variant, "cost_factor", 1.0)
+                self._set_variant(base_name, variant, "description", fact.value)
+                self._set_variant(base_name, variant, "source", fact.source)
+                self._set_variant(base_name, variant, "cost_factor", 1.0)
 
     # ------------------------------------------------------------------ seed 004
     def _seed004(self, points: pd.DataFrame) -> None:
@@ -369,8 +372,9 @@ class RequestCalibrator:
             self._set_variant(base, variant, f"{role}.{term}", param.to_json())
         else:
             model = self.models_[name]
-            self.models_[name] = replace(model, **{role: replace(model.role(role),
-                                                                 **{term: param})})
+            term_change: dict[str, Any] = {term: param}
+            role_change: dict[str, Any] = {role: replace(model.role(role), **term_change)}
+            self.models_[name] = replace(model, **role_change)
 
     def _fit_time(self, name: str, role: str, term: str, sc: Scenario,
                   time: tuple[float, float], pid: str, where: str) -> None:

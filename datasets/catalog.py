@@ -1,6 +1,7 @@
 """The DuckDB catalog: one schema for every measured and predicted number.
 
-Tables (documented column by column in ``datasets/SCHEMA.md``):
+Tables (described column by column in ``datasets/columns.yaml``, from which
+docs/reference/catalog.md is generated):
 
 - ``runs`` — one row per transfer (published raw data or fresh testbed run);
 - ``cpu_samples`` — per-second CPU of each side's process;
@@ -21,6 +22,8 @@ Loaders take the connection (``load(catalog)``), as SimPy components take ``env`
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -210,7 +213,7 @@ DDL = [
         max_ghz DOUBLE, base_ghz DOUBLE, cores INTEGER, threads INTEGER, numa_nodes INTEGER,
         nic_numa_node INTEGER, aes_ni BOOLEAN, sources VARCHAR)""",
     # Engine outputs written by `quiclab sweep` / `quiclab reproduce`;
-    # one row per sweep, scenario and engine. Columns in datasets/SCHEMA.md.
+    # one row per sweep, scenario and engine. Columns in datasets/columns.yaml.
     """CREATE TABLE IF NOT EXISTS predictions (
         sweep VARCHAR NOT NULL, kind VARCHAR, scenario_key VARCHAR NOT NULL,
         engine VARCHAR NOT NULL, engine_version VARCHAR,
@@ -242,7 +245,7 @@ DDL = [
         GROUP BY run_id, side, category""",
 ]
 
-#: Columns of tables a user may export or query, with one-line docs (SCHEMA.md has more).
+#: Tables a user may export or query (datasets/columns.yaml has their columns' meanings).
 TABLES = ("runs", "cpu_samples", "perf_stacks", "perf_categories", "published_points",
           "sources", "files", "ingest_issues", "processed_check", "cpus", "predictions",
           "testbeds")
@@ -263,6 +266,28 @@ def migrate_testbeds(con: duckdb.DuckDBPyConnection) -> None:
                     "lpad(document, 3, '0') = ?", [testbed, document])
 
 
+#: A DuckDB file starts with three 4 KiB headers (one file header, two database
+#: headers) before its blocks (duckdb/src/storage/single_file_block_manager.cpp).
+FILE_HEADERS_BYTES = 3 * 4096
+_DAMAGED_HINT = ("; the file was left as it is: move it aside and run `quiclab data ingest` "
+                 "to build a new one")
+
+
+def _first_line(err: BaseException, limit: int = 160) -> str:
+    """DuckDB's message, first line, at most ``limit`` characters (its lock message
+    goes on with a PID and a link)."""
+    lines = str(err).strip().splitlines()
+    text = lines[0] if lines else type(err).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def says_damaged(err: BaseException) -> bool:
+    """Whether a DuckDB error says the file itself is bad (not a lock or a query)."""
+    text = str(err).lower()
+    return any(word in text for word in ("not a valid duckdb", "could not read enough",
+                                         "corrupt", "checksum", "serializ", "invalid"))
+
+
 class Catalog:
     """A DuckDB catalog file. Use as a context manager or call :meth:`close`.
 
@@ -277,11 +302,48 @@ class Catalog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.con = self._connect(read_only)
-        except duckdb.IOException as err:
-            raise DataError(self.path, f"cannot open catalog ({err})") from None
+        except duckdb.Error as err:
+            raise DataError(self.path, f"cannot open catalog ({_first_line(err)})"
+                                       + _DAMAGED_HINT * says_damaged(err)) from None
         self.read_only = read_only
-        if not read_only:
-            self.ensure_schema()
+        try:
+            self._check_complete()
+            if not read_only:
+                self.ensure_schema()
+        except duckdb.Error as err:  # a damaged block met while reading the schema
+            self.con.close()
+            raise self.damaged(err) from None
+        except BaseException:
+            self.con.close()
+            raise
+
+    def _check_complete(self) -> None:
+        """Refuse a catalog file shorter than the blocks it uses (cut by a full disk or a
+        copy): DuckDB opens it and fails only at the first read of a missing block, in
+        the middle of a command. Nothing is written to such a file. (A cut that this
+        misses fails at that read, which :meth:`damaged` turns into one line.)"""
+        try:
+            # used_blocks, not total_blocks: free blocks at the end of a healthy file
+            # are truncated away, but every used block lies within the file.
+            rows = self.con.execute("SELECT block_size, used_blocks "
+                                    "FROM pragma_database_size()").fetchall()
+            row = rows[0] if rows else None
+        except duckdb.Error as err:
+            raise self.damaged(err) from None
+        if row is None or not self.path.is_file():
+            return
+        block_size, blocks = int(row[0] or 0), int(row[1] or 0)
+        need = FILE_HEADERS_BYTES + blocks * block_size
+        have = self.path.stat().st_size
+        if blocks and have < need:
+            raise DataError(self.path, f"damaged catalog: {have:,d} bytes where its {blocks} "
+                                       f"blocks in use need {need:,d}; a cut copy?"
+                                       f"{_DAMAGED_HINT}")
+
+    def damaged(self, err: BaseException) -> DataError:
+        """The one-line DataError for a DuckDB error met while reading this file."""
+        hint = _DAMAGED_HINT if says_damaged(err) else ""
+        return DataError(self.path, f"catalog cannot be read ({_first_line(err)}){hint}")
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         # Another process (a sweep, the app) may hold the write lock for a moment.
@@ -295,10 +357,23 @@ class Catalog:
         raise AssertionError("unreachable")
 
     def ensure_schema(self) -> None:
+        """Create what is missing; on a current catalog, write nothing at all (so that a
+        command refused after opening for writing leaves the file byte for byte)."""
         for stmt in DDL:
-            self.con.execute(stmt)
-        row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        found = int(row[0]) if row and str(row[0]).isdigit() else SCHEMA_VERSION
+            view = re.match(r"\s*CREATE OR REPLACE VIEW (\w+)", stmt)
+            if view is None:
+                self.con.execute(stmt)  # CREATE … IF NOT EXISTS: no write when present
+                continue
+            # A view is replaced only when its definition changed (its hash in meta).
+            key, digest = f"view:{view.group(1)}", hashlib.sha256(stmt.encode()).hexdigest()
+            exists = self.con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?",
+                                      [view.group(1)]).fetchall()[0][0]
+            stored = self.con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchall()
+            if not exists or stored != [(digest,)]:
+                self.con.execute(stmt)
+                self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, digest])
+        rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        found = int(rows[0][0]) if rows and str(rows[0][0]).isdigit() else SCHEMA_VERSION
         # Columns added after a file was created (nullable; older rows read NULL).
         for table, columns in (("runs", RUN_COLUMNS), *ADDED_COLUMNS.items()):
             have = set(self.columns(table))
@@ -307,8 +382,11 @@ class Catalog:
                     self.con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
         if found < 3:
             migrate_testbeds(self.con)
-        self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                         [str(SCHEMA_VERSION)])
+        # Written only when it changes: opening a current catalog for writing writes
+        # nothing, so a command refused afterwards leaves the file as it was.
+        if rows != [(str(SCHEMA_VERSION),)]:
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                             [str(SCHEMA_VERSION)])
 
     def close(self) -> None:
         self.con.close()
@@ -325,10 +403,31 @@ class Catalog:
         self.con.execute("BEGIN TRANSACTION")
         try:
             yield self.con
-        except BaseException:
-            self.con.execute("ROLLBACK")
+            self.con.execute("COMMIT")
+        except BaseException as err:
+            with contextlib.suppress(duckdb.Error):  # a damaged file may refuse even this
+                self.con.execute("ROLLBACK")
+            if isinstance(err, duckdb.Error) and says_damaged(err):
+                raise self.damaged(err) from None  # one line naming the file
             raise
-        self.con.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def replacing(self, source: str, location: object, rows: int,
+                  why: str = "") -> Iterator[duckdb.DuckDBPyConnection]:
+        """The transaction in which a loader replaces the rows of ``source``.
+
+        Every loader deletes its source's old rows and writes the new ones inside
+        it. A source that yielded no rows (a wrong folder, a file of another format,
+        every file skipped) is refused before anything is deleted: DataError naming
+        ``location`` and ``why`` (the first problem met), and the rows already in the
+        catalog stay as they were.
+        """
+        if rows <= 0:
+            because = f" ({why})" if why else ""
+            raise DataError(location, f"no {source} rows could be read{because}; "
+                                      "nothing was replaced: the catalog is unchanged")
+        with self.transaction() as con:
+            yield con
 
     def upsert(self, table: str, rows: Sequence[dict[str, Any]],
                key: Sequence[str] | None = None) -> int:
@@ -343,6 +442,16 @@ class Catalog:
         if unknown:
             raise DataError(f"catalog table {table}", f"unknown column(s) {', '.join(unknown)}")
         used = [c for c in cols if any(c in r for r in rows)]
+        try:
+            self._upsert(table, rows, used, key)
+        except duckdb.Error as err:
+            if says_damaged(err):
+                raise self.damaged(err) from None
+            raise
+        return len(rows)
+
+    def _upsert(self, table: str, rows: Sequence[dict[str, Any]], used: list[str],
+                key: Sequence[str] | None) -> None:
         verb = "INSERT OR REPLACE" if key is None else "INSERT"
         if key is not None:
             # Tables without a primary key: delete matching keys first (idempotent ingest).
@@ -351,15 +460,14 @@ class Catalog:
             for values in keys:
                 self.con.execute(f"DELETE FROM {table} WHERE {where}", list(values))
         self._insert_arrow(table, used, rows, verb)
-        return len(rows)
 
     def delete_other_versions(self, sweep: str, content_hash: str) -> int:
         """Delete the ``predictions`` of ``sweep`` made from another content hash (an
         earlier spec or model set; a rerun writes the current ones). Returns how many."""
-        row = self.con.execute("DELETE FROM predictions WHERE sweep = ? AND kind = 'sweep' "
-                               "AND content_hash IS DISTINCT FROM ?",
-                               [sweep, content_hash]).fetchone()
-        return int(row[0]) if row else 0
+        rows = self.con.execute("DELETE FROM predictions WHERE sweep = ? AND kind = 'sweep' "
+                                "AND content_hash IS DISTINCT FROM ?",
+                                [sweep, content_hash]).fetchall()
+        return int(rows[0][0]) if rows else 0
 
     def _insert_arrow(self, table: str, columns: Sequence[str], rows: Sequence[dict[str, Any]],
                       verb: str = "INSERT") -> None:
@@ -387,23 +495,32 @@ class Catalog:
 
     # -- reading ------------------------------------------------------------
     def tables(self) -> list[str]:
-        rows = self.con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
-            "ORDER BY table_name").fetchall()
+        try:
+            rows = self.con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+                "ORDER BY table_name").fetchall()
+        except duckdb.Error as err:
+            raise self.damaged(err) from None
         return [r[0] for r in rows]
 
     def columns(self, table: str) -> list[str]:
-        rows = self.con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-            "ORDER BY ordinal_position", [table]).fetchall()
+        try:
+            rows = self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                "ORDER BY ordinal_position", [table]).fetchall()
+        except duckdb.Error as err:
+            raise self.damaged(err) from None
         if not rows:
             raise DataError(self.path, f"no table {table!r} (tables: {', '.join(self.tables())})")
         return [r[0] for r in rows]
 
     def count(self, table: str) -> int:
         self.columns(table)
-        row = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()
-        return int(row[0]) if row else 0
+        try:
+            rows = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()
+        except duckdb.Error as err:
+            raise self.damaged(err) from None
+        return int(rows[0][0]) if rows else 0
 
     def query(self, sql: str, params: Iterable[Any] | None = None) -> duckdb.DuckDBPyRelation:
         return self.con.sql(sql, params=list(params) if params is not None else None)

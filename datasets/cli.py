@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from quiclab.errors import DataError
+from quiclab.errors import DataError, excerpt
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,17 +32,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_ingest)
 
     p = dsub.add_parser("list", help="list the catalog's tables with row counts")
-    p.set_defaults(func=run_list)
+    p.set_defaults(func=run_list, writes=False)
 
     p = dsub.add_parser("info", help="columns and row count of one table")
     p.add_argument("table")
-    p.set_defaults(func=run_info)
+    p.set_defaults(func=run_info, writes=False)
 
     p = dsub.add_parser("sql", help="run a read-only SQL query")
     p.add_argument("query", help='e.g. "SELECT server_impl, median(goodput_mbps) FROM runs '
                                  'GROUP BY 1"')
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    p.set_defaults(func=run_sql)
+    p.add_argument("--max-rows", type=_row_cap, default=MAX_ROWS, metavar="N",
+                   help=f"print at most N rows (default {MAX_ROWS}; 0 = all); a note on "
+                        "stderr says when rows were left out (`data export` writes them all)")
+    p.set_defaults(func=run_sql, writes=False)
 
     p = dsub.add_parser("export", help="write a table (or query) to Parquet or CSV")
     p.add_argument("table", help="table name, or a SELECT query")
@@ -51,7 +54,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = dsub.add_parser("summary", help="runs per experiment and pair with median goodput, "
                                         "CPU and packet figures")
-    p.set_defaults(func=run_summary)
+    p.set_defaults(func=run_summary, writes=False)
+
+
+#: Rows `data sql` prints unless told otherwise (a terminal's worth; `export` writes all).
+MAX_ROWS = 200
+
+
+def _row_cap(text: str) -> int:
+    """``--max-rows``: a whole number ≥ 0 (argparse turns the error into one line)."""
+    from quiclab.errors import ScenarioError
+    from quiclab.sim.scenario import whole_number
+
+    try:
+        value = whole_number("--max-rows", text)
+    except ScenarioError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 0, got {excerpt(text)}")
+    return value
 
 
 def _progress() -> Any:
@@ -159,11 +180,14 @@ def run_ingest(args: argparse.Namespace) -> int:
         # replace the runs already in the catalog with none.
         if src.is_dir() and _kind(src) == "qir10g" and not _has_results(src):
             raise DataError(src, "no QIR-10G results/ or published-point CSVs found")
+    # Published points are read (and a folder that yields none refused) before the
+    # catalog is opened for writing.
+    parsed = {src: published.read(src, strict=args.strict) for src in sources
+              if _kind(src) == "published"}
     with Catalog(args.catalog) as catalog:
-        catalog.upsert("cpus", [c.to_row() for c in CpuCatalog.packaged().cpus])
         for src in sources:
-            if _kind(src) == "published":
-                n = published.load(catalog, src, strict=args.strict)
+            if src in parsed:
+                n = published.write(catalog, parsed[src])
                 issues = catalog.con.execute(
                     "SELECT path, coalesce('[' || field || '] ', '') || reason "
                     "FROM ingest_issues WHERE source = ?", [published.SOURCE]).fetchall()
@@ -191,9 +215,11 @@ def run_ingest(args: argparse.Namespace) -> int:
             if s.processed_mismatches:
                 print(f"  {len(s.processed_mismatches)} run/column disagreements — see "
                       "`quiclab data sql \"SELECT * FROM processed_check WHERE rel_diff > 1e-6\"`"
-                      " and datasets/SCHEMA.md for the reasons")
+                      " and docs/explanation/catalog.md for the reasons")
         n = testbeds.load(catalog, _host_facts())
         print(f"testbeds: {n} ({', '.join(sorted(testbeds.by_id(catalog)))})")
+        # The CPU catalog last: a source refused above leaves the file untouched.
+        catalog.upsert("cpus", [c.to_row() for c in CpuCatalog.packaged().cpus])
         print(f"catalog: {args.catalog}")
     return 0
 
@@ -262,7 +288,8 @@ def _statement_name(text: str) -> str:
 
 
 def read_only_statement(sql: str) -> str:
-    """The one read-only statement in ``sql``, or DataError ("sql: …", one line).
+    """The one read-only statement in ``sql`` (its text alone), or DataError ("sql: …",
+    one line).
 
     DuckDB classifies the statements (``extract_statements``); only queries and
     metadata reads pass. The catalog is also opened read-only, which stops writes
@@ -294,7 +321,7 @@ def read_only_statement(sql: str) -> str:
         inner = re.match(r"(?is)explain\s+(?:analy[sz]e\s+|\([^)]*\)\s*)?(.*)", text)
         if inner and inner.group(1).strip():
             read_only_statement(inner.group(1))
-            return sql
+            return text
     elif kind in (duckdb.StatementType.PRAGMA, duckdb.StatementType.CALL):
         # "COPY FROM DATABASE" parses as a PRAGMA and "CHECKPOINT" as a CALL: go by name.
         named = re.match(r"(?is)(pragma|call)\s+([a-z_][a-z0-9_]*)", text)
@@ -305,9 +332,13 @@ def read_only_statement(sql: str) -> str:
     if not allowed:
         hint = "; write files with `quiclab data export`" if kind in (
             duckdb.StatementType.COPY, duckdb.StatementType.EXPORT) else ""
-        raise DataError("sql", f"{_statement_name(text)} is not allowed: "
-                               f"{READ_ONLY_HELP}{hint}")
-    return sql
+        # The statement's first word, except that "WITH … DELETE" is named by its kind
+        # (DuckDB's kinds are coarser elsewhere: RESET and USE are SET, BEGIN TRANSACTION).
+        name = _statement_name(text)
+        if name in ("WITH", "THIS") and kind is not None and kind.name != "INVALID":
+            name = kind.name
+        raise DataError("sql", f"{name} is not allowed: {READ_ONLY_HELP}{hint}")
+    return text  # the statement alone: no trailing ';' or comment for the relation API
 
 
 def run_sql(args: argparse.Namespace) -> int:
@@ -316,51 +347,122 @@ def run_sql(args: argparse.Namespace) -> int:
     from quiclab.datasets.catalog import Catalog
 
     query = read_only_statement(args.query)
+    cap = getattr(args, "max_rows", MAX_ROWS)
     with Catalog(args.catalog, read_only=True) as catalog:
         try:
-            df = catalog.df(query)
+            result = catalog.con.execute(query)
+            names = [d[0] for d in result.description or []]
+            # Only cap + 1 rows leave DuckDB: a query of 10⁸ rows prints at once.
+            rows = result.fetchmany(cap + 1) if cap else result.fetchall()
         except duckdb.Error as err:
-            raise DataError("sql", str(err).splitlines()[0]) from None
+            raise _query_error(catalog, "sql", err) from None
+    df = rows_df(rows, names)
+    more = bool(cap) and len(df) > cap
+    if more:
+        df = df.iloc[:cap]
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
     elif args.format == "json":
         print(df.to_json(orient="records", date_format="iso"))
     else:
         print(format_table(df))
+    if more:
+        print(f"quiclab: showed the first {cap} rows; more exist (--max-rows 0 prints all, "
+              "`quiclab data export` writes them to a file)", file=sys.stderr)
     return 0
 
 
-def format_table(df: Any, max_rows: int = 200) -> str:
+def _query_error(catalog: Any, what: str, err: Exception) -> DataError:
+    """A query's DuckDB error as one line: the catalog's file when the file is bad
+    (a damaged block), else the query's own problem."""
+    from quiclab.datasets.catalog import says_damaged
+
+    if says_damaged(err):
+        return catalog.damaged(err)
+    return DataError(what, (str(err).strip().splitlines() or [type(err).__name__])[0])
+
+
+def rows_df(rows: list[tuple[Any, ...]], names: list[str]) -> Any:
+    """Rows as DuckDB returns them to Python, as a DataFrame: whole numbers stay whole
+    (``sum()`` of BIGINT is a HUGEINT, which a DataFrame from DuckDB holds as float64
+    and prints as 5.06e+05), DECIMALs become floats."""
+    from decimal import Decimal
+
     import pandas as pd
 
-    with pd.option_context("display.max_rows", max_rows, "display.max_columns", 50,
-                           "display.width", 200, "display.float_format", "{:,.4g}".format):
-        return df.to_string(index=False)
+    df = pd.DataFrame.from_records(rows, columns=names) if rows else pd.DataFrame(
+        columns=names)
+    for i in range(df.shape[1]):
+        column = df.iloc[:, i]
+        if column.dtype == object and any(isinstance(v, Decimal) for v in column):
+            df.isetitem(i, column.map(lambda v: float(v) if isinstance(v, Decimal) else v))
+    return df
+
+
+def format_table(df: Any, max_rows: int | None = None) -> str:
+    """``df`` as text: whole numbers as such, other floats to 4 significant digits; at
+    most ``max_rows`` rows, with a last line saying how many more there are."""
+    import pandas as pd
+
+    def number(value: float) -> str:
+        if value == value and abs(value) < 1e15 and float(value).is_integer():
+            return f"{value:,.0f}"
+        return f"{value:,.4g}"
+
+    more = len(df) - max_rows if max_rows is not None and len(df) > max_rows else 0
+    shown = df.iloc[:max_rows] if more else df
+    with pd.option_context("display.max_columns", 50, "display.width", 200,
+                           "display.float_format", number):
+        text = str(shown.to_string(index=False))
+    return text + (f"\n… and {more:,d} more rows" if more else "")
 
 
 def run_export(args: argparse.Namespace) -> int:
     import duckdb
 
-    from quiclab.datasets.catalog import Catalog
+    from quiclab.datasets.catalog import Catalog, says_damaged
 
     target = Path(args.to)
     if target.suffix not in (".parquet", ".csv"):
         raise DataError(target, "choose a .parquet or .csv file name", field="--to")
     with Catalog(args.catalog, read_only=True) as catalog:
-        is_query = args.table.lstrip().lower().startswith(("select", "with"))
-        if not is_query and args.table not in catalog.tables():
-            raise DataError(args.catalog, f"no table {args.table!r} "
-                                          f"(tables: {', '.join(catalog.tables())})")
-        query = args.table if is_query else f'SELECT * FROM "{args.table}"'
-        fmt = "PARQUET" if target.suffix == ".parquet" else "CSV, HEADER"
-        target.parent.mkdir(parents=True, exist_ok=True)
+        tables = catalog.tables()
+        if args.table in tables:
+            # The relation API takes the name and the path as values: nothing is pasted
+            # into SQL, so a quote in either is just a character.
+            relation = catalog.con.table(args.table)
+        elif re.match(r"(?is)\s*(select|with|from|values|table|\()", args.table):
+            # One read-only statement (no ";", no COPY), as `data sql` runs it.
+            try:
+                relation = catalog.con.sql(read_only_statement(args.table))
+            except duckdb.Error as err:
+                raise _query_error(catalog, "export", err) from None
+        else:
+            raise DataError(args.catalog, f"no table {excerpt(args.table)} "
+                                          f"(tables: {', '.join(tables)})")
+        writable_parent(target, "--to")
         try:
-            catalog.con.execute(f"COPY ({query}) TO '{target}' (FORMAT {fmt})")
+            if target.suffix == ".parquet":
+                relation.write_parquet(str(target))
+            else:
+                relation.write_csv(str(target), header=True)
+            n = relation.aggregate("count(*)").fetchall()[0]
         except duckdb.Error as err:
-            raise DataError("export", str(err).splitlines()[0]) from None
-        n = catalog.con.execute(f"SELECT count(*) FROM ({query})").fetchone()
+            if says_damaged(err):
+                raise catalog.damaged(err) from None
+            raise DataError(target, str(err).splitlines()[0], field="--to") from None
     print(f"wrote {n[0] if n else 0:,d} rows to {target}")
     return 0
+
+
+def writable_parent(target: Path, flag: str) -> None:
+    """``target``'s folder exists and is writable, and ``target`` is no folder; else
+    DataError naming ``flag`` (:func:`quiclab.paths.writable_folder`)."""
+    from quiclab.paths import writable_folder
+
+    writable_folder(target.parent, flag)
+    if target.is_dir():
+        raise DataError(target, "is a folder: give a file name", field=flag)
 
 
 SUMMARY_SQL = """

@@ -134,7 +134,7 @@ STATED: tuple[Testbed, ...] = (
                  "cpu_ghz": f"{S002} Table 1 (max GHz); {QIR_README}",
                  "cores": f"{S002} §4.7: 32 cores and 64 threads",
                  "threads": f"{S002} §4.7", "nic": f"{S002} §3.2, §4.7; {QIR_README}",
-                 "offloads": f"{S002} §2.4 (Linux offloads), datasets/SCHEMA.md",
+                 "offloads": f"{S002} §2.4 (Linux offloads), docs/explanation/catalog.md",
                  "kernel": f"{S002} §3.2", "os": f"{S002} §3.2; {QIR_README}",
                  "link_gbps": f"{S002} §3.2", "path": f"{S002} §3.1–3.2, Fig. 2",
                  "mtu_bytes": f"{S002} §3.2 (default setup)",

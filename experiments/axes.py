@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from quiclab.errors import excerpt
 from quiclab.experiments.schema import check_keys, fail, need_list, need_number
 from quiclab.sim.scenario import Scenario, field_names
 
@@ -118,7 +119,7 @@ def _values_of(spec: Any, name: str, source: str, path: str) -> list[Any]:
 
 def _check_field(name: Any, source: str, path: str) -> str:
     if name not in axis_fields():
-        raise fail(source, path, f"{name!r} is not a Scenario field; allowed: "
+        raise fail(source, path, f"{excerpt(name)} is not a Scenario field; allowed: "
                                  + ", ".join(axis_fields()))
     return str(name)
 

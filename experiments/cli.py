@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from quiclab.errors import QuiclabError
 from quiclab.experiments.executors import EXECUTORS
 from quiclab.sim.engine import ENGINES
 
@@ -173,8 +174,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     runner.print_failures(report)
     rows = replaced = 0
     if not args.no_catalog and report.table is not None:
-        rows, replaced = runner.to_catalog(args.catalog, report.table, name=spec.name,
-                                           kind="sweep", provenance=report.provenance)
+        try:
+            rows, replaced = runner.to_catalog(args.catalog, report.table, name=spec.name,
+                                               kind="sweep", provenance=report.provenance)
+        except QuiclabError as err:  # a locked or damaged catalog: say what is kept
+            raise _kept(err, report.table.num_rows, out) from None
     rates = ", ".join(f"{e} {report.rate(e):,.1f} pts/s" for e in report.seconds
                       if report.computed_by.get(e))  # no rate for an engine that computed none
     print(f"{spec.name}: {report.points} point×engine(s): {report.computed} computed, "
@@ -189,6 +193,16 @@ def run_sweep(args: argparse.Namespace) -> int:
               f"\"SELECT server, engine, goodput_mbps, limit_resource FROM predictions "
               f"WHERE sweep = '{spec.name}' LIMIT 10\"")
     return 1 if report.failed else 0
+
+
+def _kept(err: QuiclabError, rows: int, out: Path) -> QuiclabError:
+    """``err`` with a note that the sweep's computed rows are kept in its parts."""
+    from quiclab.errors import DataError
+
+    note = f"; the sweep's {rows} rows are kept in {out}/parts (run again to write them)"
+    if isinstance(err, DataError):
+        return DataError(err.path, err.reason + note, err.field)
+    return QuiclabError(f"{err}{note}")
 
 
 def run_reproduce(args: argparse.Namespace) -> int:

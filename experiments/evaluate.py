@@ -296,9 +296,9 @@ def _over(ctx: Context, finding: Finding, check: Check, metric: str, compare: st
         return _compare(a, b, compare, _unit_factor(metric, unit)), f"{label} vs {check.baseline}"
     bases = ctx.spec.series[check.baseline][2] if check.baseline else [None] * len(names)
     values = []
-    for n, b in zip(names, bases, strict=True):
+    for n, base_name in zip(names, bases, strict=True):
         a = ctx.metric(n, finding.engine, metric)
-        base = ctx.metric(b, finding.engine, metric) if b else math.nan
+        base = ctx.metric(base_name, finding.engine, metric) if base_name else math.nan
         values.append((_compare(a, base, compare, _unit_factor(metric, unit)), n))
     pick = (max if check.over == "max" else min)(values, key=lambda t: t[0])
     return pick[0], f"{check.over} over {check.scenario}: {pick[1]}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import threading
 import warnings
@@ -30,6 +31,7 @@ from typing import Any
 
 from quiclab.errors import QuiclabError
 from quiclab.models.registry import Registry
+from quiclab.procs import die_with_parent
 from quiclab.sim.engine import Engine, get_engine
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.scenario import Scenario
@@ -51,16 +53,23 @@ _REGISTRY: Registry | None = None
 _ENGINES: dict[tuple[str, str, int], Engine] = {}
 
 
-def _init_worker(registry: Registry) -> None:
-    """A pool worker's start: the registry, and Ctrl-C left to the parent.
+def _init_worker(registry: Registry, parent_pid: int | None = None) -> None:
+    """A pool worker's start: the registry, Ctrl-C left to the parent, and an end
+    tied to the parent's.
 
     A terminal sends SIGINT to the whole process group; the parent reports the
     interruption in one line and stops the workers, which would otherwise each
     print a KeyboardInterrupt traceback (see also :func:`_sigint_deferred`).
+    A parent killed outright (``kill -9``, the OOM killer) stops nothing: the
+    workers would finish their tasks for no one (:func:`die_with_parent`).
     """
     global _REGISTRY
     signal.signal(signal.SIGINT, _ignore_sigint)
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
     _REGISTRY = registry
+
+
 
 
 def _ignore_sigint(signum: int, frame: Any) -> None:
@@ -159,7 +168,7 @@ class LocalExecutor:
             return
         workers = min(self.jobs, len(tasks))
         pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
-                                   initargs=(registry,))
+                                   initargs=(registry, os.getpid()))
         try:
             pending: set[Future[list[Outcome]]] = set()
             queue = list(tasks)[::-1]

@@ -1,7 +1,7 @@
 """What produced a set of predictions: git revision, package versions, models, spec.
 
 Written beside every sweep's results (``provenance.json``) and into every
-``predictions`` row of the catalog (../shared/STYLE.md, "Reproducibility and
+``predictions`` row of the catalog (docs/explanation/design.md, "Reproducibility and
 provenance": Pantheon's ``pantheon_metadata.json`` with its git summary).
 """
 

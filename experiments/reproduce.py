@@ -41,6 +41,7 @@ from quiclab.experiments.findings import ReproSpec, load_repro
 from quiclab.experiments.schema import read_text
 from quiclab.experiments.spec import find_spec, packaged_dir
 from quiclab.models.registry import Registry
+from quiclab.paths import writable_folder
 from quiclab.sim.engine import STOCHASTIC_ENGINES, goodput_spread
 
 #: Request and handshake workloads run in the analytic engine and the DES;
@@ -472,6 +473,7 @@ def main_reproduce(args: argparse.Namespace) -> int:
     fitted = fitted_ids(points, Path(args.paths.models))
     executor = _executor(args)
     out = Path(args.out) if args.out else args.paths.reports / "reproductions"
+    writable_folder(out, "--out")  # before the first spec runs, not after it
     engines = list(dict.fromkeys(args.engine)) if args.engine else [None]
     started = time.perf_counter()
     reps = []
@@ -498,6 +500,9 @@ def main_reproduce(args: argparse.Namespace) -> int:
                                 {k: v for r in group for k, v in r.rows.items()})
             write_one(merged, out)
     findings = update_summary(out, reps)
+    from quiclab.stamp import write_stamp
+
+    write_stamp(out)
     # What the findings were computed with (quiclab validate compares it to its models).
     (out / MODELS_FILE).write_text(json.dumps(
         {"models": str(registry.source), "versions": registry.versions()}, indent=1) + "\n")

@@ -30,9 +30,10 @@ from quiclab.experiments.progress import ProgressReporter
 from quiclab.experiments.spec import OUTPUT_FIELDS, digest
 from quiclab.experiments.store import PartStore, write_json_atomic
 from quiclab.models.registry import Registry
+from quiclab.paths import writable_folder
 from quiclab.sim.engine import code_digest
 from quiclab.sim.prediction import Prediction
-from quiclab.sim.scenario import Scenario, field_names
+from quiclab.sim.scenario import DEFAULTS, LATER_FIELDS, Scenario, field_names
 
 #: Points per analytic task: "a whole sweep in one predict_batch call" up to this size.
 ANALYTIC_TASK_POINTS = 200_000
@@ -73,7 +74,11 @@ def scenario_dict(scenario: Scenario) -> dict[str, Any]:
 
 def scenario_key(scenario: Scenario) -> str:
     """``Scenario.key()``, computed the same way but ~10× faster (the runner hashes 10⁵ points)."""
-    blob = json.dumps(scenario_dict(scenario), sort_keys=True, separators=(",", ":"))
+    data = scenario_dict(scenario)
+    for name in LATER_FIELDS:  # Scenario.key_dict: left out while at their default
+        if data[name] == DEFAULTS[name]:
+            del data[name]
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -154,7 +159,7 @@ def run_points(*, name: str, kind: str, spec: dict[str, Any], scenarios: Sequenc
     """
     versions = registry.versions()
     chash = chash or content_hash(spec, versions)
-    out.mkdir(parents=True, exist_ok=True)
+    writable_folder(out, "--out")  # a file in the way or a read-only disk: one line, now
     _check_out(out, chash)
     store = PartStore(out)
     store.clean_temporaries()

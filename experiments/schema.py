@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from quiclab import yamlio
-from quiclab.errors import SpecError
+from quiclab.errors import SpecError, excerpt
 
 
 def where(source: str, path: str) -> str:
@@ -28,17 +28,15 @@ def fail(source: str, path: str, message: str) -> SpecError:
 
 
 def read_text(path: Any) -> str:
-    """A hand-written file's text (UTF-8); SpecError naming the file if it cannot be read
-    or is not UTF-8 text, e.g. ``s.yaml: not UTF-8 text (byte 17)``."""
-    from pathlib import Path
+    """A hand-written file's text (UTF-8, at most ``yamlio.MAX_CHARS``); SpecError naming
+    the file if it cannot be read, is too large or is not UTF-8 text, e.g.
+    ``s.yaml: not UTF-8 text (byte 17)``."""
+    from quiclab.errors import DataError
 
-    file = Path(path)
     try:
-        return file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SpecError(f"{file}: not UTF-8 text (byte {err.start})") from None
-    except OSError as err:
-        raise SpecError(f"{file}: cannot be read ({err.strerror or err})") from None
+        return yamlio.read(path, "spec")
+    except DataError as err:
+        raise SpecError(str(err)) from None
 
 
 def load_yaml(path: Any) -> dict[str, Any]:
@@ -68,7 +66,8 @@ def check_keys(data: Any, allowed: Sequence[str], source: str, path: str,
                                  f"got {_kind(data)}")
     for key in data:
         if key not in allowed:
-            sub = f"{path}.{key}" if path else str(key)
+            name = key if isinstance(key, str) and len(key) <= 60 else excerpt(key)
+            sub = f"{path}.{name}" if path else str(name)
             raise fail(source, sub, f"unknown key; allowed: {', '.join(allowed)}")
     for key in required:
         if key not in data:
@@ -100,18 +99,37 @@ def need_number(value: Any, source: str, path: str, lo: float | None = None,
         ok = False
     if not ok:
         raise fail(source, path, f"expected {'a whole number' if integer else 'a number'}, "
-                                 f"got {value!r}")
+                                 f"got {excerpt(value)}{_yaml_number_hint(value)}")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         bounds = f"{'' if lo is None else lo:g} … {'' if hi is None else hi:g}" \
             if lo is not None and hi is not None else (f"≥ {lo:g}" if lo is not None
                                                           else f"≤ {hi:g}")
-        raise fail(source, path, f"{value!r} is out of range; allowed {bounds}")
+        raise fail(source, path, f"{excerpt(value)} is out of range; allowed {bounds}")
     return float(value)
+
+
+def _yaml_number_hint(value: Any) -> str:
+    """Why a number can arrive as text: YAML 1.1 (PyYAML) reads ``1e9`` as a string —
+    its floats need a dot (``1.0e9``) and a signed exponent is optional only there."""
+    if not isinstance(value, str) or len(value) > 40:
+        return ""
+    try:
+        number = float(value.replace("_", ""))
+    except ValueError:
+        return ""
+    if not math.isfinite(number):
+        return ""
+    plain = f"{number:.0f}" if number.is_integer() and abs(number) < 1e16 else repr(number)
+    mantissa, _, exponent = f"{number:.1e}".partition("e")
+    # PyYAML's float needs a dot and a signed exponent: 1.0e+9, 1.0e-3.
+    exp = f" or {mantissa}e{exponent[0]}{exponent[1:].lstrip('0') or '0'}" \
+        if "e" in value.lower() else ""
+    return f" (YAML reads {value.strip()} as text: write {plain}{exp})"
 
 
 def need_choice(value: Any, allowed: Sequence[str], source: str, path: str) -> str:
     if value not in allowed:
-        raise fail(source, path, f"{value!r} is not allowed; allowed: {', '.join(allowed)}")
+        raise fail(source, path, f"{excerpt(value)} is not allowed; allowed: {', '.join(allowed)}")
     return str(value)
 
 
@@ -122,4 +140,4 @@ def _kind(value: Any) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {excerpt(value)}"

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from quiclab.errors import excerpt
 from quiclab.experiments.axes import Axis, expand, grid_size, parse_axes
 from quiclab.experiments.schema import (
     check_keys,
@@ -112,7 +113,7 @@ def _option(value: Any, rule: OptionRule | None, source: str, path: str) -> Any:
         low = "" if lo is None else f"{'>' if lo_open else '≥'} {lo:g}"
         high = "" if hi is None else f"{'<' if hi_open else '≤'} {hi:g}"
         bounds = f"{low} and {high}" if low and high else low or high
-        raise fail(source, path, f"{value!r} is out of range; allowed {bounds}")
+        raise fail(source, path, f"{excerpt(value)} is out of range; allowed {bounds}")
     return int(number) if kind == "int" else number
 
 
@@ -194,7 +195,7 @@ def parse_sweep(data: dict[str, Any], source: str, name: str) -> SweepSpec:
                                    "`quiclab reproduce`")
     check_keys(data, SWEEP_KEYS, source, "", required=("kind",))
     if data["kind"] != "sweep":
-        raise fail(source, "kind", f"{data['kind']!r}: this loader reads kind: sweep")
+        raise fail(source, "kind", f"{excerpt(data['kind'])}: this loader reads kind: sweep")
     base = parse_base(data.get("base"), source)
     axes = parse_axes(data.get("axes"), source)
     engines = parse_engines(data.get("engines"), source)

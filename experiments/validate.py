@@ -117,8 +117,11 @@ def _fresh_bulk_cells(runs: pd.DataFrame, known: Any,
     # veth hands the receiver what the sender wrote: a GSO super-packet arrives whole
     # (GRO's batch), single datagrams stay single (testbed README: ~1.0 packet per
     # receive without GSO, 10–44 with it). GRO without GSO batches nothing here.
+    # (Kernel TCP's GRO is the veth's own, which the TCP models take as set.)
+    tcp = {"tcp+tls", "tcp", "tcp+ktls"}
     return [replace(e, scenario=e.scenario.with_(gro=False))
-            if e.scenario.gro and not e.scenario.gso else e for e in out]
+            if e.scenario.gro and not e.scenario.gso and e.scenario.server not in tcp else e
+            for e in out]
 
 
 def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | None,
@@ -390,7 +393,7 @@ CPU_LIMITS = ("sender_cpu", "receiver_cpu")
 #: Fresh experiments designed with a control: every pair also ran the calibration
 #: setting in the same session (a cell labelled ``base`` elsewhere may differ from it
 #: in a knob the Scenario does not name, e.g. knob-coverage's veth segmentation).
-CONTROLLED_EXPERIMENTS = ("fresh-validation-controlled",)
+CONTROLLED_EXPERIMENTS = ("fresh-validation-controlled", "tcp-validation")
 #: Knob settings the fresh calibration itself runs (testbed/specs/fresh-calibration.yaml:
 #: GSO off fixes each stack's system-call share), so not held out in kind.
 CALIBRATED_SETTINGS = ("gso=False",)
@@ -423,7 +426,11 @@ def controlled_knobs(items: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (_engine, _group, _server, _client), g in fresh.groupby(
             ["engine", "group", "server", "client"], sort=True):
-        control = g[g["setting"] == "base"]
+        # The control is the calibration setting: "base", or the spec's base fields
+        # alone when it sets some (testbed/specs/tcp-validation.yaml pins: "pin=True").
+        base = "base" if (g["setting"] == "base").any() else min(
+            g["setting"], key=lambda label: (label.count(", "), len(label)))
+        control = g[g["setting"] == base]
         if control.empty:
             continue
         c = control.iloc[0]
@@ -433,7 +440,7 @@ def controlled_knobs(items: pd.DataFrame) -> pd.DataFrame:
         # The control is CPU-bound: observed / predicted is this session's CPU speed
         # relative to the calibration session's. It moves CPU-bound predictions only.
         factor = c["observed_mbps"] / c["predicted_mbps"]
-        for _, r in g[g["setting"] != "base"].iterrows():
+        for _, r in g[g["setting"] != base].iterrows():
             normalised = r["predicted_mbps"] * (factor if r["limit"] in CPU_LIMITS else 1.0)
             rows.append({**{k: r[k] for k in ("engine", "group", "server", "client", "setting",
                                                 "observed_mbps", "predicted_mbps", "ape_pct")},
@@ -842,11 +849,17 @@ def main_validate(args: argparse.Namespace) -> int:
     findings = pd.read_csv(findings_path) if findings_path.is_file() else None
     stale = stale_reason(repro_dir, registry) if findings is not None else None
     out = Path(args.out) if args.out else args.paths.reports / "validation"
+    from quiclab.paths import writable_folder
+
+    writable_folder(out, "--out")
     coverage = coverage_report({"main": registry, "fresh": fresh_registry},
                                [s.source for s in sources])
     md, html_path = write_report(out, summary, items_df, findings, repro_dir,
                                  {s.source: s.skipped for s in sources},
                                  requests_df, requests_summary, stale, coverage)
+    from quiclab.stamp import write_stamp
+
+    write_stamp(out)
     if len(summary):
         print(_fmt_table(summary))
     if coverage:

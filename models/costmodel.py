@@ -352,6 +352,10 @@ class CostModel:
     notes: tuple[str, ...] = ()
     #: Calibration provenance (catalog rows, published ids, fit statistics).
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: Kernel TCP + TLS costs (:class:`quiclab.models.tcpcost.TcpCosts`) of a TCP
+    #: implementation; None for QUIC stacks. With it the engines resolve the model
+    #: through the TCP mechanism (quiclab.sim.tcp), not the per-packet costs above.
+    tcp: Any = None
 
     def role(self, role: str) -> RoleCosts:
         if role not in ROLES:
@@ -366,6 +370,9 @@ class CostModel:
         for cipher, c in sorted(self.crypto.items()):
             yield f"crypto.{cipher}.ns_per_packet", c.ns_per_packet
             yield f"crypto.{cipher}.ns_per_byte", c.ns_per_byte
+        if self.tcp is not None:
+            for name, p in self.tcp.params():
+                yield f"tcp.{name}", p
 
     def with_variant(self, variant: str) -> CostModel:
         """The model of one build/version variant (see class docstring)."""
@@ -414,6 +421,12 @@ class CostModel:
 
     # -- JSON ---------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
+        out = self._to_json()
+        if self.tcp is not None:
+            out["tcp"] = self.tcp.to_json()
+        return out
+
+    def _to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "implementation": self.implementation,
@@ -450,6 +463,7 @@ class CostModel:
                 variants=dict(data.get("variants", {})),
                 notes=tuple(data.get("notes", ())),
                 provenance=dict(data.get("provenance", {})),
+                tcp=_tcp(data.get("tcp"), where),
             )
         except KeyError as err:
             raise DataError(where, f"missing key {err}") from None
@@ -461,6 +475,14 @@ class CostModel:
         except json.JSONDecodeError as err:
             raise DataError(path, f"not valid JSON ({err.msg} at line {err.lineno})") from None
         return cls.from_json(data, str(path))
+
+
+def _tcp(data: Any, where: str) -> Any:
+    if data is None:
+        return None
+    from quiclab.models.tcpcost import TcpCosts
+
+    return TcpCosts.from_json(data, f"{where}: tcp")
 
 
 def _scale_role(costs: RoleCosts, factor: float) -> RoleCosts:

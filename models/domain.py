@@ -145,10 +145,17 @@ class DomainCheck:
     pair_fields: tuple[str, ...] = ()
     #: Models (or variants) with no evidence at all.
     unmeasured: tuple[str, ...] = ()
+    #: The Scenario's testbed, if no evidence comes from it ('' when some does).
+    testbed_unmeasured: str = ""
+
+    @property
+    def testbed_measured(self) -> bool:
+        return not self.testbed_unmeasured
 
     @property
     def inside(self) -> bool:
-        return not self.fields and self.pair_measured and not self.unmeasured
+        return (not self.fields and self.pair_measured and not self.unmeasured
+                and self.testbed_measured)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -158,6 +165,8 @@ class DomainCheck:
             out.append("pair")
         if self.unmeasured:
             out.append("model")
+        if not self.testbed_measured:
+            out.append("testbed")
         return tuple(out)
 
     @property
@@ -172,6 +181,8 @@ class DomainCheck:
             parts.append("no evidence runs " + ", ".join(self.unmeasured))
         if not self.pair_measured:
             parts.append(f"pair {self.server}→{self.client} never measured")
+        if self.testbed_unmeasured:
+            parts.append(f"testbed {self.testbed_unmeasured}: no evidence from it")
         return "; ".join(parts)
 
 
@@ -184,6 +195,8 @@ class Domain:
     #: Full names (``name@variant``) that some evidence runs.
     variants: frozenset[str] = frozenset()
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: The testbeds the evidence comes from (empty: not recorded, every one counts).
+    testbeds: frozenset[str] = frozenset()
 
     # -- building ------------------------------------------------------------
     @classmethod
@@ -199,8 +212,10 @@ class Domain:
         by_model: dict[str, list[dict[str, Any]]] = {}
         by_pair: dict[str, list[dict[str, Any]]] = {}
         variants: set[str] = set()
+        testbeds: set[str] = set()
         arch: dict[str, str] = {}
         for s in scenarios:
+            testbeds.add(str(getattr(s, "testbed", "")))
             if s.cpu not in arch:
                 arch[s.cpu] = microarchitecture(s.cpu, cpus)
             c = scenario_conditions(s, arch[s.cpu])
@@ -211,7 +226,7 @@ class Domain:
             variants.update((s.server, s.client))
         return cls({k: Envelope.of(v) for k, v in sorted(by_model.items())},
                    {k: Envelope.of(v) for k, v in sorted(by_pair.items())},
-                   frozenset(variants), dict(provenance or {}))
+                   frozenset(variants), dict(provenance or {}), frozenset(testbeds - {""}))
 
     # -- checking ------------------------------------------------------------
     def check(self, scenario: Any, cpus: Any = None, arch: str | None = None) -> DomainCheck:
@@ -238,6 +253,10 @@ class Domain:
         for i, key in enumerate(keys):
             groups.setdefault(key, []).append(i)
         batch = DomainBatch(self, values, n)
+        if self.testbeds:
+            batch.testbeds = [str(getattr(s, "testbed", "")) for s in scenarios]
+            batch.testbed_measured = np.array([t in self.testbeds for t in batch.testbeds],
+                                              dtype=bool)
         for key, idx in groups.items():
             batch.add_group(key, np.asarray(idx))
         return batch
@@ -247,7 +266,8 @@ class Domain:
         return {"schema": SCHEMA, "fields": list(FIELDS),
                 "models": {k: v.to_json() for k, v in sorted(self.models.items())},
                 "pairs": {k: v.to_json() for k, v in sorted(self.pairs.items())},
-                "variants": sorted(self.variants), "provenance": self.provenance}
+                "variants": sorted(self.variants), "provenance": self.provenance,
+                "testbeds": sorted(self.testbeds)}
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n"
@@ -264,7 +284,8 @@ class Domain:
                     for k, v in data.get("models", {}).items()},
                    {k: Envelope.from_json(v, f"{where}: pairs.{k}")
                     for k, v in data.get("pairs", {}).items()},
-                   frozenset(data.get("variants", [])), dict(data.get("provenance", {})))
+                   frozenset(data.get("variants", [])), dict(data.get("provenance", {})),
+                   frozenset(str(t) for t in data.get("testbeds", [])))
 
     @classmethod
     def load(cls, path: Path) -> Domain:
@@ -290,6 +311,9 @@ class DomainBatch:
         self.distance = np.zeros(n)
         #: Knobs inside the models' evidence but outside the measured pair's own.
         self.pair_knobs_outside = np.zeros(n, dtype=np.int64)
+        #: Whether some evidence comes from the Scenario's testbed (and which it is).
+        self.testbed_measured = np.ones(n, dtype=bool)
+        self.testbeds = [""] * n
         self._groups: list[tuple[tuple[Any, ...], np.ndarray, dict[str, Any]]] = []
         self._row_group = np.zeros(n, dtype=np.int64)
 
@@ -376,7 +400,8 @@ class DomainBatch:
                 and str(g["cats"][f]) not in g["pair"].values[f])
         return DomainCheck(server_full, client_full, bool(self.pair_measured[i]),
                            bool(self.cpu_measured[i]), tuple(fields), pair_fields,
-                           tuple(g["unmeasured"]))
+                           tuple(g["unmeasured"]),
+                           "" if self.testbed_measured[i] else self.testbeds[i])
 
     def lines(self) -> list[str]:
         """The one-line description of every row ('' inside the evidence), as
@@ -405,6 +430,9 @@ class DomainBatch:
             for i, parts in zip(idx.tolist(), rows, strict=True):
                 text = "; ".join(p for p in parts if p)
                 out[i] = f"{text}; {ending}" if text and ending else text or ending
+        for i in np.flatnonzero(~self.testbed_measured).tolist():
+            note = f"testbed {self.testbeds[i]}: no evidence from it"
+            out[i] = f"{out[i]}; {note}" if out[i] else note
         return out
 
     def _field_texts(self, j: int, name: str, idx: np.ndarray, g: dict[str, Any]

@@ -77,6 +77,8 @@ class Situation:
     #: The scenario's CPU is not the models' reference CPU: costs were moved by the CPU
     #: rule (and the hosts, NICs and kernel are another testbed's).
     cpu_scaled: bool = False
+    #: Some evidence comes from the scenario's testbed (a user's own: none does).
+    testbed_measured: bool = True
 
     @classmethod
     def of(cls, limit: str, engine: str, check: Any, cpu_scaled: bool = False) -> Situation:
@@ -85,7 +87,8 @@ class Situation:
         knobs = sum(1 for f in check.fields if f.field != "cpu")
         return cls(REGIMES.get(limit, "cpu"), engine, bool(check.pair_measured),
                    bool(check.cpu_measured), not check.unmeasured, knobs,
-                   float(check.distance), len(check.pair_fields), cpu_scaled)
+                   float(check.distance), len(check.pair_fields), cpu_scaled,
+                   bool(getattr(check, "testbed_measured", True)))
 
 
 #: Feature names of the difficulty model, in order (see :func:`feature_row`).
@@ -94,7 +97,7 @@ FEATURES: tuple[str, ...] = (
     *(f"engine:{e}" for e in ENGINE_NAMES if e != "analytic"),
     "pair never measured", "cpu microarchitecture never measured", "model never measured",
     "knobs outside the evidence", "log distance outside", "outside the pair's own evidence",
-    "another CPU than the reference",
+    "another CPU than the reference", "testbed never measured",
 )
 
 
@@ -104,7 +107,8 @@ def feature_row(s: Situation) -> list[float]:
             *(float(s.engine == e) for e in ENGINE_NAMES if e != "analytic"),
             float(not s.pair_measured), float(not s.cpu_measured), float(not s.model_measured),
             float(s.knobs_outside), min(float(s.distance), MAX_DISTANCE),
-            float(s.pair_knobs_outside > 0), float(s.cpu_scaled)]
+            float(s.pair_knobs_outside > 0), float(s.cpu_scaled),
+            float(not s.testbed_measured)]
 
 
 #: What the Mondrian bins of the normalised residuals are: one pooled bin (``none``),
@@ -157,11 +161,16 @@ class IntervalModel:
     models_digest: str = ""
 
     def __post_init__(self) -> None:
-        if tuple(self.features) != FEATURES:
+        known = tuple(self.features)
+        if known != FEATURES[:len(known)]:
             raise DataError(FILE, f"features {list(self.features)} are not this code's "
                                   f"{list(FEATURES)} (re-run `quiclab calibrate`)",
                             field="difficulty.features")
-        self._coef = np.asarray(self.coef, dtype=float)
+        # A file fitted before a feature existed: that feature's coefficient is 0 (it
+        # does not widen the band) until the next calibration learns it.
+        self._missing = FEATURES[len(known):]
+        self._coef = np.concatenate([np.asarray(self.coef, dtype=float),
+                                     np.zeros(len(self._missing))])
         self._lo = np.array([self.clip.get(f, (-math.inf, math.inf))[0] for f in FEATURES])
         self._hi = np.array([self.clip.get(f, (-math.inf, math.inf))[1] for f in FEATURES])
         self._alphas: dict[float, dict[str, tuple[float, float, bool]]] = {}
@@ -182,8 +191,8 @@ class IntervalModel:
                 tuple(sorted((k, tuple(v)) for k, v in self.scores.items())), level)
         return self._alphas[level]
 
-    def bands(self, goodput_mbps: Sequence[float], situations: Sequence[Situation],
-              level: float | None = None, link_mbps: Sequence[float] | None = None
+    def bands(self, goodput_mbps: Sequence[float] | np.ndarray, situations: Sequence[Situation],
+              level: float | None = None, link_mbps: Sequence[float] | np.ndarray | None = None
               ) -> list[Band]:
         """One Band per prediction (vectorised over the batch)."""
         rows = np.array([feature_row(s) for s in situations], dtype=float).reshape(
@@ -195,9 +204,9 @@ class IntervalModel:
         return [Band(float(lo[i]), float(hi[i]), level, float(sig[i]), used[i], texts[i])
                 for i in range(len(situations))]
 
-    def band_arrays(self, goodput_mbps: Sequence[float], rows: np.ndarray,
+    def band_arrays(self, goodput_mbps: Sequence[float] | np.ndarray, rows: np.ndarray,
                     bins: Sequence[str], level: float | None = None,
-                    link_mbps: Sequence[float] | None = None
+                    link_mbps: Sequence[float] | np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
         """(lo, hi, σ, bin used, too-few-residuals flag) per prediction, from feature
         rows (n × FEATURES) and Mondrian bin names. ``link_mbps`` caps ``hi``: no

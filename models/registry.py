@@ -26,6 +26,8 @@ from quiclab.models.pipelines import HostParams
 from quiclab.models.testbeds import UNSEEN, Testbed, Testbeds
 from quiclab.paths import tree_digest
 
+FRESH_PREFIX = "fresh-"  # fresh-run hosts: fresh-<hostname> (datasets.testbeds.fresh_id)
+
 INTEROP_SCHEMA = "quiclab.interop/2"
 #: One set of effects for every testbed; read as QIR-10G's.
 INTEROP_SCHEMA_V1 = "quiclab.interop/1"
@@ -243,12 +245,19 @@ class Registry:
             self._versions = None  # the testbeds are part of every prediction's provenance
 
     def testbed(self, key: str, field: str = "testbed") -> Testbed | None:
-        """The testbed a Scenario names (None for ``unseen``); ScenarioError lists the known."""
+        """The testbed a Scenario names (None for ``unseen``); ScenarioError lists the known.
+
+        Fresh runs name their host (``fresh-<hostname>``); a host these models
+        were never fitted on is, to them, an unseen testbed — predicted with no
+        testbed-specific effect and flagged by the domain check — not an error.
+        """
         if key == UNSEEN:
             return None
         try:
             return self.testbeds.get(key)
         except KeyError:
+            if key.startswith(FRESH_PREFIX):
+                return None
             raise ScenarioError(field, key, "one of: " + ", ".join(
                 [*self.testbeds.ids(), UNSEEN])) from None
 

@@ -1,6 +1,6 @@
 """quiclab — a research workbench for the sustained throughput of QUIC implementations.
 
-The package's subpackages are the stages of the loop in DESIGN.md:
+The package's subpackages are the stages of the loop in docs/explanation/design.md:
 ``quiclab.datasets`` (the DuckDB catalog), ``quiclab.calibration`` (estimators),
 ``quiclab.models`` (cost models and the CPU catalog), ``quiclab.sim``
 (the Scenario/Prediction contract and the analytic, DES and ns-3 engines),

@@ -9,7 +9,10 @@
 - ``des`` / ``ns3``: simulated packets per CPU-second of the packet engines
   (delegated to ``quiclab.sim.des.bench`` and ``quiclab.sim.ns3.bench``);
 - ``app``: the what-if page's latency per widget change (target: every analytic
-  what-if answers in under 200 ms), the app driven by Streamlit's AppTest.
+  what-if answers in under 200 ms), the app driven by Streamlit's AppTest;
+- ``cli``: wall and CPU time of whole ``quiclab`` processes — ``--help`` and an
+  analytic ``predict`` (target: 0.5 s wall each), and ``predict --backend
+  compiled`` beside them for what numba's import and cache load cost.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="print speed figures of the engines",
                        description="Benchmarks: scenarios/s (analytic), simulated packets per "
                                    "CPU-second (des, ns3), what-if latency (app).")
-    p.add_argument("what", choices=("analytic", "des", "ns3", "app", "all"), nargs="?",
+    p.add_argument("what", choices=("analytic", "des", "ns3", "app", "cli", "all"), nargs="?",
                    default="all")
+    p.add_argument("--repeat", type=int, default=7,
+                   help="cli: runs of each command (default 7; the median is reported)")
     p.add_argument("--n", type=int, default=1_000_000,
                    help="batch size for the analytic benchmark (default 10⁶)")
     p.add_argument("--json", action="store_true", help="print one JSON object per benchmark")
@@ -51,8 +56,9 @@ def bench_analytic(registry: Any, n: int = 1_000_000, seed: int = 0,
     if n < 1:
         raise QuiclabError(f"--n {n}: the analytic batch needs at least 1 scenario")
     engine = AnalyticEngine(registry)
+    # QUIC stacks only: kernel TCP (a model with a tcp section) pairs only with itself.
     names = [m for m in registry.names()
-             if m != "tcp+tls" and "h3" in registry.models[m].behaviour.apps][:5]
+             if registry.models[m].tcp is None and "h3" in registry.models[m].behaviour.apps][:5]
     pairs = [(s, c) for s in names for c in names][:10]
     resolved = engine.resolve_many([Scenario(server=s, client=c) for s, c in pairs])
     base = inputs_from_resolved(resolved)
@@ -187,6 +193,61 @@ def bench_app(paths: Any, changes: int = 30) -> dict[str, Any]:
     }
 
 
+#: Commands ``bench cli`` times, with the wall-time target each must meet (None: shown
+#: for comparison only).
+CLI_COMMANDS: tuple[tuple[str, tuple[str, ...], float | None], ...] = (
+    ("help", ("--help",), 0.5),
+    ("predict", ("predict", "--server", "lsquic", "--client", "lsquic"), 0.5),
+    ("predict_compiled", ("predict", "--server", "lsquic", "--client", "lsquic",
+                          "--backend", "compiled"), None),
+)
+
+
+def bench_cli(repeat: int = 7) -> dict[str, Any]:
+    """Wall and CPU seconds of whole ``quiclab`` processes (interpreter start-up,
+    imports, the answer), the median over ``repeat`` runs of each of
+    :data:`CLI_COMMANDS`, with the load average: on a shared machine the wall time
+    waits for a core, the CPU time does not. QuiclabError if a command fails."""
+    import os
+    import resource
+    import shutil
+    import subprocess
+    import sys
+
+    if repeat < 1:
+        raise QuiclabError(f"--repeat {repeat}: at least 1 run")
+    script = Path(sys.executable).with_name("quiclab")
+    if not script.exists():
+        found = shutil.which("quiclab")
+        script = Path(found) if found else script
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "quiclab.cli"]
+    out: dict[str, Any] = {"benchmark": "cli", "repeat": repeat,
+                           "load_average_1min_before": os.getloadavg()[0]}
+    met = True
+    for name, argv, target in CLI_COMMANDS:
+        walls, cpus = [], []
+        for _ in range(repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            done = subprocess.run([*command, *argv], capture_output=True, text=True)
+            walls.append(time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise QuiclabError(f"bench cli: `quiclab {' '.join(argv)}` exited "
+                                   f"{done.returncode}: {last}")
+        out[f"{name}_wall_median_s"] = float(np.median(walls))
+        out[f"{name}_wall_min_s"] = float(np.min(walls))
+        out[f"{name}_cpu_median_s"] = float(np.median(cpus))
+        if target is not None:
+            out[f"{name}_target_s"] = target
+            met = met and float(np.median(walls)) <= target
+    out["load_average_1min_after"] = os.getloadavg()[0]
+    out["target_met"] = met
+    return out
+
+
 def run_bench(args: argparse.Namespace) -> int:
     from quiclab.models.registry import Registry
 
@@ -202,10 +263,23 @@ def run_bench(args: argparse.Namespace) -> int:
                                        out=None))
     if args.what in ("app", "all"):
         results.append(bench_app(args.paths))
+    if args.what in ("cli", "all"):
+        results.append(bench_cli(args.repeat))
     if args.what == "ns3":
         from quiclab.sim.ns3 import bench as ns3_bench
 
         results.append(ns3_bench.bench(cache_dir=args.paths.cache / "ns3", out=None))
+    from quiclab.stamp import stamp
+
+    # Kept for `quiclab report` (docs/results/speed.md), each with where it was measured.
+    bench_dir = args.paths.reports / "bench"
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    where = stamp()
+    for r in results:
+        name = str(r.get("benchmark", r.get("engine", "bench")))
+        (bench_dir / f"{name}.json").write_text(
+            json.dumps({"stamp": where, "result": r}, indent=1, sort_keys=True, default=float)
+            + "\n")
     for r in results:
         if args.json:
             print(json.dumps(r, sort_keys=True, default=float))

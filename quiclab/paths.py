@@ -1,7 +1,7 @@
 """One Paths object for every location quiclab reads or writes.
 
 Only the CLI (and the app's entry point) build it, from flags and environment
-variables; library code receives paths as arguments (../shared/STYLE.md: "Library code
+variables; library code receives paths as arguments (docs/explanation/design.md: "Library code
 never reads files or environment variables on its own"). Nothing is created
 at import time.
 
@@ -95,3 +95,32 @@ def tree_digest(root: Path, suffixes: tuple[str, ...]) -> str:
             h.update(str(path.relative_to(root)).encode())
             h.update(path.read_bytes())
     return h.hexdigest()
+
+
+def writable_folder(folder: Path, flag: str) -> Path:
+    """Create ``folder`` (and its parents) and check that files can be written in it.
+
+    Raises DataError naming ``folder`` and ``flag`` (``--out``, ``--to``) in one line
+    when a file is in the way, the file system is read-only or permission is
+    missing — before any work whose results would then have nowhere to go.
+    """
+    from quiclab.errors import DataError
+
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise DataError(folder, "is a file, not a folder", field=flag) from None
+    except NotADirectoryError:
+        raise DataError(folder, "a file is in the way (one of its parents is not a folder)",
+                        field=flag) from None
+    except OSError as err:
+        raise DataError(folder, f"cannot be created ({err.strerror or err})",
+                        field=flag) from None
+    if not folder.is_dir():
+        raise DataError(folder, "is not a folder", field=flag)
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        raise DataError(folder, "cannot be written (Read-only file system)", field=flag)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DataError(folder, "cannot be written (Permission denied)", field=flag)
+    return folder

@@ -123,6 +123,7 @@ def band_columns(registry: Any, scenarios: Sequence[Any], limits: Sequence[str],
         rows[:, col["knobs outside the evidence"]] = batch.knobs_outside
         rows[:, col["log distance outside"]] = np.minimum(batch.distance, MAX_DISTANCE)
         rows[:, col["outside the pair's own evidence"]] = batch.pair_knobs_outside > 0
+        rows[:, col["testbed never measured"]] = ~batch.testbed_measured
     scaled = cpu_scaled(registry, scenarios)
     rows[:, col["another CPU than the reference"]] = scaled
     bins = [bin_label(model.bin_by, g, s) for g, s in zip(regimes, scaled.tolist(), strict=True)]

@@ -43,7 +43,7 @@ from quiclab.sim.scenario import Scenario
 
 #: 1400-byte packets of 1360 stream bytes (40 B overhead), the synthetic default (1359
 #: goodput bytes a packet under HTTP/3, whose framing the references count).
-_FAST = dict(sender_ns=1000.0, receiver_ns=800.0)
+_FAST: dict[str, Any] = dict(sender_ns=1000.0, receiver_ns=800.0)
 
 
 def contract_registry() -> Registry:

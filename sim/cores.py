@@ -116,8 +116,8 @@ def _scaled(ep: Endpoint, factor: float) -> Endpoint:
 #: Implementations whose packet path is not QUIC's stages (seed 001 §3): the kernel
 #: runs TCP, segmentation and ACKs, so there is no user-space UDP/IP or protocol stage
 #: to put on a core of its own.
-NOT_STAGED = {"tcp+tls": "the kernel runs TCP (no user-space UDP/IP, crypto-per-packet or "
-                         "QUIC protocol stage to place)"}
+NOT_STAGED = {name: "the kernel runs TCP (no user-space UDP/IP, crypto-per-packet or "
+                    "QUIC protocol stage to place)" for name in ("tcp+tls", "tcp")}
 
 
 def preset_for(scenario: Scenario, impl: str, catalog: PipelineCatalog) -> str:
@@ -207,7 +207,9 @@ def apply(resolved: Resolved, registry: Registry) -> Resolved:
         runtime = threads[role]
         overhead = runtime.overhead_cores(s.streams) if runtime else 0.0
         if note or overhead:
-            ep = replace(ep, placement_note=note, overhead_cores=overhead)
+            # Keep what resolve wrote there (kernel TCP's breakdown, sim/tcp.py).
+            joined = "; ".join(n for n in (ep.placement_note, note) if n)
+            ep = replace(ep, placement_note=joined, overhead_cores=overhead)
         out[role] = ep
     if out["sender"] is resolved.sender and out["receiver"] is resolved.receiver:
         return resolved

@@ -2,7 +2,7 @@
 
 Every engine turns one Scenario into one Prediction, with the same inputs
 (:func:`quiclab.sim.resolve.resolve`). Engines are interchangeable so that they
-can be compared on the same work (DESIGN.md, "Rules of the house").
+can be compared on the same work (docs/explanation/design.md, "Rules of the house").
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from quiclab.errors import ScenarioError
 from quiclab.models.registry import Registry
@@ -73,7 +73,7 @@ class Engine(Protocol):
     def predict_batch(self, scenarios: Sequence[Scenario]) -> list[Prediction]: ...
 
 
-def get_engine(name: str, registry: Registry, **options: object) -> Engine:
+def get_engine(name: str, registry: Registry, **options: Any) -> Engine:
     """Construct an engine by name. Heavy engines are imported only when asked for."""
     factories: dict[str, Callable[[], Engine]] = {}
 

@@ -83,6 +83,9 @@ class Endpoint:
     rx_stall_rate_hz: float
     rx_stall_min_s: float
     rx_stall_alpha: float
+    #: Loss detection and probes (sim/des/cc.py RECOVERY_MODES): "rfc9002" for QUIC,
+    #: "tcp" for kernel TCP's RACK-TLP and retransmission timeout.
+    recovery: str = "rfc9002"
     # Where the work runs (sim/cores.py, sim/analytic/pipeline.py):
     # hand-offs between the cores of a pipeline per data packet (ns); each core as
     # (stages, share of the endpoint's work, busy polling, queue depth in messages);
@@ -318,6 +321,13 @@ def resolve(scenario: Scenario, registry: Registry) -> Resolved:
     if scenario.cc not in server.behaviour.ccs:
         raise ScenarioError("cc", scenario.cc,
                             f"{' | '.join(server.behaviour.ccs)} for {server.implementation}")
+    if server.tcp is not None or client.tcp is not None:
+        # Kernel TCP + TLS: its own mechanism (sim/tcp.py), same Endpoint numbers out.
+        from quiclab.sim.tcp import resolve_tcp
+
+        return resolve_tcp(scenario, registry, server, client,
+                           registry.cpus.scaling(server.reference_cpu, cpu.name, scenario.cpu_ghz),
+                           registry.cpus.scaling(client.reference_cpu, cpu.name, scenario.cpu_ghz))
     # Both ends must agree on a packet size: the sender's choice, capped by the
     # path; the receiver accepts what the path carries (max_udp_payload_size).
     payload = _payload(server, client, scenario)

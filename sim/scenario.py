@@ -34,6 +34,13 @@ QIR_TRANSFER_BYTES = 8589934592
 ETHERNET_WIRE_OVERHEAD_BYTES = 38
 
 CIPHERS = ("aes-ni", "aes-sw", "chacha20")
+#: Linux's defaults of net.ipv4.tcp_rmem / tcp_wmem (the largest autotuned buffer; the
+#: QIR hosts' Debian bullseye kernel 5.10: "4096 131072 6291456", "4096 16384 4194304").
+DEFAULT_TCP_RMEM_BYTES = 6291456
+DEFAULT_TCP_WMEM_BYTES = 4194304
+#: TLS 1.3's largest record (RFC 8446 §5.1: 2^14 bytes of plaintext), what NGINX and
+#: OpenSSL write by default.
+DEFAULT_TLS_RECORD_BYTES = 16384
 APPS = ("perf", "hq", "h3")
 CCS = ("cubic", "reno", "bbr")
 WORKLOADS = ("bulk", "requests", "handshakes")
@@ -79,6 +86,19 @@ class Scenario:
     # --- hosts ------------------------------------------------------------
     gso: bool = True
     gro: bool = True
+    #: Kernel TCP's offloads (tcp+tls and tcp): TCP segmentation offload on the
+    #: sender's NIC, large receive offload on the receiver's, and checksum offload on
+    #: both (without it the kernel sums every byte, and TSO is off: the kernel needs
+    #: the NIC's checksum for TSO). ``gso``/``gro`` are the kernel's software GSO and
+    #: GRO for TCP. QUIC stacks ignore all three.
+    tso: bool = True
+    lro: bool = False
+    csum_offload: bool = True
+    #: Kernel TCP's largest autotuned receive and send buffers (tcp_rmem[2], tcp_wmem[2]).
+    tcp_rmem_bytes: int = DEFAULT_TCP_RMEM_BYTES
+    tcp_wmem_bytes: int = DEFAULT_TCP_WMEM_BYTES
+    #: TLS record size (plaintext bytes per record) of TCP+TLS senders.
+    tls_record_bytes: int = DEFAULT_TLS_RECORD_BYTES
     rcvbuf_bytes: int = DEFAULT_RCVBUF_BYTES
     sndbuf_bytes: int = DEFAULT_SNDBUF_BYTES
     cipher: str = "aes-ni"
@@ -136,6 +156,11 @@ class Scenario:
         "queue_bdp": (0.01, 1000.0),
         "rcvbuf_bytes": (4096, 2**31 - 1),
         "sndbuf_bytes": (4096, 2**31 - 1),
+        "tcp_rmem_bytes": (4096, 2**31 - 1),
+        "tcp_wmem_bytes": (4096, 2**31 - 1),
+        # RFC 8446 §5.1: at most 2^14 plaintext bytes; 512 is the smallest
+        # max_fragment_length (RFC 6066 §4) and OpenSSL's smallest send fragment.
+        "tls_record_bytes": (512, 16384),
         "cpu_ghz": (0.0, 10.0),
         "transfer_bytes": (1, 2**50),
         "streams": (1, 100_000),
@@ -160,13 +185,23 @@ class Scenario:
             raise ScenarioError("testbed", self.testbed,
                                 "a testbed id: lower-case letters, digits and '-' (e.g. "
                                 "qir10g, koenig25, uclouvain, unseen)")
+        for name in ("server", "client"):
+            # "lsquic@" or "@march" would reach the registry as a name without a
+            # variant or without an implementation.
+            value = getattr(self, name)
+            impl, at, variant = value.partition("@")
+            if not impl.strip() or (at and not variant.strip()) or "@" in variant:
+                raise ScenarioError(name, value, "an implementation, optionally @variant "
+                                                 "(lsquic, lsquic@march)")
         for name, (lo, hi) in self.RANGES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ScenarioError(name, value, f"a number in {lo:g} … {hi:g}")
-            if not math.isfinite(value) or not lo <= value <= hi:
+            # math.isfinite() of a 400-digit int overflows: only floats can be inf/nan.
+            if (isinstance(value, float) and not math.isfinite(value)) or not lo <= value <= hi:
                 raise ScenarioError(name, value, f"{lo:g} … {hi:g}")
         for name in ("mtu_bytes", "queue_bytes", "rcvbuf_bytes", "sndbuf_bytes",
+                     "tcp_rmem_bytes", "tcp_wmem_bytes", "tls_record_bytes",
                      "transfer_bytes", "streams", "chunks", "udp_payload_bytes",
                      "request_bytes", "requests", "connections", "seed", "run",
                      "server_core", "client_core", "irq_core"):
@@ -176,7 +211,7 @@ class Scenario:
             # rtt_ms=5 and rtt_ms=5.0 compare equal, so they must share a key().
             if type(getattr(self, name)) is not float:
                 object.__setattr__(self, name, float(getattr(self, name)))
-        for name in ("gso", "gro", "pin"):
+        for name in ("gso", "gro", "pin", "tso", "lro", "csum_offload"):
             _bool(getattr(self, name), name)
         for name, allowed in (("cipher", CIPHERS), ("app", APPS), ("cc", CCS),
                               ("workload", WORKLOADS), ("pipeline", _pipelines())):
@@ -248,9 +283,19 @@ class Scenario:
                 raise ScenarioError(err.field, err.value, err.allowed, source=source) from None
             raise
 
+    def key_dict(self) -> dict[str, Any]:
+        """The fields a key hashes: every field, except those added after catalogs held
+        keys (:data:`LATER_FIELDS`) while they keep their default, so that a scenario
+        that does not use them keeps the key (and testbed run id) it had before."""
+        data = self.to_dict()
+        for name in LATER_FIELDS:
+            if data[name] == DEFAULTS[name]:
+                del data[name]
+        return data
+
     def key(self) -> str:
         """A stable content hash (16 hex digits) used to name results of this scenario."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        blob = json.dumps(self.key_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
@@ -272,6 +317,14 @@ def field_names() -> list[str]:
     return [f.name for f in fields(Scenario)]
 
 
+#: Fields added after sweeps, predictions and testbed runs were keyed by
+#: :meth:`Scenario.key` (kernel TCP's offloads, buffers and TLS record size): a
+#: scenario at their defaults hashes as before.
+LATER_FIELDS = ("tso", "lro", "csum_offload", "tcp_rmem_bytes", "tcp_wmem_bytes",
+                "tls_record_bytes", "irq_core", "testbed")
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Scenario)}
+
+
 #: Fields held as float whatever number they were given (Scenario.__post_init__).
 _FLOAT_FIELDS = tuple(f.name for f in fields(Scenario) if f.type in ("float", float))
 
@@ -279,8 +332,63 @@ _FLOAT_FIELDS = tuple(f.name for f in fields(Scenario) if f.type in ("float", fl
 _TYPES: dict[str, type] = {f.name: type(getattr(Scenario(), f.name)) for f in fields(Scenario)}
 
 
+#: Most digits a whole number read from text may have: more than any field's range
+#: needs (seed: 19 digits), and far below where ``int()`` of text turns slow and then
+#: refuses (4300 digits).
+MAX_DIGITS = 40
+_WHOLE_TEXT = re.compile(r"[+-]?[0-9][0-9_]*")
+
+
+def _allowed(name: str, what: str) -> str:
+    """``what`` with the field's range, if it has one: "a whole number in 1228 … 65535"."""
+    bounds = Scenario.RANGES.get(name)
+    return f"{what} in {bounds[0]:g} … {bounds[1]:g}" if bounds else what
+
+
+def whole_number(name: str, raw: Any, source: str | None = None) -> int:
+    """The one reader of whole numbers from user input (``--set``, YAML, URLs, specs).
+
+    Takes an int, a float with no fraction (``1500.0``, ``1e9``) or text of either
+    (``"9000"``, ``"1_000_000"``, ``"8.6e9"``); text of digits is read exactly
+    (``2**53 + 1`` stays itself), never through a float. Raises ScenarioError naming
+    the field, a bounded excerpt of the value and the field's range: for a number
+    with more than :data:`MAX_DIGITS` digits the range is what it breaks.
+    """
+    if isinstance(raw, bool):
+        raise ScenarioError(name, raw, _allowed(name, "a whole number"), source=source)
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float):
+        if not math.isfinite(raw) or not raw.is_integer():
+            raise ScenarioError(name, raw, _allowed(name, "a whole number"), source=source)
+        return int(raw)
+    if not isinstance(raw, str):
+        raise ScenarioError(name, raw, _allowed(name, "a whole number"), source=source)
+    text = raw.strip()
+    if _WHOLE_TEXT.fullmatch(text):
+        digits = text.lstrip("+-").replace("_", "").lstrip("0")
+        if len(digits) > MAX_DIGITS:
+            bounds = Scenario.RANGES.get(name)
+            allowed = f"{bounds[0]:g} … {bounds[1]:g}" if bounds else \
+                f"a whole number of at most {MAX_DIGITS} digits"
+            raise ScenarioError(name, raw, allowed, source=source)
+        return int(text.replace("_", ""))
+    try:
+        number = float(text.replace("_", ""))
+    except ValueError:
+        raise ScenarioError(name, raw, _allowed(name, "a whole number"), source=source) from None
+    if not math.isfinite(number) or not number.is_integer():
+        raise ScenarioError(name, raw, _allowed(name, "a whole number"), source=source)
+    return int(number)
+
+
 def coerce(name: str, raw: Any, source: str | None = None) -> Any:
-    """Coerce one raw value (e.g. the string ``"9000"`` from ``--set``) to the field's type."""
+    """Coerce one raw value (e.g. the string ``"9000"`` from ``--set``) to the field's type.
+
+    Numbers, booleans and names are read from text or taken as given; a list, a
+    mapping or nothing where one value belongs is refused (a YAML ``cpu: [a, b]``
+    is not a CPU). Raises ScenarioError naming the field and a bounded excerpt.
+    """
     if name not in _TYPES:
         raise ScenarioError(name, raw, "a Scenario field: " + ", ".join(field_names()),
                             source=source)
@@ -288,6 +396,8 @@ def coerce(name: str, raw: Any, source: str | None = None) -> Any:
     if kind is bool:
         if isinstance(raw, bool):
             return raw
+        if not isinstance(raw, str | int | float):
+            raise ScenarioError(name, raw, "true or false", source=source)
         text = str(raw).strip().lower()
         if text in ("1", "true", "yes", "on"):
             return True
@@ -295,24 +405,16 @@ def coerce(name: str, raw: Any, source: str | None = None) -> Any:
             return False
         raise ScenarioError(name, raw, "true or false", source=source)
     if kind is int:
-        if isinstance(raw, bool):
-            raise ScenarioError(name, raw, "a whole number", source=source)
-        if isinstance(raw, int):
-            return raw
-        try:
-            number = float(str(raw).replace("_", ""))
-        except ValueError:
-            raise ScenarioError(name, raw, "a whole number", source=source) from None
-        if not math.isfinite(number) or number != int(number):
-            raise ScenarioError(name, raw, "a whole number", source=source)
-        return int(number)
+        return whole_number(name, raw, source=source)
     if kind is float:
-        if isinstance(raw, bool):
-            raise ScenarioError(name, raw, "a number", source=source)
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+            raise ScenarioError(name, raw, _allowed(name, "a number"), source=source)
         try:
             return float(raw)
-        except (TypeError, ValueError):
-            raise ScenarioError(name, raw, "a number", source=source) from None
+        except (ValueError, OverflowError):  # "fast", or an int past 1e308
+            raise ScenarioError(name, raw, _allowed(name, "a number"), source=source) from None
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise ScenarioError(name, raw, "a name (one word or quoted text)", source=source)
     return str(raw)
 
 

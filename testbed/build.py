@@ -207,6 +207,14 @@ class Builder:
         self._sh([*NICE, go_binary(), "build", "-p", JOBS, "-o", str(out), "."],
                  self.peers_dir / stack.source, log_path, env={"GOFLAGS": "-mod=mod"})
 
+    def _build_cc(self, stack: Stack, log_path: Path) -> None:
+        """A C peer (``peer.c``) against Debian's OpenSSL (libssl-dev), with gcc."""
+        out = self.outputs(stack)[0]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        src = self.peers_dir / stack.source
+        self._sh([*NICE, "gcc", "-O2", "-Wall", "-Wextra", "-o", str(out), "peer.c", "-lssl",
+                  "-lcrypto"], src, log_path)
+
     def _build_cargo(self, stack: Stack, log_path: Path) -> None:
         cargo = shutil.which("cargo") or str(Path.home() / ".cargo/bin/cargo")
         if not Path(cargo).exists():
@@ -262,12 +270,14 @@ class Builder:
         stamp.write_text(digest)
         return out
 
-    def loss_object(self, loss_pct: float) -> Path:
-        """The tc eBPF loss classifier for ``loss_pct``, compiled once per rate."""
+    def loss_object(self, loss_pct: float, transport: str = "udp") -> Path:
+        """The tc eBPF loss classifier for ``loss_pct``, compiled once per rate and
+        transport (``udp``: every datagram; ``tcp``: segments that carry payload)."""
         threshold = min(round(loss_pct / 100.0 * 2**32), 2**32 - 1)
         src = self.bpf_dir / "loss.bpf.c"
         digest = tree_hash(self.bpf_dir)
-        out = self.build_dir / "bpf" / f"loss-{threshold}-{digest}.o"
+        tcp = transport == "tcp"
+        out = self.build_dir / "bpf" / f"loss-{threshold}{'-tcp' if tcp else ''}-{digest}.o"
         if out.exists():
             return out
         if shutil.which("clang") is None:
@@ -275,7 +285,8 @@ class Builder:
         out.parent.mkdir(parents=True, exist_ok=True)
         arch_inc = f"/usr/include/{os.uname().machine}-linux-gnu"
         self._sh(["clang", "-O2", "-g", "-target", "bpf", f"-I{arch_inc}",
-                  f"-DLOSS_THRESHOLD={threshold}u", "-c", str(src), "-o", str(out)],
+                  f"-DLOSS_THRESHOLD={threshold}u", f"-DLOSS_TCP={int(tcp)}", "-c", str(src),
+                  "-o", str(out)],
                  self.bpf_dir, self.build_dir / "logs" / "bpf.log")
         return out
 

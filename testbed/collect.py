@@ -433,3 +433,72 @@ class HostLoad:
         busy, _ = host_cpu_s()
         rate = max(0.0, busy - self._busy) / max(time.monotonic() - self._wall, 1e-9)
         return min(rate, float(self.ncores))
+
+
+def per_core_ticks(path: str = "/proc/stat") -> dict[int, dict[str, float]]:
+    """Seconds since boot per core from ``/proc/stat``'s ``cpuN`` lines: user (with
+    nice), system, softirq, irq and busy (everything but idle and iowait)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out: dict[int, dict[str, float]] = {}
+    for line in Path(path).read_text().splitlines():
+        fields = line.split()
+        if not fields or not fields[0].startswith("cpu") or fields[0] == "cpu":
+            continue
+        ticks = [int(v) for v in fields[1:]]
+        total = sum(ticks[:8])
+        idle = ticks[3] + ticks[4]
+        out[int(fields[0][3:])] = {"user_s": (ticks[0] + ticks[1]) / hz,
+                                   "system_s": ticks[2] / hz, "irq_s": ticks[5] / hz,
+                                   "softirq_s": ticks[6] / hz, "busy_s": (total - idle) / hz}
+    return out
+
+
+def ksoftirqd_s() -> dict[int, float]:
+    """CPU seconds (user + system) of each core's ksoftirqd thread: the softirq work the
+    kernel deferred from the context it was raised in, charged to no peer."""
+    out: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if comm.startswith("ksoftirqd/") and comm[10:].isdigit():
+            user, system, _ = stat_times(int(entry.name))
+            out[int(comm[10:])] = user + system
+    return out
+
+
+class CoreLoad:
+    """Per-core busy time and ksoftirqd CPU over a window: creating it starts the
+    window, ``read()`` gives {core: {user_s, system_s, softirq_s, irq_s, busy_s,
+    ksoftirqd_s}} of the window (tick resolution: 1/CLK_TCK s)."""
+
+    def __init__(self) -> None:
+        self._cores = per_core_ticks()
+        self._soft = ksoftirqd_s()
+
+    def read(self) -> dict[str, dict[str, float]]:
+        cores, soft = per_core_ticks(), ksoftirqd_s()
+        out: dict[str, dict[str, float]] = {}
+        for core, now in cores.items():
+            before = self._cores.get(core, now)
+            row = {k: round(now[k] - before[k], 4) for k in now}
+            row["ksoftirqd_s"] = round(soft.get(core, 0.0) - self._soft.get(core, 0.0), 4)
+            out[str(core)] = row
+        return out
+
+
+def set_autogroup_nice(pid: int, nice: int) -> bool:
+    """Give the scheduling autogroup of ``pid`` (its session: the harness starts each
+    peer in a new one) the nice value ``nice``. With CONFIG_SCHED_AUTOGROUP
+    (``kernel.sched_autogroup_enabled``) the scheduler shares CPU between sessions
+    first and by nice only within one, so a peer's own nice value does nothing
+    against another session's work; the autogroup's nice does (sched(7),
+    "The autogroup feature"). Returns whether it was set (False without autogroups)."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except OSError:
+        return False
+    return True

@@ -52,8 +52,14 @@ KNOB_RANGES: dict[str, tuple[float, float, str]] = {
     "conn_window_bytes": (0, 2**32 - 1, "0 (the stack's default) … 4294967295 (MsQuic's u32)"),
     "relay_queue_bytes": (0, 2**34, "0 (2 × BDP, at least 1 MiB) … 17179869184 (16 GiB)"),
     "timeout_s": (0, 86_400, "0 (derived from the expected transfer time) … 86400 (a day)"),
+    "app_write_bytes": (0, 1 << 30, "0 (the peer's default) … 1073741824"),
+    "app_read_bytes": (0, 1 << 30, "0 (the peer's default) … 1073741824"),
+    "nice": (-20, 19, "-20 … 19 (nice(1)'s range; 0: as started)"),
 }
 
+
+#: Testbed knobs added after catalogs held run ids (hashed only when set: RunConfig.key).
+LATER_KNOBS = ("app_write_bytes", "app_read_bytes", "nice")
 
 #: Scenario fields of request workloads, with their bulk default: a
 #: bulk run is one transfer on one connection and one stream.
@@ -172,9 +178,20 @@ class RunConfig:
         return self.knobs[name]
 
     def key(self) -> str:
-        """16 hex digits naming this configuration (stable across processes)."""
-        blob = json.dumps({"scenario": self.scenario.to_dict(), "knobs": self.knobs,
-                           "explicit": sorted(self.explicit)}, sort_keys=True, default=str)
+        """16 hex digits naming this configuration (stable across processes).
+
+        Knobs added since catalogs held run ids are hashed only when set (LATER_KNOBS),
+        and ``tso``, a knob before it became a Scenario field, is hashed among the
+        knobs as it was (Scenario.key_dict leaves it out at its default), so that a run
+        of an earlier configuration keeps its id and a rerun resumes it."""
+        knobs = {k: v for k, v in self.knobs.items()
+                 if k not in LATER_KNOBS or v != TESTBED_KNOBS[k]}
+        knobs["tso"] = self.scenario.tso
+        scenario = self.scenario.key_dict()
+        scenario.pop("tso", None)
+        explicit = sorted(self.explicit)
+        blob = json.dumps({"scenario": scenario, "knobs": knobs, "explicit": explicit},
+                          sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -204,6 +221,14 @@ def resolve(config: RunConfig, server: Stack, client: Stack) -> Resolved:
     ex = config.explicit
     if (reason := client.can_talk_to(server)) is not None:
         raise TestbedError(reason)
+    if server.transport == "tcp":
+        from quiclab.testbed import tcp
+
+        return tcp.resolve(config, server, client)
+    for name in ("lro", "csum_offload"):
+        if name in ex and getattr(s, name) != getattr(Scenario(), name):
+            raise TestbedError(f"{name}={str(getattr(s, name)).lower()} cannot be honoured by "
+                               f"{server.name}: {_NOT_QUIC[name]}")
     eff: dict[str, Any] = {"app": server.app}
     args: dict[str, list[str]] = {"server": [], "client": []}
     stacks = {"server": server, "client": client}
@@ -297,7 +322,7 @@ def resolve(config: RunConfig, server: Stack, client: Stack) -> Resolved:
                                "batches; leave it unset (the testbed turns it off for loss)")
         eff["veth_segmentation"] = False
         eff["nic_gro"] = False
-    eff["tso"] = bool(config.knob("tso"))
+    eff["tso"] = s.tso
 
     # Request workloads: both peers need a request mode; the server is
     # told the count (it exits after that many) and the streams (its stream limit).
@@ -317,8 +342,22 @@ def resolve(config: RunConfig, server: Stack, client: Stack) -> Resolved:
         eff.update(requests=n, request_bytes=s.request_bytes, connections=s.connections,
                    streams=streams)
 
-    # Pinning: explicit cores (server_core/client_core), else pin=true puts the
-    # server on core 0 and the client on core 1.
+    pinning(s, eff)
+    return Resolved(args["server"] + list(server.server_args),
+                    args["client"] + list(client.client_args), eff)
+
+
+#: Why the QUIC peers refuse kernel TCP's offload fields that are not the default.
+_NOT_QUIC = {
+    "lro": "the veth pair has no large receive offload (ethtool: off [fixed])",
+    "csum_offload": "its UDP GSO needs the device's checksum offload (the kernel refuses "
+                    "UDP_SEGMENT sends without it)",
+}
+
+
+def pinning(s: Scenario, eff: dict[str, Any]) -> None:
+    """Pinning: explicit cores (server_core/client_core), else pin=true puts the server
+    on core 0 and the client on core 1. Writes ``<role>_pinned_core`` into ``eff``."""
     cores = os.cpu_count() or 1
     for role, field_name in (("server", "server_core"), ("client", "client_core")):
         core = getattr(s, field_name)
@@ -328,8 +367,6 @@ def resolve(config: RunConfig, server: Stack, client: Stack) -> Resolved:
         if core < 0 and s.pin:
             core = 0 if role == "server" else min(1, cores - 1)
         eff[f"{role}_pinned_core"] = core if core >= 0 else None
-    return Resolved(args["server"] + list(server.server_args),
-                    args["client"] + list(client.client_args), eff)
 
 
 def expected_seconds(config: RunConfig, server: Stack, client: Stack) -> float:

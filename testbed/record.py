@@ -86,7 +86,15 @@ def _udp(side: Side) -> dict[str, int | None]:
 
 def _packets(result: RunResult, side: Side, role: str) -> tuple[Any, str | None]:
     """(packets side sent, where the number comes from): the stack's statistics, else
-    its UDP datagrams when it sent without GSO (each datagram one packet on the veth)."""
+    its UDP datagrams when it sent without GSO (each datagram one packet on the veth).
+    For kernel TCP the segments of its struct tcp_info: the server's data segments,
+    the client's segments less its data segments (pure ACKs)."""
+    info = side.report.get("tcp_info")
+    if isinstance(info, dict):
+        out, data = _num(info, "segs_out"), _num(info, "data_segs_out")
+        if role == "server":
+            return data, "tcp_info"
+        return (out - data if out is not None and data is not None else None), "tcp_info"
     reported = _num(side.report, "packets_sent")
     if reported is not None:
         return reported, "stack"
@@ -123,7 +131,9 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
         "failure_reason": result.failure_reason, "filesize_bytes": s.transfer_bytes,
         "start_ns": result.start_ns, "end_ns": result.end_ns, "runtime_s": runtime_s,
         "goodput_mbps": result.goodput_mbps, "goodput_reported_mbps": result.goodput_mbps,
-        "app": eff.get("app", "perf"), "cipher": eff.get("cipher", s.cipher), "aes_ni": aes_ni,
+        "app": eff.get("app", "perf"),
+        "cipher": None if eff.get("cipher") == "none" else eff.get("cipher", s.cipher),
+        "aes_ni": aes_ni,
         "rcvbuf_bytes": s.rcvbuf_bytes, "sndbuf_bytes": s.sndbuf_bytes,
         "gso": eff.get("gso"), "gro": eff.get("gro"), "tso": eff.get("tso"),
         "veth_segmentation": eff.get("veth_segmentation"), "mtu_bytes": s.mtu_bytes,
@@ -188,6 +198,12 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
         "client_exit": cli.exit.__dict__ if cli.exit else None,
         "provenance": provenance or {},
     }
+    if eff.get("transport") == "tcp":
+        from quiclab.testbed import tcp
+
+        extra["tcp"] = tcp.summary(srv.report, cli.report,
+                                   {"server": srv.snmp, "client": cli.snmp},
+                                   {"server": srv.link, "client": cli.link}, s.transfer_bytes)
     row["extra"] = json.dumps(extra, sort_keys=True, default=str)
     return row
 

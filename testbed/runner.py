@@ -30,6 +30,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 #: The window before each transfer over which the host's background load is read
 #: (/proc/stat counts in 10 ms ticks: about 0.03 cores of resolution on 2 cores).
 BACKGROUND_WINDOW_S = 0.3
+#: Bytes per test of the TCP peer's micro-benchmark (about 20 ms a core on this host).
+BENCH_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ class RunResult:
     #: The host's busy cores before the transfer (``background_cores``: the server
     #: waiting, nothing of this run moving) and during it (``busy_cores``), and
     #: ``cores`` (collect.HostLoad).
-    host: dict[str, float] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)
 
     @property
     def goodput_mbps(self) -> float | None:
@@ -180,12 +182,20 @@ def _head(path: Path) -> str:
 def _udp_port_bound(pid: int, port: int) -> bool:
     """Whether the network namespace of ``pid`` has a UDP socket on ``port`` (IPv4 or a
     dual-stack IPv6 socket, as MsQuic opens)."""
+    return _port_bound(pid, port, "udp")
+
+
+def _port_bound(pid: int, port: int, transport: str = "udp") -> bool:
+    """Whether the network namespace of ``pid`` has a UDP socket on ``port``, or for
+    ``transport="tcp"`` a TCP socket listening there (state 0A, TCP_LISTEN)."""
     lines: list[str] = []
-    for table in ("udp", "udp6"):
+    for table in ((transport, transport + "6")):
         with contextlib.suppress(OSError):
             lines += Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
     hex_port = f":{port:04X}"
-    return any(line.split()[1].endswith(hex_port) for line in lines if len(line.split()) > 1)
+    return any(line.split()[1].endswith(hex_port)
+               and (transport != "tcp" or line.split()[3] == "0A")
+               for line in lines if len(line.split()) > 3)
 
 
 class Testbed:
@@ -225,9 +235,9 @@ class Testbed:
             return result
         result.effective = resolved.effective
         for stack in (server, client):
-            missing = [p for p in self.builder.outputs(stack) if not p.exists()]
-            if missing:
-                result.failure_reason = (f"{stack.name} is not built ({missing[0]} missing): "
+            absent = [p for p in self.builder.outputs(stack) if not p.exists()]
+            if absent:
+                result.failure_reason = (f"{stack.name} is not built ({absent[0]} missing): "
                                          "run `quiclab testbed build`")
                 return result
         result.expected_s = expected_seconds(config, server, client)
@@ -236,13 +246,21 @@ class Testbed:
         logdir.mkdir(parents=True, exist_ok=True)
         result.logdir = str(logdir)
         eff = resolved.effective
+        tcp = server.transport == "tcp"
         link = LinkConfig(
             mtu_bytes=s.mtu_bytes, veth_segmentation=eff["veth_segmentation"],
             nic_gro=eff["nic_gro"], tso=eff["tso"],
             rate_gbps=s.link_gbps if "link_gbps" in config.explicit else 0.0,
             queue_bytes=s.queue_bytes, loss_pct=s.loss_pct, rtt_ms=s.rtt_ms,
             reorder_pct=s.reorder_pct, relay_queue_bytes=int(config.knob("relay_queue_bytes")),
-            rcvbuf_bytes=s.rcvbuf_bytes, sndbuf_bytes=s.sndbuf_bytes, seed=s.seed)
+            # The UDP buffers are host-wide sysctls; kernel TCP sizes its own buffers
+            # (tcp_rmem/tcp_wmem of its namespaces), so a TCP run leaves them alone.
+            rcvbuf_bytes=0 if tcp else s.rcvbuf_bytes, sndbuf_bytes=0 if tcp else s.sndbuf_bytes,
+            seed=s.seed, transport=server.transport, gso=eff.get("gso", True) if tcp else True,
+            csum_offload=eff.get("csum_offload", True),
+            tcp_rmem_bytes=eff.get("tcp_rmem_bytes") or 0 if tcp else 0,
+            tcp_wmem_bytes=eff.get("tcp_wmem_bytes") or 0 if tcp else 0,
+            tcp_cc=eff.get("cc", "") if tcp else "")
         try:
             with Topology(link, self.paths.state_dir, self.builder.loss_object) as topo:
                 self._transfer(topo, config, resolved, server, client, result, logdir)
@@ -256,6 +274,8 @@ class Testbed:
     def _command(self, topo: Topology, role: str, stack: Stack, resolved: Resolved,
                  logdir: Path, config: RunConfig) -> list[str]:
         argv = [*topo.exec_prefix(role)]
+        if config.knob("nice"):
+            argv += ["nice", "-n", str(int(config.knob("nice")))]
         core = resolved.effective.get(f"{role}_pinned_core")
         if core is not None:
             argv += ["taskset", "-c", str(core)]
@@ -292,16 +312,21 @@ class Testbed:
 
     def _transfer(self, topo: Topology, config: RunConfig, resolved: Resolved, server: Stack,
                   client: Stack, result: RunResult, logdir: Path) -> None:
+        if server.transport == "tcp":
+            result.host["bench"] = self._bench(topo, server, resolved, int(config.knob("nice")))
         relay = None
         if topo.link.relayed:
             relay = self._start(self._relay_argv(topo), logdir, "relay", None)
         srv = self._start(self._command(topo, "server", server, resolved, logdir, config),
                           logdir, "server", server)
+        nice = int(config.knob("nice"))
+        if nice:
+            collect.set_autogroup_nice(srv.pid, nice)
         cli: subprocess.Popen[bytes] | None = None
         try:
             srv_sampler = collect.CpuSampler(srv.pid).start()
             started = time.monotonic()
-            while not _udp_port_bound(srv.pid, PORT):
+            while not _port_bound(srv.pid, PORT, server.transport):
                 if srv.poll() is not None or time.monotonic() - started > 10:
                     report = last_json((logdir / "server.out").read_text(errors="replace"))
                     why = report.get("error") or _head(logdir / "server.err") or "no output"
@@ -311,20 +336,24 @@ class Testbed:
             ncores = os.cpu_count() or 1
             background = collect.HostLoad(ncores)
             time.sleep(BACKGROUND_WINDOW_S)
-            result.host = {"background_cores": round(background.cores(), 3),
+            result.host = {**result.host, "background_cores": round(background.cores(), 3),
                            "cores": float(ncores)}
             during = collect.HostLoad(ncores)
+            cores_during = collect.CoreLoad()
             # The server's samples start afresh here: the window's first edge.
             srv_start = srv_sampler.cut()
             result.start_ns = srv_start.time_ns
             t0 = time.monotonic()
             cli = self._start(self._command(topo, "client", client, resolved, logdir, config),
                               logdir, "client", client)
+            if nice:
+                collect.set_autogroup_nice(cli.pid, nice)
             cli_sampler = collect.CpuSampler(cli.pid).start()
             cli_exit = collect.wait(cli, result.timeout_s, t0)
             srv_end = srv_sampler.cut()
             result.end_ns = srv_end.time_ns
             result.host["busy_cores"] = round(during.cores(), 3)
+            result.host["per_core"] = cores_during.read()
             result.client.samples = cli_sampler.stop()
             # Perf peers exit by themselves (--once) once the client has closed the
             # connection; wrapped tools serve forever and are stopped here.
@@ -384,6 +413,23 @@ class Testbed:
             result.topology["relay"] = counters
         result.status, result.failure_reason = _verdict(result, cli_exit, srv_exit, client,
                                                         server, config)
+
+    def _bench(self, topo: Topology, stack: Stack, resolved: Resolved,
+               nice: int = 0) -> dict[str, Any]:
+        """The TCP peer's micro-benchmark on each side's core, just before the transfer
+        (AES-GCM and memcpy ns per byte, a multiply-add step: how fast the core is for
+        this run, whatever else the host does; ``peers/tcp-tls`` ``--role=bench``)."""
+        out: dict[str, Any] = {}
+        for role in ("server", "client"):
+            core = resolved.effective.get(f"{role}_pinned_core")
+            argv = [*topo.exec_prefix(role), *(["nice", "-n", str(nice)] if nice else []),
+                    *(["taskset", "-c", str(core)] if core is not None else []),
+                    *stack.argv(self.paths.build_dir, self.paths.peers_dir),
+                    "--role=bench", f"--bytes={BENCH_BYTES}"]
+            proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
+            report = last_json(proc.stdout)
+            out[role] = {k: v for k, v in report.items() if "_ns" in k}
+        return out
 
     def _relay_argv(self, topo: Topology) -> list[str]:
         link = topo.link

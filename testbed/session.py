@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from quiclab import yamlio
-from quiclab.errors import QuiclabError, ScenarioError, SpecError
+from quiclab.errors import DataError, QuiclabError, ScenarioError, SpecError, excerpt
 from quiclab.experiments.axes import MAX_AXIS_VALUES
 from quiclab.sim.scenario import coerce
 from quiclab.testbed import record
@@ -160,7 +160,7 @@ MAX_REPEAT = 10_000
 
 def _fail(where: str, path: str, value: Any, reason: str) -> SpecError:
     """The one line of a refused spec: file, key path, value and what is allowed."""
-    return SpecError(f"{where}: {path}={value!r}: {reason}")
+    return SpecError(f"{where}: {path}={excerpt(value)}: {reason}")
 
 
 def _is_number(value: Any) -> bool:
@@ -200,6 +200,14 @@ def _check_field(where: str, path: str, key: Any, value: Any) -> None:
                 + ") or " + ", ".join(PAIR_KEYS))
 
 
+def _settable(where: str, path: str, key: Any, value: Any) -> None:
+    """Refuse a field the testbed cannot set, in one line, as ``testbed run --set`` does
+    (RunConfig.build): dropping it would run one point per value, all the same."""
+    if key in NOT_TESTBED:
+        raise _fail(where, path, value, f"cannot be set on the testbed: {NOT_TESTBED[key]} "
+                                        "(remove it from the testbed spec)")
+
+
 def _range_numbers(where: str, path: str, raw: Any) -> tuple[float, float, float]:
     if (not isinstance(raw, list) or len(raw) != 3
             or not all(_is_number(v) and math.isfinite(v) for v in raw)):
@@ -232,7 +240,7 @@ def _values(spec: str, key: str, raw: Any) -> list[Any]:
                         f"1 … {MAX_AXIS_VALUES}")
         return ([lo * (hi / lo) ** (i / (count - 1)) for i in range(int(count))]
                 if count > 1 else [lo])
-    raise SpecError(f"{spec}: axes.{key}={raw!r}: allowed a list, {{range: [lo, hi, step]}} "
+    raise SpecError(f"{spec}: axes.{key}={excerpt(raw)}: allowed a list, {{range: [lo, hi, step]}} "
                     "or {logrange: [lo, hi, n]}")
 
 
@@ -252,9 +260,11 @@ def check_spec(spec: Any, where: str = "spec") -> None:
     for key, value in _mapping(where, "base", spec.get("base")).items():
         _check_field(where, f"base.{key}", key, value)
         _scalar(where, f"base.{key}", value)
+        _settable(where, f"base.{key}", key, value)
     for key, value in _mapping(where, "axes", spec.get("axes")).items():
         _check_field(where, f"axes.{key}", key, value)
         _values(where, key, value)
+        _settable(where, f"axes.{key}", key, value)
     zipped = _mapping(where, "zip", spec.get("zip"))
     first: tuple[str, int] | None = None
     for key, value in zipped.items():
@@ -263,6 +273,8 @@ def check_spec(spec: Any, where: str = "spec") -> None:
             raise _fail(where, f"zip.{key}", value, "allowed a list of at least one value")
         for i, v in enumerate(value):
             _scalar(where, f"zip.{key}[{i}]", v)
+        if any(v is not None for v in value):  # null rows leave the field alone
+            _settable(where, f"zip.{key}", key, value)
         if first is None:
             first = (str(key), len(value))
         elif len(value) != first[1]:
@@ -307,9 +319,9 @@ class SweepPoint:
 
 def load_spec(path: Path) -> dict[str, Any]:
     try:
-        spec = yamlio.load(Path(path).read_text())
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read ({err.strerror or err})") from None
+        spec = yamlio.load(yamlio.read(path, "spec"))
+    except DataError as err:  # not a file, too large, not UTF-8
+        raise SpecError(str(err)) from None
     except yaml.YAMLError as err:
         raise SpecError(f"{path}: not valid YAML: {yamlio.where(err)}") from None
     check_spec(spec, str(path))
@@ -322,9 +334,9 @@ def expand(spec: dict[str, Any], where: str = "spec") -> Iterator[SweepPoint]:
     ``base`` and ``axes`` hold Scenario fields (grid product); ``zip`` holds
     lists walked together. An ``implementation`` axis sets server = client.
     Testbed knobs (``veth_segmentation``, …) may appear in base, axes or
-    ``testbed.knobs``. Fields the testbed cannot set are dropped from the
-    point (a simulated-only axis such as ``cpu`` is skipped). The spec's shape
-    is checked first (:func:`check_spec`).
+    ``testbed.knobs``. A field the testbed cannot set (``cpu``, ``chunks``: see
+    ``NOT_TESTBED``) is refused by :func:`check_spec`, which checks the spec's
+    shape first.
     """
     check_spec(spec, where)
     base = dict(spec.get("base") or {})
@@ -357,7 +369,7 @@ def expand(spec: dict[str, Any], where: str = "spec") -> Iterator[SweepPoint]:
                 if key in TESTBED_KNOBS:
                     knobs[key] = value
                     point_paths[key] = paths[key]
-                elif key not in NOT_TESTBED:
+                else:  # check_spec refused the fields the testbed cannot set
                     changes[key] = value
                     point_paths[key] = paths[key]
             if not servers or not clients:

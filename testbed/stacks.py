@@ -22,6 +22,12 @@ Facts recorded here (measured on this kind of machine, a 2-core VM with veth pai
 - Request workloads: only the quic-go and x/net/quic peers have a
   request mode (``--requests``, ``--connections``, ``--streams``,
   ``--new-connection``); the other peers run one bulk transfer.
+- The TCP references (``transport="tcp"``): one C peer over OpenSSL
+  (``peers/tcp-tls``) runs TLS 1.3 over kernel TCP (``tcp+tls``), plain TCP as
+  iperf3 does (``tcp``) and kernel TLS (``tcp+ktls``), each an HTTP/1.1 GET of
+  N bytes. Their offloads are the veths' own (TSO, GSO, GRO, checksum), their
+  buffers the namespaces' tcp_rmem/tcp_wmem, their congestion control the
+  kernel's (testbed/tcp.py).
 """
 
 from __future__ import annotations
@@ -44,8 +50,8 @@ TESTBED_KNOBS: dict[str, Any] = {
     "veth_segmentation": True,
     # ethtool -K gro on the receiver's veth (NAPI GRO, aggregates for UDP_GRO sockets).
     "nic_gro": False,
-    # ethtool -K tso (TCP only; recorded for completeness).
-    "tso": True,
+    # ethtool -K tso (TCP's own: a Scenario field, ``tso``, since the TCP peers; the
+    # key of a run still hashes it here, testbed/config.py RunConfig.key).
     "stream_window_bytes": 0,
     "conn_window_bytes": 0,
     "qlog": False,
@@ -55,6 +61,16 @@ TESTBED_KNOBS: dict[str, Any] = {
     "relay_queue_bytes": 0,
     # Per-run timeout in seconds (0 = derived from the expected transfer time).
     "timeout_s": 0.0,
+    # TCP peers: bytes per application write (SSL_write or write()) and read buffer
+    # (0 = the peer's default: one TLS record, or iperf3's 128 KiB for plain TCP).
+    "app_write_bytes": 0,
+    "app_read_bytes": 0,
+    # Scheduling priority of both peers (0 = as started): their nice value and, since
+    # each peer is a session of its own and the scheduler shares CPU between sessions
+    # first (autogroups, sched(7)), their autogroup's. On a host shared with other work
+    # a negative value keeps a CPU-bound peer's core its own, so that its CPU cost is
+    # measured, not the host's load.
+    "nice": 0,
 }
 
 
@@ -76,8 +92,14 @@ class Stack:
     source: str
     command: tuple[str, ...]
     version: str
-    #: Application protocol it speaks: "perf" (the quiclab perf protocol) or "h3".
+    #: Application protocol it speaks: "perf" (the quiclab perf protocol), "h3", or for
+    #: the TCP peers "https" (HTTP/1.1 over TLS) and "http" (plain HTTP/1.1).
     app: str = "perf"
+    #: Transport: "udp" (QUIC) or "tcp" (kernel TCP; testbed/tcp.py resolves its knobs).
+    transport: str = "udp"
+    #: TCP peers: whether it runs TLS, and whether in the kernel (TCP_ULP "tls").
+    tls: bool = True
+    ktls: bool = False
     #: Largest UDP payload it will send, in bytes (IPv4).
     max_udp_payload_bytes: int = 65527
     #: UDP payload when nothing is set and the MTU is 1500.
@@ -170,6 +192,30 @@ class Stack:
 
 
 _PYQUIC = ("{build}/pyenv/bin/python", "{peers}/pyquic/peer.py")
+_TCP_PEER = ("{build}/bin/tcp-tls-peer",)
+#: Kernel TCP's own behaviour, for the three TCP stacks (Linux 6.x, net/ipv4/).
+_TCP_FACTS: dict[str, Any] = dict(
+    transport="tcp", build="cc", source="tcp-tls", apt=("gcc", "libssl-dev"),
+    max_udp_payload_bytes=65483, default_udp_payload_bytes=1448, payload_flag=False,
+    gso="switch", gro="switch", ccs=("cubic", "bbr", "reno"), default_cc="cubic",
+    flow_control=False, socket_buffers=False, min_goodput_mbps=100.0,
+    pacing=False,
+    pacing_source="Linux TCP paces only with sch_fq or for a controller that asks for it "
+                  "(tcp_needs_internal_pacing: BBR); CUBIC sends what cwnd allows, in TSO "
+                  "skbs sized by tcp_tso_autosize (about 1 ms of the rate, at most 64 KiB)",
+    ack_threshold_fixed=False, ack_floor_packets=2.0, ack_timer_ms=40.0,
+    immediate_ack_on_gap=True,
+    ack_threshold_source="net/ipv4/tcp_input.c __tcp_ack_snd_check: an ACK once more than "
+                         "one full-sized segment (rcv_mss) is unacknowledged and the window's "
+                         "right edge moves, else tcp_cleanup_rbuf's window update once the "
+                         "reader could double the window: the threshold follows the window",
+    ack_policy_source="net/ipv4/tcp_input.c: out-of-order data is ACKed at once "
+                      "(tcp_data_queue → tcp_enter_quickack_mode, a duplicate ACK with SACK "
+                      "blocks); the delayed-ACK timer is at least TCP_DELACK_MIN (40 ms)",
+    cubic_reno_friendly="acks",
+    cubic_source="net/ipv4/tcp_cubic.c bictcp_update: tcp_friendliness grows the Reno "
+                 "estimate by acknowledged packets (β = 717/1024), fast convergence on")
+
 _H3WRAP = ("{build}/pyenv/bin/python", "{peers}/h3wrap/wrap.py")
 
 STACKS: dict[str, Stack] = {s.name: s for s in (
@@ -348,6 +394,29 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         extra={"crate": "tquic_tools@1.6.0", "outputs": ("tquic/bin/tquic_client",)},
         pacing_source="tquic: Config::enable_pacing, default true (src/lib.rs)",
         notes="wrapped tquic_server/tquic_client, HTTP/3 (file of N bytes); ~1200 B packets"),
+    Stack(
+        name="tcp+tls", origin="Debian: OpenSSL 3.0 (libssl-dev) under quiclab's C peer (gcc)",
+        command=(*_TCP_PEER, "--tls=true"), app="https",
+        version="kernel TCP + OpenSSL 3.0 (TLS 1.3)", ciphers=("aes-ni", "aes-sw", "chacha20"),
+        notes="HTTP/1.1 GET over TLS 1.3 in user space (OpenSSL's record layer, 16 KiB "
+              "records unless tls_record_bytes); aes-sw masks AES-NI with OPENSSL_ia32cap",
+        **_TCP_FACTS),
+    Stack(
+        name="tcp", origin="Debian: quiclab's C peer (gcc), no TLS",
+        command=(*_TCP_PEER, "--tls=false"), app="http", tls=False,
+        version="kernel TCP (plain, as iperf3)", ciphers=(),
+        notes="plain HTTP/1.1 over kernel TCP, 128 KiB writes and reads (iperf3's TCP "
+              "block): seed 001 Table 2's TCP column",
+        **_TCP_FACTS),
+    Stack(
+        name="tcp+ktls", origin="Debian: OpenSSL 3.0 with SSL_OP_ENABLE_KTLS (needs the "
+                                "kernel's CONFIG_TLS)",
+        command=(*_TCP_PEER, "--tls=true", "--ktls=true"), app="https", ktls=True,
+        version="kernel TCP + kernel TLS (OpenSSL 3.0 handshake)",
+        ciphers=("aes-ni", "chacha20"),
+        notes="TLS records built by the kernel (TCP_ULP \"tls\"); refused where the kernel "
+              "has no TLS upper-layer protocol",
+        **_TCP_FACTS),
 )}
 
 

@@ -42,6 +42,10 @@ DEFAULT_STATE_DIR = Path("/run/quiclab")
 BUFFER_SYSCTLS = ("net.core.rmem_max", "net.core.rmem_default",
                   "net.core.wmem_max", "net.core.wmem_default")
 PORT = 4433
+#: The controllers a process without CAP_NET_ADMIN may choose with TCP_CONGESTION
+#: (host-wide; a namespace cannot set its own default to one outside it either). A TCP
+#: run whose controller is missing adds it for the run and restores the list after.
+ALLOWED_CC = "net.ipv4.tcp_allowed_congestion_control"
 
 
 #: The largest UDP GSO skb as tc counts it: a 64 KiB datagram plus, for each further
@@ -75,6 +79,17 @@ class LinkConfig:
     rcvbuf_bytes: int = 0
     sndbuf_bytes: int = 0
     seed: int = 0
+    #: "udp" (the QUIC peers) or "tcp" (kernel TCP peers: the fields below apply,
+    #: and the loss classifier drops TCP segments).
+    transport: str = "udp"
+    #: generic-segmentation-offload and tx/rx checksumming on both veths (TCP runs).
+    gso: bool = True
+    csum_offload: bool = True
+    #: The namespaces' net.ipv4.tcp_rmem[2] / tcp_wmem[2] and tcp_congestion_control
+    #: (0 / "": left as the kernel has them).
+    tcp_rmem_bytes: int = 0
+    tcp_wmem_bytes: int = 0
+    tcp_cc: str = ""
 
     @property
     def relayed(self) -> bool:
@@ -220,7 +235,7 @@ class Topology:
     RELAY_CLIENT_SIDE = ("198.18.2.1", "198.18.2.2")
 
     def __init__(self, link: LinkConfig, state_dir: Path = DEFAULT_STATE_DIR,
-                 loss_object: Callable[[float], Path] | None = None):
+                 loss_object: Callable[..., Path] | None = None):
         self.link = link
         self.state_dir = state_dir
         self.loss_object = loss_object
@@ -271,6 +286,9 @@ class Topology:
         require_root()
         if self.link.rcvbuf_bytes or self.link.sndbuf_bytes:
             self.saved_sysctl = {n: read_sysctl(n) for n in BUFFER_SYSCTLS}
+        allowed = read_sysctl(ALLOWED_CC) if self.link.tcp_cc else ""
+        if self.link.tcp_cc and self.link.tcp_cc not in allowed.split():
+            self.saved_sysctl[ALLOWED_CC] = allowed
         self._write_state()  # before creating anything: a crash leaves a trace to clean
         try:
             for ns in self.ns.values():
@@ -292,6 +310,8 @@ class Topology:
             if self.link.loss_pct:
                 self._loss()
             self._buffers()
+            if self.link.transport == "tcp":
+                self._tcp_sysctls()
         except BaseException:
             self.down()
             raise
@@ -306,15 +326,22 @@ class Topology:
 
     def _offloads(self, role: str, dev: str, segmentation: bool, gro: bool) -> None:
         onoff = {True: "on", False: "off"}
-        _run([*self.exec_prefix(role), "ethtool", "-K", dev,
+        extra: list[str] = []
+        if self.link.transport == "tcp":
+            # Checksums first: without tx-checksumming the kernel drops TSO itself.
+            extra = ["tx", onoff[self.link.csum_offload], "rx", onoff[self.link.csum_offload],
+                     "gso", onoff[self.link.gso]]
+        _run([*self.exec_prefix(role), "ethtool", "-K", dev, *extra,
               "tx-udp-segmentation", onoff[segmentation], "gro", onoff[gro],
-              "tso", onoff[self.link.tso]])
+              "tso", onoff[self.link.tso and (self.link.csum_offload
+                                             or self.link.transport != "tcp")]])
         features = _run([*self.exec_prefix(role), "ethtool", "-k", dev]).stdout
         state = {}
         for line in features.splitlines():
             key, _, value = line.strip().partition(":")
             if key in ("tx-udp-segmentation", "generic-receive-offload",
-                       "tcp-segmentation-offload"):
+                       "tcp-segmentation-offload", "generic-segmentation-offload",
+                       "large-receive-offload", "tx-checksumming", "rx-checksumming"):
                 state[key] = value.split()[0] if value.split() else value
         self.applied[f"{role}.{dev}"] = state
 
@@ -333,7 +360,8 @@ class Topology:
         if self.loss_object is None:
             raise TestbedError("loss_pct needs the eBPF loss classifier (clang); "
                                "run `quiclab testbed build`")
-        obj = self.loss_object(self.link.loss_pct)
+        obj = (self.loss_object(self.link.loss_pct, "tcp") if self.link.transport == "tcp"
+               else self.loss_object(self.link.loss_pct))
         prefix = self.exec_prefix("client")
         _run([*prefix, "tc", "qdisc", "replace", "dev", "eth0", "clsact"])
         _run([*prefix, "tc", "filter", "replace", "dev", "eth0", "ingress", "bpf",
@@ -350,6 +378,31 @@ class Topology:
             write_sysctl("net.core.wmem_default", self.link.sndbuf_bytes)
         self.applied["sysctl"] = {n: read_sysctl(n) for n in BUFFER_SYSCTLS}
 
+    def _tcp_sysctls(self) -> None:
+        """The namespaces' own TCP settings (net.ipv4.tcp_* are per network namespace):
+        the largest autotuned buffers and the default congestion controller."""
+        settings: dict[str, str] = {}
+        if self.link.tcp_rmem_bytes:
+            r = self.link.tcp_rmem_bytes
+            settings["net.ipv4.tcp_rmem"] = f"4096 {min(131072, r)} {r}"
+        if self.link.tcp_wmem_bytes:
+            w = self.link.tcp_wmem_bytes
+            settings["net.ipv4.tcp_wmem"] = f"4096 {min(16384, w)} {w}"
+        if ALLOWED_CC in self.saved_sysctl:
+            # The peers run without CAP_NET_ADMIN: they may pick only an allowed controller.
+            write_sysctl(ALLOWED_CC, f"{self.saved_sysctl[ALLOWED_CC]} {self.link.tcp_cc}")
+        applied: dict[str, Any] = {}
+        for role in ("server", "client"):
+            for name, value in settings.items():
+                _run([*self.exec_prefix(role), "sysctl", "-q", "-w", f"{name}={value}"])
+            applied[role] = {name: _run([*self.exec_prefix(role), "sysctl", "-n", name]).stdout
+                             .strip().replace("\t", " ")
+                             for name in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
+                                          "net.ipv4.tcp_sack", "net.ipv4.tcp_timestamps",
+                                          "net.ipv4.tcp_autocorking")}
+        applied[ALLOWED_CC] = read_sysctl(ALLOWED_CC)
+        self.applied["tcp_sysctl"] = applied
+
     def down(self) -> None:
         """Kill what runs inside, delete the namespaces, restore sysctls. Idempotent."""
         present = set(list_namespaces())
@@ -363,8 +416,11 @@ class Topology:
 
     # -- counters ------------------------------------------------------------
     def snmp(self, role: str) -> dict[str, dict[str, int]]:
-        """``/proc/net/snmp`` of one namespace as {section: {counter: value}}."""
-        text = _run([*self.exec_prefix(role), "cat", "/proc/net/snmp"]).stdout
+        """``/proc/net/snmp`` of one namespace as {section: {counter: value}}; for TCP
+        runs also ``/proc/net/netstat`` (TcpExt, IpExt: the counters ``nstat`` reads)."""
+        files = ["/proc/net/snmp"] + (["/proc/net/netstat"] if self.link.transport == "tcp"
+                                      else [])
+        text = _run([*self.exec_prefix(role), "cat", *files]).stdout
         return parse_snmp(text)
 
     def link_stats(self, role: str, dev: str = "eth0") -> dict[str, int]:

@@ -11,8 +11,10 @@ or walking a directory. Relative paths always start at the dataset's own root
 from __future__ import annotations
 
 import hashlib
+import lzma
 import os
 import tarfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,7 +55,7 @@ def iter_files(source: Path, suffixes: tuple[str, ...] | None = None,
     if source.is_file():
         try:
             tar = tarfile.open(source, mode="r:*")  # noqa: SIM115 — closed by `with tar` below
-        except tarfile.ReadError:
+        except (tarfile.ReadError, lzma.LZMAError, zlib.error, EOFError):
             # tarfile lists each method it tried, one per line: one line is enough.
             raise DataError(source, "not a readable tar archive (neither a plain tar nor "
                                     "a gzip, bzip2 or xz-compressed one)") from None
@@ -76,7 +78,8 @@ def iter_files(source: Path, suffixes: tuple[str, ...] | None = None,
                     if handle is None:
                         continue
                     yield rel, handle.read()
-            except (tarfile.TarError, EOFError, OSError) as err:
+            except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as err:
+                # A damaged xz or gzip stream fails in its decompressor, not in tarfile.
                 raise DataError(source, f"truncated or corrupt archive ({_one_line(err)})"
                                 ) from None
         return

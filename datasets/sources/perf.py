@@ -17,9 +17,9 @@ name are kept with ``in_process = false``.
 
 from __future__ import annotations
 
-import io
+import codecs
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from quiclab.errors import DataError
@@ -86,16 +86,56 @@ def fold(lines: Iterable[str], path: str = "out.perf") -> list[FoldedStack]:
     return [FoldedStack(c, s, v[0], v[1]) for (c, s), v in samples.items()]
 
 
-def fold_zstd(data: bytes, path: str) -> list[FoldedStack]:
-    """Fold a zstd-compressed ``perf script`` output (``out.perf.zst``)."""
+#: Compressed bytes handed to the decompressor at a time.
+_CHUNK = 1 << 20
+
+
+def zstd_lines(data: bytes, path: str) -> Iterator[str]:
+    """The text lines of a zstd-compressed file, every frame of it, checked to the end.
+
+    ``zstandard``'s stream reader simply stops where the input stops, so a trace
+    cut short would read as a shorter, complete one. Here a frame that does not
+    end (the file cut anywhere but between frames) or bytes that are not zstd
+    raise DataError naming the file; the check is made before the last,
+    possibly cut, line is handed out, so the parser never sees half a line.
+    Bytes that are not UTF-8 are replaced (perf prints symbols as it finds them).
+    """
     import zstandard
 
-    try:
-        reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data))
-        text = io.TextIOWrapper(reader, encoding="utf-8", errors="replace")
-        return fold(text, path)
-    except zstandard.ZstdError as err:
-        raise DataError(path, f"not a valid zstd stream ({err})") from None
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    rest = memoryview(data)
+    frames = 0
+    while rest.nbytes:
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        used = 0
+        try:
+            while used < rest.nbytes and not dobj.eof:
+                chunk = rest[used:used + _CHUNK]
+                used += chunk.nbytes
+                text = pending + decoder.decode(dobj.decompress(chunk))
+                lines = text.split("\n")
+                pending = lines.pop()
+                yield from lines
+        except zstandard.ZstdError as err:
+            raise DataError(path, f"not a valid zstd stream ({err})") from None
+        if not dobj.eof:
+            raise DataError(path, f"truncated zstd stream: frame {frames + 1} does not end "
+                                  f"({len(data):,d} bytes; a cut copy?)", field="zstd")
+        frames += 1
+        # What follows the frame's end in the chunk just fed belongs to the next frame.
+        rest = rest[used - len(dobj.unused_data):]
+    pending += decoder.decode(b"", final=True)
+    if frames == 0:
+        raise DataError(path, "empty file (no zstd frame)", field="zstd")
+    if pending:
+        yield pending
+
+
+def fold_zstd(data: bytes, path: str) -> list[FoldedStack]:
+    """Fold a zstd-compressed ``perf script`` output (``out.perf.zst``); a truncated or
+    damaged stream raises DataError (:func:`zstd_lines`)."""
+    return fold(zstd_lines(data, path), path)
 
 
 class CategoryMapping:

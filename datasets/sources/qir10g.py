@@ -15,6 +15,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,8 @@ from quiclab.datasets.catalog import Catalog
 from quiclab.datasets.sources import qir_parsers as qp
 from quiclab.datasets.sources.files import iter_files, sha256_file
 from quiclab.datasets.sources.perf import CategoryMapping, fold_zstd, process_prefix
-from quiclab.errors import DataError
+from quiclab.errors import DataError, ScenarioError, excerpt
+from quiclab.sim.scenario import whole_number
 
 SOURCE = "qir10g"
 #: The QIR-10G hosts' testbed (datasets/testbeds.py); their stacks use kernel UDP sockets.
@@ -193,15 +195,25 @@ def load(catalog: Catalog, source: Path, strict: bool = False, with_perf: bool =
                 results[rel.rsplit("/", 1)[0]] = qp.parse_result_json(data.decode(), rel)
             except DataError as err:
                 issue(rel, err.reason, err.field)
+            except UnicodeDecodeError as err:
+                issue(rel, f"not UTF-8 text (byte {err.start})")
             continue
         if name == "processed.csv":
             processed[rel.rsplit("/", 1)[0]] = data
             continue
         if "/perf/mappings/" in rel and name.endswith(".json"):
             try:
-                mappings[name[:-5]] = json.loads(data, object_pairs_hook=dict)
+                rules = json.loads(data, object_pairs_hook=dict)
+                if not isinstance(rules, dict) or not all(
+                        isinstance(v, str) for v in rules.values()):
+                    raise ValueError("not an object of category names")
+                mappings[name[:-5]] = rules
             except json.JSONDecodeError as err:
                 issue(rel, f"mapping is not valid JSON ({err.msg})")
+            except UnicodeDecodeError as err:
+                issue(rel, f"mapping is not UTF-8 text (byte {err.start})")
+            except ValueError as err:
+                issue(rel, f"mapping is {err}")
             continue
         split = _split_run_path(rel)
         if split is None:
@@ -246,7 +258,9 @@ def load(catalog: Catalog, source: Path, strict: bool = False, with_perf: bool =
             perf_jobs.append((row["run_id"], side, impl, blob,
                               f"{logdir}/{pair}/goodput/{rep}/{side}/out.perf.zst"))
 
-    with catalog.transaction():
+    why = (f"{summary.skipped[0][0]}: {summary.skipped[0][1]}" if summary.skipped
+           else "no run folders under results/")
+    with catalog.replacing(SOURCE, source, len(rows), why):
         catalog.con.execute("DELETE FROM runs WHERE source = ?", [SOURCE])
         catalog.con.execute("DELETE FROM cpu_samples WHERE run_id LIKE 'q10g-%'")
         catalog.con.execute("DELETE FROM perf_stacks WHERE run_id LIKE 'q10g-%'")
@@ -487,7 +501,11 @@ def _load_perf(catalog: Catalog, run_id: str, side: str, impl: str, blob: bytes,
     rules = mappings.get(impl)
     if rules is None:
         issue(path, f"no category mapping for {impl} (analysis-pipeline/…/mappings/{impl}.json)")
-    mapping = CategoryMapping(rules or {}, f"{impl}.json")
+    try:
+        mapping = CategoryMapping(rules or {}, f"{impl}.json")
+    except DataError as err:  # a rule that is not a regular expression
+        issue(path, err.reason, err.field)
+        mapping = CategoryMapping({}, f"{impl}.json")
     prefix = process_prefix(impl, side)
     rows = []
     for st in stacks:
@@ -540,9 +558,10 @@ def _check_processed(catalog: Catalog, processed: dict[str, bytes], rows: list[d
             logdir = logdir[logdir.index("results/"):] if "results/" in logdir else logdir
             pair = f"{line.get('server')}_{line.get('client')}"
             try:
-                rep = int(line.get("repetition", ""))
-            except ValueError:
-                issue(path, f"row {reader.line_num}: bad repetition", "repetition")
+                rep = whole_number("repetition", line.get("repetition") or "")
+            except ScenarioError:
+                issue(path, f"row {reader.line_num}: {excerpt(line.get('repetition'))} is not "
+                            "a whole number", "repetition")
                 continue
             run = lookup.get((logdir, pair, rep))
             if run is None:
@@ -553,7 +572,16 @@ def _check_processed(catalog: Catalog, processed: dict[str, bytes], rows: list[d
                 raw_text = line.get(col, "")
                 if raw_text in ("", None):
                     continue
-                processed_value = float(raw_text)
+                try:
+                    processed_value = float(raw_text)
+                except ValueError:  # a word where the authors' file has numbers
+                    issue(path, f"row {reader.line_num}: {excerpt(raw_text)} is not a number",
+                          col)
+                    continue
+                if not math.isfinite(processed_value):
+                    issue(path, f"row {reader.line_num}: {excerpt(raw_text)} is not a finite "
+                                "number", col)
+                    continue
                 mine = run.get(ours)
                 if mine is None:
                     summary.processed_mismatches.append(

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from quiclab.errors import DataError
+from quiclab.errors import DataError, excerpt
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def steady_window(samples: list[CpuSample]) -> list[CpuSample]:
 
     Their code drops one more trailing sample where pidstat printed no
     ``Average:`` line for the process (clients) and one fewer where it printed
-    two (NGINX); datasets/SCHEMA.md lists the consequences.
+    two (NGINX); docs/explanation/catalog.md lists the consequences.
     """
     return samples[2:-2] if len(samples) > 4 else []
 
@@ -190,9 +190,10 @@ def parse_time_json(text: str, path: str = "time.json") -> tuple[int, int]:
     try:
         data = json.loads(text)
         start, end = int(data["start"]), int(data["end"])
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise DataError(path, f"expected {{\"start\": ns, \"end\": ns}} ({err})",
-                        field="start/end") from None
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError) as err:
+        # OverflowError: int() of JSON's Infinity.
+        raise DataError(path, f"expected {{\"start\": ns, \"end\": ns}} "
+                              f"({excerpt(str(err))})", field="start/end") from None
     if end <= start:
         raise DataError(path, f"end {end} is not after start {start}", field="end")
     return start, end
@@ -237,8 +238,7 @@ class ExperimentResult:
 
 
 def _clip(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return excerpt(value, 40)
 
 
 def _number(value: Any, path: str, field: str, pair: str) -> float:
@@ -267,6 +267,8 @@ def parse_result_json(text: str, path: str = "result.json") -> ExperimentResult:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise DataError(path, f"not valid JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(data, dict):
+        raise DataError(path, f"expected a JSON object, got {_clip(data)}")
     if "measurements" not in data:
         raise DataError(path, "no measurements", field="measurements")
     filesize: dict[tuple[str, str], int] = {}
@@ -288,15 +290,24 @@ def parse_result_json(text: str, path: str = "result.json") -> ExperimentResult:
                 raise DataError(path, f"{pair}: not a list of goodputs: {_clip(raw)}",
                                 field="details")
             details[key] = [_number(x, path, "details", pair) for x in raw]
-    commits = {f"server:{k}": v for k, v in data.get("server_implementations", {}).items()}
-    commits.update({f"client:{k}": v for k, v in data.get("client_implementations", {}).items()})
+    commits: dict[str, str] = {}
+    for role in ("server", "client"):
+        known = data.get(f"{role}_implementations") or {}
+        if not isinstance(known, dict):
+            raise DataError(path, f"not a mapping of implementations: {_clip(known)}",
+                            field=f"{role}_implementations")
+        commits.update({f"{role}:{k}": str(v) for k, v in known.items()})
+    args = data.get("args") or {}
+    if not isinstance(args, dict):
+        raise DataError(path, f"not a mapping: {_clip(args)}", field="args")
 
     def none_if(value: Any) -> str | None:
         return None if value in (None, "None", "") else str(value)
 
     return ExperimentResult(
-        server_node=data.get("server_node_name"), client_node=data.get("client_node_name"),
+        server_node=none_if(data.get("server_node_name")),
+        client_node=none_if(data.get("client_node_name")),
         commits=commits, filesize=filesize, details=details,
         bandwidth_limit=none_if(data.get("bandwidth_limit")),
         client_delay=none_if(data.get("client_delay")),
-        raw_args=dict(data.get("args", {})))
+        raw_args=dict(args))

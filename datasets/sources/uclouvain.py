@@ -158,7 +158,8 @@ def load(catalog: Catalog, source: Path, strict: bool = False,
 
     file_rows = [{"source": SOURCE, "path": rel, "sha256": hashlib.sha256(data).hexdigest(),
                   "bytes": len(data)} for rel, data in sorted(files.items())]
-    with catalog.transaction():
+    why = f"{summary.issues[0][0]}: {summary.issues[0][1]}" if summary.issues else ""
+    with catalog.replacing(SOURCE, source, len(rows), why):  # none read: nothing replaced
         catalog.con.execute("DELETE FROM runs WHERE source = ?", [SOURCE])
         catalog.con.execute("DELETE FROM files WHERE source = ?", [SOURCE])
         catalog.con.execute("DELETE FROM ingest_issues WHERE source = ?", [SOURCE])

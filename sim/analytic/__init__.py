@@ -9,6 +9,7 @@ engines report beside their own result.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -39,8 +40,12 @@ __all__ = ["ENGINE_VERSION", "AnalyticEngine", "bounds", "inputs_from_resolved"]
 
 def _host_key(s: Scenario) -> tuple[object, ...]:
     # connections: the request cores an endpoint uses depend on them (sim/request_costs.py).
+    # Kernel TCP's counts also follow its offloads, buffers, records and, where the
+    # sender's skbs or a NIC's GRO aggregates depend on the rate, the path (sim/tcp.py):
+    # those fields are in the key (at their defaults they change nothing for QUIC).
     return (s.server, s.client, s.cpu, s.cpu_ghz, s.cipher, s.app, s.mtu_bytes, s.gso, s.gro,
-            s.udp_payload_bytes, s.cc, s.connections, *_layout_key(s))
+            s.udp_payload_bytes, s.cc, s.connections, *_layout_key(s), s.tso, s.lro,
+            s.csum_offload, s.tls_record_bytes, s.tcp_rmem_bytes, s.tcp_wmem_bytes)
 
 
 def _layout_key(s: Scenario) -> tuple[object, ...]:
@@ -139,8 +144,24 @@ class AnalyticEngine:
     name = "analytic"
     version = ENGINE_VERSION
 
-    def __init__(self, registry: Registry):
+    def __init__(self, registry: Registry, backend: str = "auto"):
+        """``backend``: the core's backend, "auto", "numpy" or "compiled"
+        (:func:`quiclab.sim.analytic.core.backend_for`)."""
+        if backend not in ("auto", "numpy", "compiled"):
+            raise ValueError(f"backend={backend!r}: one of auto, numpy, compiled")
         self.registry = registry
+        self.backend = backend
+        self._tcp_names: dict[str, bool] = {}
+
+    def _tcp(self, s: Scenario) -> bool:
+        """Whether ``s``'s server is a kernel TCP model (its resolution follows the path)."""
+        name = s.server.split("@")[0]
+        if name not in self._tcp_names:
+            try:
+                self._tcp_names[name] = self.registry.model(name).tcp is not None
+            except Exception:  # an unknown name: resolve() refuses it with its own line
+                self._tcp_names[name] = False
+        return self._tcp_names[name]
 
     def resolve_many(self, scenarios: Sequence[Scenario]) -> list[Resolved]:
         """Resolve scenarios, sharing the host part among those that agree on it."""
@@ -148,6 +169,9 @@ class AnalyticEngine:
         out = []
         for s in scenarios:
             key = _host_key(s)
+            if self._tcp(s):
+                key += (s.link_gbps, s.rtt_ms, s.base_rtt_us, s.loss_pct, s.queue_bytes,
+                        s.queue_bdp)
             base = cache.get(key)
             if base is None:
                 base = cache[key] = resolve(s, self.registry)
@@ -160,7 +184,7 @@ class AnalyticEngine:
 
     def evaluate(self, scenarios: Sequence[Scenario]) -> tuple[list[Resolved], Outputs]:
         resolved = self.resolve_many(scenarios)
-        return resolved, evaluate(inputs_from_resolved(resolved))
+        return resolved, evaluate(inputs_from_resolved(resolved), self.backend)
 
     def predict(self, scenario: Scenario) -> Prediction:
         return self.predict_batch([scenario])[0]
@@ -222,7 +246,8 @@ class AnalyticEngine:
         goodput = float(out.goodput_bps[i])
         lo, hi, level, p_lo, p_hi, extrapolated, source = band
         payload = r.sender.stream_bytes
-        goodput_packets = s.transfer_bytes / payload
+        # Whole packets: one byte still takes one packet (not 0.00076 of one).
+        goodput_packets = float(math.ceil(s.transfer_bytes / payload))
         loss = float(out.loss_prob[i])
         sent = goodput_packets / max(1.0 - loss, 1e-9)
         acks = goodput_packets * float(out.acks_per_packet[i])
@@ -235,6 +260,10 @@ class AnalyticEngine:
         notes += unmodelled_notes(s, self.name, reordering=False)
         notes += recovery_notes(limit, float(out.rates_bps[i, 4]), float(out.rtt_eff_s[i]),
                                 payload)
+        if r.sender.recovery == "tcp" and s.loss_pct > 0:
+            notes.append("kernel TCP under loss: CUBIC's average window (RFC 9438 §5.1, its "
+                         "Reno-friendly region) over the loss rate; SACK, RACK-TLP and the "
+                         "retransmission timeout are the DES's, not this closed form's")
         return annotate(Prediction(
             scenario=s,
             engine=self.name,

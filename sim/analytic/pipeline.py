@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from quiclab.models.pipelines import Layout, Preset, StageProfile
 
@@ -175,7 +175,7 @@ def pipelined_endpoint(ep: Endpoint, acks_per_packet: float, placement: Placemen
     r_protocol = ratio(split["protocol"], model["protocol"])
     ack_kernel = ack_kernel_ns(ep)
     ack_protocol = (ep.ns_per_ack - ack_kernel) * r_protocol
-    fields: dict[str, object] = {
+    fields: dict[str, Any] = {
         "ns_crypto": split["crypto"],
         "ns_protocol": ep.ns_protocol * r_protocol,
     }

@@ -206,26 +206,46 @@ def congestion_controller(cc: str, max_datagram_bytes: int,
     raise ValueError(f'cc={cc!r}: allowed "cubic" | "reno" | "bbr"')
 
 
+#: Linux TCP's loss probe and retransmission timeout (net/ipv4/tcp_output.c
+#: tcp_schedule_loss_probe: 2 × srtt + TCP_TIMEOUT_MIN, 2 jiffies ≈ 2 ms; tcp.h
+#: TCP_RTO_MIN 200 ms, RFC 6298 §2.4: RTO = srtt + 4 · rttvar, at least the minimum).
+TLP_EXTRA_S = 0.002
+RTO_MIN_S = 0.2
+#: Loss detection and probes: RFC 9002 (QUIC), or Linux TCP's RACK-TLP (RFC 8985).
+RECOVERY_MODES = ("rfc9002", "tcp")
+
+
 class RttEstimator:
     """RFC 9002 §5: latest, minimum and smoothed RTT and its variation (seconds).
 
     The first sample comes from the handshake (§5.2), so the estimator is
-    constructed with it.
+    constructed with it. ``mode="tcp"`` gives Linux TCP's rules for the same
+    quantities (RFC 8985 RACK-TLP): no ACK delay is reported (TCP's timestamps
+    echo the delayed ACK's time, so samples keep it), a segment is lost once a
+    later one was delivered and RACK's reordering window — a quarter of the
+    minimum RTT — has passed beyond the latest RTT, and the first probe is a
+    tail-loss probe at 2 × srtt, the next ones retransmission timeouts of at
+    least 200 ms, doubling.
     """
 
-    __slots__ = ("latest", "min", "smoothed", "var")
+    __slots__ = ("latest", "min", "smoothed", "tcp", "var")
 
-    def __init__(self, first_sample_s: float):
+    def __init__(self, first_sample_s: float, mode: str = "rfc9002"):
+        if mode not in RECOVERY_MODES:
+            raise ValueError(f"recovery={mode!r}: allowed " + " | ".join(RECOVERY_MODES))
         self.latest = first_sample_s
         self.min = first_sample_s
         self.smoothed = first_sample_s
         self.var = first_sample_s / 2.0
+        self.tcp = mode == "tcp"
 
     def update(self, latest_s: float, ack_delay_s: float, max_ack_delay_s: float) -> None:
         """One RTT sample (§5.3); ``ack_delay_s`` is the peer's reported delay."""
         self.latest = latest_s
         if latest_s < self.min:
             self.min = latest_s
+        if self.tcp:
+            ack_delay_s = 0.0  # TCP reports none: the sample keeps it (RFC 7323 §4)
         # §5.3: ack_delay is capped at max_ack_delay once the handshake is confirmed,
         # and only subtracted when that does not push the sample below min_rtt.
         if ack_delay_s > max_ack_delay_s:
@@ -236,10 +256,27 @@ class RttEstimator:
         self.smoothed = 0.875 * self.smoothed + 0.125 * adjusted
 
     def loss_delay_s(self) -> float:
-        """§6.1.2: kTimeThreshold · max(smoothed_rtt, latest_rtt), at least kGranularity."""
+        """§6.1.2: kTimeThreshold · max(smoothed_rtt, latest_rtt), at least kGranularity;
+        TCP (RFC 8985 §6.2): RACK.rtt (the latest delivered segment's RTT) plus the
+        reordering window min_rtt / 4, at least a timer tick."""
+        if self.tcp:
+            return max(self.latest + self.min / 4.0, GRANULARITY_S)
         rtt = self.smoothed if self.smoothed > self.latest else self.latest
         return max(TIME_THRESHOLD * rtt, GRANULARITY_S)
 
     def pto_s(self, max_ack_delay_s: float) -> float:
-        """§6.2.1: smoothed_rtt + max(4 · rttvar, kGranularity) + max_ack_delay."""
+        """§6.2.1: smoothed_rtt + max(4 · rttvar, kGranularity) + max_ack_delay; TCP:
+        the retransmission timeout, srtt + 4 · rttvar, at least 200 ms."""
+        if self.tcp:
+            return max(self.smoothed + 4.0 * self.var, RTO_MIN_S)
         return self.smoothed + max(4.0 * self.var, GRANULARITY_S) + max_ack_delay_s
+
+    def probe_s(self, max_ack_delay_s: float, count: int) -> float:
+        """The ``count``-th probe timer (0: the first): PTO with exponential backoff
+        (§6.2.1); TCP: a tail-loss probe at 2 × srtt + 2 ms (RFC 8985 §7.2), then
+        retransmission timeouts, doubling (RFC 6298 §5.5)."""
+        if self.tcp:
+            if count == 0:
+                return 2.0 * self.smoothed + TLP_EXTRA_S
+            return self.pto_s(max_ack_delay_s) * (1 << (count - 1))
+        return self.pto_s(max_ack_delay_s) * (1 << count)

@@ -268,7 +268,7 @@ class Recovery:
         # RFC 9002 §7.6: persistent congestion — every packet over a span longer
         # than 3 × PTO lost (checked within one detection round).
         span_limit = self.rtt.pto_s(self.peer_max_ack_delay_s) * PERSISTENT_CONGESTION_THRESHOLD
-        if (len(lost) >= 2 and lost[-1] - lost[0] + 1 == len(lost)
+        if (not self.rtt.tcp and len(lost) >= 2 and lost[-1] - lost[0] + 1 == len(lost)
                 and last_s - first_s > span_limit):
             self.cc.on_persistent_congestion()
 
@@ -291,7 +291,7 @@ class Recovery:
     def arm_timer(self) -> None:
         """RFC 9002 §6.2.1 / Appendix A.8: loss time if any, else PTO while in flight."""
         # PTO period with exponential backoff (cached: the send path re-arms it per call).
-        self.pto_backoff_s = self.rtt.pto_s(self.peer_max_ack_delay_s) * (1 << self.pto_count)
+        self.pto_backoff_s = self.rtt.probe_s(self.peer_max_ack_delay_s, self.pto_count)
         if self.pending:
             sent = self.sent
             earliest = min((sent[pn][R_TIME] for pn in self.pending if pn in sent),
@@ -311,6 +311,16 @@ class Recovery:
             self.pto_count += 1
             self.pto_fired += 1
             self.probes = PTO_PROBES
+            if self.rtt.tcp:
+                # RFC 8985 §7.3: a tail-loss probe sends one segment; a retransmission
+                # timeout after it (RFC 5681 §3.1, RFC 6298 §5) is a congestion event
+                # that leaves the loss window (here the minimum window, 2 segments).
+                self.probes = 1
+                if self.pto_count >= 2:
+                    if self.last_sent_s > self.recovery_start_s:
+                        self.recovery_start_s = t
+                        self.cc.on_congestion(t)
+                    self.cc.on_persistent_congestion()
             if not self.retx and not self.rr and self.sent:
                 rec = self.sent[next(iter(self.sent))]
                 self.retx.append((rec[R_SID], rec[R_OFF], rec[R_LEN]))

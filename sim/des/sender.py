@@ -113,7 +113,7 @@ class Sender(Recovery):
         self.coalesce = False
         self.unit_div = unit_cwnd_divisor
         # RFC 9002 §5.2: the handshake gives the first RTT sample.
-        self.rtt = RttEstimator(resolved.path.rtt_s)
+        self.rtt = RttEstimator(resolved.path.rtt_s, ep.recovery)
         timed = ep.cubic_reno_friendly != "acks"
         self.cc = congestion_controller(resolved.cc, ep.udp_payload_bytes,
                                         self.rtt if timed else None, ep.reno_beta,
@@ -157,7 +157,7 @@ class Sender(Recovery):
         self.pto_count = 0
         self.probes = 0
         self.timer_at = math.inf
-        self.pto_backoff_s = self.rtt.pto_s(self.peer_max_ack_delay_s)
+        self.pto_backoff_s = self.rtt.probe_s(self.peer_max_ack_delay_s, 0)
         self.hold_until = 0.0
         self.pacer_next = 0.0
         # --- bookkeeping ------------------------------------------------------

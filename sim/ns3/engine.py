@@ -263,6 +263,12 @@ class Ns3Engine:
         if s.cc == "bbr":
             notes.append("bbr: approximated by CUBIC (sim/TRANSPORT.md)")
         notes += unmodelled_notes(s, self.name, reordering=True)
+        if r.sender.recovery == "tcp":
+            notes.append("kernel TCP: its costs, ACK policy (the window-following threshold, "
+                         "40 ms delayed-ACK timer, immediate ACKs for gaps) and CUBIC as the "
+                         "DES has them, but this simulator's loss detection and probes are "
+                         "RFC 9002's (9/8 RTT, PTO), not RACK-TLP's and the 200 ms "
+                         "retransmission timeout (the DES runs those)")
         if self.ack_window_fraction != 0.25:
             notes.append(f"not TRANSPORT.md: the receiver's ACK threshold is capped at "
                          f"{self.ack_window_fraction:g} × the sender's cwnd "

@@ -303,6 +303,24 @@ def test_charts_are_valid_vega_lite(predictions: list, con: duckdb.DuckDBPyConne
                  limits_chart(limits_table(predictions)),
                  goodput_chart(table, measured.iloc[:0])):
         vega_lite_valid(spec)
+    # Valid is not enough: the goodput chart draws each prediction at its goodput (x)
+    # on its pair's row (y), its interval as a rule from lo to hi, and each measured
+    # point at its own goodput.
+    spec = goodput_chart(table, measured)
+    rule, diamond, *points = spec["layer"]
+    assert diamond["encoding"]["x"]["field"] == "goodput_mbps"
+    assert diamond["encoding"]["y"]["field"] == "pair"
+    assert (rule["encoding"]["x"]["field"], rule["encoding"]["x2"]["field"]) == (
+        "goodput_lo_mbps", "goodput_hi_mbps")
+    drawn = sorted((v["pair"], v["engine"], v["goodput_mbps"]) for v in diamond["data"]["values"])
+    want = sorted(zip(table["pair"], table["engine"], table["goodput_mbps"], strict=True))
+    assert [d[:2] for d in drawn] == [w[:2] for w in want]
+    assert [d[2] for d in drawn] == pytest.approx([w[2] for w in want], rel=1e-9)
+    for v in rule["data"]["values"]:
+        assert v["goodput_lo_mbps"] <= v["goodput_mbps"] <= v["goodput_hi_mbps"]
+    assert len(points) == 1 and not measured.empty
+    assert sorted(v["goodput_mbps"] for v in points[0]["data"]["values"]) == pytest.approx(
+        sorted(measured["goodput_mbps"]), rel=1e-9)
     sweep = table.assign(rtt_ms=[0.0, 1.0])
     vega_lite_valid(sweep_chart(sweep, measured, "rtt_ms", None))
     vega_lite_valid(sweep_chart(sweep.assign(gso=[True, False]), measured, "rtt_ms", "gso",

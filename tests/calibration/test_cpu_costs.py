@@ -29,18 +29,15 @@ def test_server_cpu_per_packet_matches_the_traces(estimator, impl, expected_us):
     assert per_packet / 1e3 == pytest.approx(expected_us, rel=0.10)
 
 
-def test_intervals_are_the_fits_and_informative(estimator):
-    """Each interval is the RLM's 95 % interval: it strictly contains the estimate
-    (not the degenerate [v, v] the clamping in ``fit`` would give a failed fit),
-    and with 60–420 runs a cipher's packet cost is pinned within 5 %."""
+def test_intervals_are_informative(estimator):
+    """Each interval strictly contains its estimate (not the degenerate [v, v] the
+    clamping in ``fit`` would give a failed fit), and with 60–420 runs a cipher's
+    packet cost is pinned within 5 %. That the interval is the right 95 % one is
+    checked on synthetic runs with known noise (test_cpu_estimator.py)."""
     est, _ = estimator
     for (impl, role), costs in est.costs_.items():
-        ci = est.results_[(impl, role)].conf_int(0.05)
         for name, c in costs.items():
             assert c.lo < c.value < c.hi, (impl, role, name)
             if name.startswith("ns_per_packet."):
-                cipher = name.split(".")[1]
-                row = next(i for i in ci.index if f"[{cipher}]" in i)
-                assert (c.lo, c.hi) == pytest.approx((ci.loc[row, 0] * 1e3, ci.loc[row, 1] * 1e3))
                 assert c.n >= 60 and (c.hi - c.lo) / c.value < 0.05, (impl, role, name)
     assert "RLM" in est.summary() or "Robust" in est.summary()

@@ -2,7 +2,7 @@
 
 Skipped, with one message, when the shared QIR-10G tarball is absent. The
 numbers pinned here are the dataset's (tumi8/quic-10g-paper, commit 93648444)
-and the issue's example queries; see datasets/SCHEMA.md for the reasons
+and the issue's example queries; see docs/explanation/catalog.md for the reasons
 behind every raw-vs-processed difference.
 """
 
@@ -107,7 +107,8 @@ def test_raw_agrees_with_processed_where_the_authors_rules_allow(con):
     # goodput: only the rows the authors shifted after a failed repetition.
     assert rows["goodput"][1] == 108
     # CPU means: the authors' code drops one more trailing client sample, and one
-    # fewer for NGINX (see SCHEMA.md); the differences stay below 2 %.
+    # fewer for NGINX (docs/explanation/catalog.md, "Raw vs processed"); the differences
+    # stay below 2 %.
     assert rows["client_cpu_avg"][2] < 0.02 and rows["server_cpu_avg"][2] < 0.01
 
 

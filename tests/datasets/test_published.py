@@ -103,8 +103,9 @@ def test_duplicate_point_id_skips_the_repeat(tmp_path: Path, catalog: Catalog):
                    "u-001,001,2.3,text,goodput,8,Gbit/s,,,perf,text,"], name="b.csv")
     with pytest.raises(DataError) as err:
         published.load(catalog, tmp_path, strict=True)
-    assert err.value.path == str(repeat) and err.value.field == "point_id"
-    assert "'t-002' repeats (first in a.csv)" in err.value.reason
+    # The repeat is named with its line, and so is the first one.
+    assert err.value.path == f"{repeat}:2" and err.value.field == "point_id"
+    assert "'t-002' repeats (first at a.csv:3)" in err.value.reason
     assert published.load(catalog, tmp_path, strict=False) == len(fx.PUBLISHED_ROWS) + 1
     assert catalog.con.execute("SELECT value FROM published_points WHERE point_id = 't-002'"
                                ).fetchone() == (37.0,)  # the first one is kept

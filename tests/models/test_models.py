@@ -24,7 +24,9 @@ pytestmark = pytest.mark.skipif(REGISTRY is None, reason="no fitted models (run 
 def test_costs_are_non_negative_with_consistent_intervals(name):
     model = REGISTRY.models[name]
     for pname, p in model.params():
-        assert p.value >= 0, f"{name} {pname} = {p.value}"
+        # kernel TCP's kernel_scaling is an exponent on the CPU rule (models/tcpcost.py),
+        # fitted below zero (seed 002 Fig. 8), not a cost.
+        assert p.value >= 0 or pname == "tcp.kernel_scaling", f"{name} {pname} = {p.value}"
         assert p.lo <= p.value <= p.hi, f"{name} {pname}"
         assert p.source.split(":")[0] in ("fit", "published", "derived", "assumed", "prior"), \
             f"{name} {pname}: provenance {p.source!r}"
@@ -59,7 +61,8 @@ def test_cpu_time_is_monotone_in_bytes_and_packets(name):
     assert large.client_cpu_s > small.client_cpu_s
     # More packets for the same bytes (smaller packets) never cost less CPU per byte.
     beh = REGISTRY.models[name].behaviour
-    if beh.udp_payload_bytes > 1250:
+    # (Kernel TCP's segment follows the MTU: it refuses udp_payload_bytes.)
+    if beh.udp_payload_bytes > 1250 and REGISTRY.models[name].tcp is None:
         smaller = engine.predict(base.with_(transfer_bytes=2**28, udp_payload_bytes=1200))
         assert smaller.server_packets_sent > small.server_packets_sent
         assert smaller.server_cpu_s >= small.server_cpu_s * 0.999

@@ -96,17 +96,32 @@ def test_timeout_grows_with_the_expected_transfer_time():
 
 
 def test_sweep_spec_expands_like_a_simulated_sweep():
-    spec = {"name": "t", "base": {"mtu_bytes": 1500, "cpu": "EPYC 7543"},
+    spec = {"name": "t", "base": {"mtu_bytes": 1500},
             "axes": {"implementation": ["quic-go", "quinn"], "gso": [True, False],
                      "veth_segmentation": [True]},
             "testbed": {"repeat": 2}}
     points = list(expand(spec))
     assert len(points) == 4
     assert {(p.server, p.client) for p in points} == {("quic-go", "quic-go"), ("quinn", "quinn")}
-    assert all("cpu" not in p.changes and p.knobs == {"veth_segmentation": True}
-               for p in points)
+    assert all(p.changes.keys() == {"mtu_bytes", "gso"}
+               and p.knobs == {"veth_segmentation": True} for p in points)
     with pytest.raises(SpecError, match=r"axes\.gso"):
         list(expand({"axes": {"gso": "yes"}, "base": {"server": "a", "client": "b"}}))
+
+
+@pytest.mark.parametrize(("part", "path"), [
+    ({"axes": {"implementation": ["quic-go"], "cpu": [7543, "W-2145"]}}, "axes.cpu"),
+    ({"base": {"server": "quic-go", "client": "quic-go", "chunks": 4}}, "base.chunks"),
+    ({"axes": {"implementation": ["quic-go"]}, "zip": {"cpu_ghz": [None, 2.0]}}, "zip.cpu_ghz"),
+])
+def test_a_testbed_spec_refuses_a_field_the_testbed_cannot_set(part, path):
+    """`cpu: [7543, W-2145]` ran two identical points; `testbed run --set cpu=…` refuses
+    the field, and so does a spec, in one line naming the key path."""
+    with pytest.raises(SpecError, match=rf"^spec: {path}=.*: cannot be set on the testbed: "):
+        list(expand({"name": "t", **part}))
+    # A zip column of nulls only leaves the field alone: nothing to refuse.
+    list(expand({"name": "t", "axes": {"implementation": ["quic-go"]},
+                 "zip": {"cpu": [None, None], "gso": [True, False]}}))
 
 
 @pytest.mark.parametrize(("text", "message"), [

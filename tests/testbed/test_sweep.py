@@ -13,7 +13,7 @@ pytestmark = pytest.mark.testbed
 
 SPEC = {
     "name": "sweep-test",
-    "base": {"mtu_bytes": 1500, "cpu": "EPYC 7543"},  # cpu: simulated-only, dropped here
+    "base": {"mtu_bytes": 1500},
     "axes": {"implementation": ["quic-go"], "gso": [True, False]},
     "engines": ["analytic"],
     "testbed": {"repeat": 1, "bytes": 2_000_000},

@@ -111,3 +111,22 @@ def test_knob_cells_against_a_same_session_control():
     assert summary["calibrated_cells"] == 1
     assert summary["median_calibrated_ape_pct"] == pytest.approx(150.0)
     assert controlled_knobs(items[items["group"] != group]).empty  # no designed control
+
+
+def test_a_tcp_session_takes_its_pinned_base_cell_as_its_control():
+    """The TCP validation pins every cell (testbed/specs/tcp-validation.yaml): its
+    control is the cell with the spec's base fields alone ("pin=True")."""
+    from quiclab.experiments.validate import controlled_knobs
+
+    def item(setting: str, observed: float, predicted: float) -> dict:
+        return {**_item("analytic", "tcp-validation", "tcp+tls", setting, observed, predicted,
+                        2.0), "limit": "sender_cpu"}
+
+    items = pd.DataFrame([
+        item("[pin=True, transfer_bytes=400000000]", 3000.0, 4000.0),
+        item("[gso=False, pin=True, transfer_bytes=400000000]", 2000.0, 3000.0),
+    ])
+    knobs = controlled_knobs(items)
+    assert list(knobs["setting"]) == ["gso=False, pin=True"]
+    assert knobs.iloc[0]["normalised_mbps"] == pytest.approx(2250.0)
+    assert knobs.iloc[0]["control_observed_mbps"] == pytest.approx(3000.0)
