@@ -9,6 +9,7 @@ from pathlib import Path
 
 import altair as alt
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -18,6 +19,7 @@ from quiclab.app.charts import (
     goodput_chart,
     limits_chart,
     limits_table,
+    measured_summary,
     prediction_table,
     sweep_chart,
 )
@@ -307,7 +309,7 @@ def test_charts_are_valid_vega_lite(predictions: list, con: duckdb.DuckDBPyConne
     # on its pair's row (y), its interval as a rule from lo to hi, and each measured
     # point at its own goodput.
     spec = goodput_chart(table, measured)
-    rule, diamond, *points = spec["layer"]
+    rule, diamond, params, points, whiskers, box, median = spec["layer"]
     assert diamond["encoding"]["x"]["field"] == "goodput_mbps"
     assert diamond["encoding"]["y"]["field"] == "pair"
     assert (rule["encoding"]["x"]["field"], rule["encoding"]["x2"]["field"]) == (
@@ -318,9 +320,25 @@ def test_charts_are_valid_vega_lite(predictions: list, con: duckdb.DuckDBPyConne
     assert [d[2] for d in drawn] == pytest.approx([w[2] for w in want], rel=1e-9)
     for v in rule["data"]["values"]:
         assert v["goodput_lo_mbps"] <= v["goodput_mbps"] <= v["goodput_hi_mbps"]
-    assert len(points) == 1 and not measured.empty
-    assert sorted(v["goodput_mbps"] for v in points[0]["data"]["values"]) == pytest.approx(
+    assert (params["encoding"]["x"]["field"], params["encoding"]["x2"]["field"]) == (
+        "param_lo_mbps", "param_hi_mbps")
+    # Every measured value is drawn, on its own row beside the engines' (not under the
+    # predicted marker), and its spread as a box: quartiles, 5–95 % whiskers, median.
+    assert not measured.empty
+    assert sorted(v["goodput_mbps"] for v in points["data"]["values"]) == pytest.approx(
         sorted(measured["goodput_mbps"]), rel=1e-9)
+    assert all(v["row"].startswith("measured · ") for v in points["data"]["values"])
+    assert points["encoding"]["yOffset"]["field"] == "row"
+    summary = measured_summary(measured)
+    for layer, (lo, hi) in ((whiskers, ("p5", "p95")), (box, ("q1", "q3"))):
+        assert (layer["encoding"]["x"]["field"], layer["encoding"]["x2"]["field"]) == (lo, hi)
+    assert median["encoding"]["x"]["field"] == "median"
+    exact = measured[measured["bound"].isna()]
+    for v in median["data"]["values"]:
+        values = exact[exact["source"] == v["source"]]["goodput_mbps"].astype(float)
+        assert v["median"] == pytest.approx(float(np.median(values)), rel=1e-9)
+        assert v["n"] == len(values)
+    assert len(median["data"]["values"]) == len(summary)
     sweep = table.assign(rtt_ms=[0.0, 1.0])
     vega_lite_valid(sweep_chart(sweep, measured, "rtt_ms", None))
     vega_lite_valid(sweep_chart(sweep.assign(gso=[True, False]), measured, "rtt_ms", "gso",
