@@ -83,6 +83,19 @@ def predicted_shares(resolved: Resolved, acks_per_packet: float | None = None
     return pd.DataFrame(rows)
 
 
+def shares_text(predicted: pd.DataFrame) -> list[str]:
+    """One line per side: its stack and each component's share, largest first
+    (``server (lsquic): QUIC protocol 41 % · crypto 22 % · …``), components of
+    less than 0.5 % left out."""
+    lines = []
+    for side, part in predicted.groupby("side", sort=False):
+        part = part.sort_values("share", ascending=False)
+        items = [f"{row.component} {row.share * 100:.0f} %"
+                 for row in part.itertuples(index=False) if row.share >= 0.005]
+        lines.append(f"{side} ({part['stack'].iloc[0]}): " + " · ".join(items))
+    return lines
+
+
 def perf_shares(frame: pd.DataFrame) -> pd.DataFrame:
     """Measured perf categories (columns ``run_id``, ``side``, ``stack``, ``category``,
     ``share``, ``source``) with each category's comparison group."""

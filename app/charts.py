@@ -221,9 +221,11 @@ def goodput_chart(predicted: pd.DataFrame, measured: pd.DataFrame) -> Spec:
                                               "goodput_mbps", "bound"])},
             "mark": {"type": "point", "filled": True, "size": 30, "opacity": 0.3},
             "encoding": {"x": x, "y": y, "yOffset": y_offset, "color": colour,
+                         # A legend of bound shapes only when some point is a bound.
                          "shape": {"field": "bound", "type": "nominal",
                                    "title": "published bound",
-                                   "legend": {"orient": "bottom"}},
+                                   "legend": {"orient": "bottom"}
+                                   if (meas["bound"] != "value").any() else None},
                          "tooltip": _tooltip("source", "id", "detail",
                                              ("goodput_mbps", ",.0f"), "bound")}})
         box = measured_summary(measured)

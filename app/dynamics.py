@@ -135,7 +135,8 @@ def _run_button(config: AppConfig, job_list: list[jobs.Job], results: jobs.Resul
 def _summary(col: st.delta_generator.DeltaGenerator, p: Prediction) -> None:
     samples = len((p.timeseries or {}).get("t_s", []))
     col.metric(f"Predicted goodput ({p.engine})", f"{three_digits(p.goodput_mbps)} Mbit/s",
-               delta=f"{samples} samples", delta_color="off",
+               delta=f"{samples} samples" if samples else "no time series recorded",
+               delta_color="off", delta_arrow="off",
                help=f"{p.engine_version}; limited by {limit_name(p.limit)} — "
                     f"{limit_help(p.limit)}")
 
@@ -148,6 +149,7 @@ def _run_summary(col: st.delta_generator.DeltaGenerator, run: pd.Series,
     col.metric(f"Measured server CPU ({run['run_id']})",
                cpu_pct_text(mean / 100) if math.isfinite(mean) else "—",
                delta=f"{three_digits(run['goodput_mbps'])} Mbit/s", delta_color="off",
+               delta_arrow="off",
                help="mean of the per-second samples in the run's steady window "
                     "(cpu_samples.in_window), as runs.server_cpu_pct")
 

@@ -21,7 +21,7 @@ LIMIT_NAMES = {
     "cwnd": "congestion window",
     "flow_control": "flow-control window",
     "rcvbuf": "UDP receive-buffer drops",
-    "interop": "pair interplay (ACK and flow-control timing)",
+    "interop": "pair interplay",
     "handshake": "handshakes",
     "concurrency": "requests in flight",
 }

@@ -139,12 +139,19 @@ def heatmap(table: pd.DataFrame, colour: str, impls: list[str]) -> Spec:
     field = {"predicted": "goodput_mbps", "measured": "measured_median_mbps",
              "ratio": "ratio"}[colour]
     data = table.assign(text=table["goodput_mbps"].map(
-        lambda v: "—" if not math.isfinite(v) else f"{v / 1000:.2g}" if v < 10_000
+        lambda v: "—" if not math.isfinite(v) else f"{v / 1000:.3g}" if v < 100_000
         else f"{v / 1000:.0f}"))
     values = records(data)
     scale: dict[str, Any] = {"type": "log", "scheme": "viridis"}
+    # Dark text on the light part of the scale (viridis: the upper half on a log scale;
+    # redblue: near 1), white on the dark part.
+    shown = table[field].replace([np.inf, -np.inf], np.nan).dropna()
+    shown = shown[shown > 0]
+    light = f"datum.{field} > {math.sqrt(shown.min() * shown.max()) if len(shown) else 0!r}"
     if colour == "ratio":
         scale = {"type": "log", "scheme": "redblue", "domainMid": 1, "reverse": True}
+        light = "datum.ratio > 0.67 && datum.ratio < 1.5"
+    valid = f"isValid(datum.{field}) && isFinite(datum.{field}) && datum.{field} > 0"
     x = {"field": "client", "type": "nominal", "sort": impls, "title": "client (receives)",
          "axis": {"orient": "top", "labelAngle": -50, "labelLimit": LABEL_H - 10,
                   "minExtent": LABEL_H, "maxExtent": LABEL_H}}
@@ -166,20 +173,31 @@ def heatmap(table: pd.DataFrame, colour: str, impls: list[str]) -> Spec:
     return {
         "$schema": SCHEMA, "data": {"values": values},
         "width": CELL_W * len(impls), "height": CELL_H * len(impls),
+        "autosize": {"type": "pad"},
         "encoding": {"x": x, "y": y},
         "layer": [
+            # Every cell grey first: a pair the models refuse, or one without a value of
+            # the chosen colour (no measured median), stays a visible grey cell.
+            {"mark": {"type": "rect", "stroke": "white", "fill": "#d9d9d9",
+                      "cursor": "pointer"},
+             "encoding": {"tooltip": tooltip}},
             {"params": [{"name": "cell", "select": {"type": "point",
                                                     "fields": ["server", "client"],
                                                     "on": "click", "clear": False}}],
+             "transform": [{"filter": valid}],
              "mark": {"type": "rect", "stroke": "white", "cursor": "pointer"},
              "encoding": {"color": {"field": field, "type": "quantitative", "scale": scale,
                                     "title": COLOURS[colour] + (" (Mbit/s)" if colour != "ratio"
                                                                 else ""),
-                                    "legend": {"orient": "right"}},
+                                    "legend": {"orient": "right",
+                                               "format": ".2f" if colour == "ratio"
+                                               else ",.0f"}},
                           "tooltip": tooltip}},
             {"mark": {"type": "text", "fontSize": 10, "cursor": "pointer"},
              "encoding": {"text": {"field": "text", "type": "nominal"},
-                          "color": {"value": "white"}, "tooltip": tooltip}},
+                          "color": {"condition": {"test": light, "value": "#111111"},
+                                    "value": "white"},
+                          "tooltip": tooltip}},
             {"transform": [{"filter": "datum.measured_n > 0"}],
              "mark": {"type": "rect", "filled": False, "stroke": "#ff7f0e",
                       "strokeWidth": 3, "cursor": "pointer"},
@@ -209,8 +227,10 @@ def show(config: AppConfig, selection: Selection) -> dict[str, str]:
     impls = names(registry, variants)
     table, refused = cells(config, selection, impls)
     _, why = measured_cells(config, selection, impls)
+    # width="content": the spec's own cell size, its axes' labels added around it (a
+    # stretched chart is fitted, labels included, into the plot's height: no cells).
     st.vega_lite_chart(spec=heatmap(table, colour, impls), key=CHART_KEY, on_select=open_cell,
-                       selection_mode="cell")
+                       selection_mode="cell", width="content")
     measured = table[table["measured_n"] > 0]
     st.caption(f"{len(impls)} × {len(impls)} pairs, analytic engine; numbers in the cells: "
                f"predicted Gbit/s. Orange ring: {len(measured)} pair(s) with measured values "

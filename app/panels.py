@@ -144,6 +144,7 @@ def show_breakdown(item: Breakdown) -> None:
     with left:
         st.caption(f"{item.pair}: the model's CPU per data packet, by component")
         st.vega_lite_chart(spec=breakdown.components_chart(item.predicted), width="stretch")
+        st.markdown("\n".join(f"- {line}" for line in breakdown.shares_text(item.predicted)))
     with right:
         if item.measured.empty:
             st.caption(f"{item.pair}: no measured profile of these stacks in the catalog"

@@ -236,11 +236,12 @@ def band_text(p: Prediction) -> str:
 
 
 def _metrics(p: Prediction) -> None:
-    cols = st.columns(4)
+    cols = st.columns([3, 4, 2, 2])  # the limit's plain name is the longest value
     interval = band_text(p)
     label = GOODPUT_LABEL if p.engine == "analytic" else f"Predicted goodput ({p.engine})"
+    # The band is not a change: no arrow beside it.
     cols[0].metric(label, f"{three_digits(p.goodput_mbps)} Mbit/s", delta=interval,
-                   delta_color="off",
+                   delta_color="off", delta_arrow="off",
                    help=f"{pair_label(p.scenario.server, p.scenario.client)}; {interval}: "
                         f"{p.interval_source}")
     cols[1].metric("Limit", limit_name(p.limit), help=limit_help(p.limit))

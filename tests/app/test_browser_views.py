@@ -1,0 +1,189 @@
+"""The explorer's views in a real browser, their numbers checked against `quiclab
+predict` and the catalog: the band and what it covers beside the measured spread,
+engines side by side with the note where they disagree, the CPU breakdown, and
+the server × client matrix with a click into What-if. A full-page screenshot of
+each goes to the artifacts (``artifacts/app/view-*.png``) for the docs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import duckdb
+import numpy as np
+import pytest
+
+from quiclab.app.charts import three_digits
+from quiclab.app.labels import limit_name
+from quiclab.app.measured import measured_points
+from quiclab.models.registry import Registry
+from quiclab.sim.resolve import resolve
+from quiclab.sim.scenario import Scenario
+
+from . import browser
+from .appdata import CPU, AppData
+from .test_browser import artifacts, sync_api  # noqa: F401  (the fixture)
+from .test_browser_deadends import body_text, chromium, open_whatif, run_button, wait_text  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+Predict = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def served(appdata: AppData) -> Iterator[str]:
+    paths = {"--models": str(appdata.models), "--data-dir": str(appdata.data_dir),
+             "--catalog": str(appdata.catalog)}
+    with browser.running_app(paths, browser.free_port(),
+                             artifacts() / "app-server-views.log") as url:
+        yield url
+
+
+@pytest.fixture
+def page(chromium: Any) -> Iterator[Any]:  # noqa: F811
+    context = chromium.new_context(viewport={"width": 1500, "height": 2600})
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+def shot(page: Any, name: str) -> None:
+    page.wait_for_timeout(800)  # let the charts draw
+    page.screenshot(path=str(artifacts() / f"view-{name}.png"), full_page=True)
+
+
+def plain(markdown: str) -> str:
+    """Markdown as the browser shows it (no backticks, no emphasis marks)."""
+    return markdown.replace("`", "").replace("*", "")
+
+
+@pytest.mark.timeout(300)
+def test_the_band_says_what_it_covers_beside_the_measured_spread(
+        page: Any, served: str, predict: Predict, appdata: AppData) -> None:
+    open_whatif(page, served)
+    p = predict()
+    section = page.locator('[data-testid="stExpander"]').filter(has_text="How sure")
+    text = str(section.inner_text())
+    lo, hi = p["goodput_lo_mbps"], p["goodput_hi_mbps"]
+    assert f"{three_digits(lo)} … {three_digits(hi)} Mbit/s" in text
+    if p["interval_level"] is None or not math.isfinite(p["interval_level"]):
+        # These models carry no interval model: the page says the band is narrower
+        # than what measurements would show, and why.
+        assert "it covers the fitted parameters only, not the model's error" in text
+    else:
+        assert f"{p['interval_level'] * 100:g} % predictive band" in text
+    assert plain(p["interval_source"]) in text
+    # The matching measured runs' spread, from the catalog.
+    with duckdb.connect(str(appdata.catalog), read_only=True) as con:
+        found = measured_points(con, Scenario(), CPU)
+    for source, part in found[found["bound"].isna()].groupby("source"):
+        values = part["goodput_mbps"].astype(float).to_numpy()
+        inside = ((values >= lo) & (values <= hi)).mean()
+        p5, p95 = np.percentile(values, [5, 95])
+        assert (f"Measured ({source}): {len(values)} value(s), median "
+                f"{three_digits(float(np.median(values)))}, 5–95 % {three_digits(p5)} … "
+                f"{three_digits(p95)}") in text, text
+        assert f"{inside * 100:.0f} % of them inside the band" in text
+    # The chart draws them on a row of their own, as a box over a strip (its legend).
+    legend = page.locator('[data-testid="stVegaLiteChart"] svg text').filter(
+        has_text=re.compile(r"^measured · qir10g$"))
+    assert legend.count() >= 1
+    shot(page, "uncertainty")
+
+
+@pytest.mark.timeout(600)
+def test_engines_side_by_side_say_where_they_disagree_and_why(
+        page: Any, served: str, predict: Predict) -> None:
+    """lsquic → quiche at +20 ms over 100 MB: the analytic engine finds the client's
+    CPU, the DES receive-buffer drops, and their bands do not overlap."""
+    fields = {"client": "quiche", "rtt_ms": 20, "transfer_bytes": 100_000_000}
+    query = "&engines=analytic,des" + "".join(f"&{k}={v}" for k, v in fields.items())
+    open_whatif(page, served, query)
+    run_button(page).click()
+    wait_text(page, "des: all 1 run(s) done for this scenario", timeout_ms=300_000)
+    browser.wait_idle(page)
+    analytic, des = predict(**fields), predict(engine="des", **fields)
+    assert des["goodput_hi_mbps"] < analytic["goodput_lo_mbps"]  # the case this tests
+    text = body_text(page)
+    assert "1 disagreement(s) beyond the engines' bands" in text
+    for name, p in (("the analytic engine", analytic), ("the DES", des)):
+        assert (f"{name} {three_digits(p['goodput_mbps'])} Mbit/s (band "
+                f"{three_digits(p['goodput_lo_mbps'])} … "
+                f"{three_digits(p['goodput_hi_mbps'])}), limited by "
+                f"{limit_name(p['limit'])} ({p['limit']})") in text, text
+        assert f"{name} models {limit_name(p['limit'])} as " in text
+    link = page.get_by_role("link", name="open this scenario with all three engines")
+    href = str(link.get_attribute("href"))
+    assert re.search(r"engines=analytic(,|%2C)des(,|%2C)ns3", href), href
+    assert "client=quiche" in href and "rtt_ms=20" in href
+    shot(page, "engines")
+
+
+@pytest.mark.timeout(300)
+def test_the_cpu_breakdown_is_the_models_components(
+        page: Any, served: str, predict: Predict, appdata: AppData) -> None:
+    """Each side's share per component, recomputed here from the resolved costs and
+    `quiclab predict`'s ACK count: kernel per datagram, system calls per batch,
+    crypto, protocol, application, ACKs, hand-offs."""
+    open_whatif(page, served, "&client=quiche")
+    p = predict(client="quiche")
+    acks = p["acks"] / p["server_packets_sent"]
+    r = resolve(Scenario(client="quiche"), Registry.load(appdata.models))
+    page.get_by_text("CPU breakdown per side").wait_for()
+    text = body_text(page)
+    for side, ep in (("server", r.sender), ("client", r.receiver)):
+        costs = {"kernel per datagram (UDP/IP, driver)": ep.ns_segment,
+                 "system calls (per batch)": ep.ns_per_call / max(ep.segments_per_call, 1),
+                 "crypto (AEAD, header protection)": ep.ns_crypto,
+                 "QUIC protocol (packets, streams, CC)": ep.ns_protocol,
+                 "application layer": ep.ns_app, "ACKs": acks * ep.ns_per_ack,
+                 "pipeline hand-offs": ep.ns_handoff}
+        total = sum(costs.values())
+        line = next(x for x in text.splitlines() if x.startswith(f"{side} ({ep.impl}):"))
+        for name, ns in costs.items():
+            if ns / total >= 0.005:
+                assert f"{name} {ns / total * 100:.0f} %" in line, (name, line)
+    shot(page, "breakdown")
+
+
+@pytest.mark.timeout(300)
+def test_the_matrix_shows_every_pair_and_a_click_opens_it(
+        page: Any, served: str, predict: Predict, appdata: AppData) -> None:
+    page.goto(f"{served}/?page=matrix")
+    browser.wait_idle(page)
+    chart = page.locator('[data-testid="stVegaLiteChart"]').first
+    chart.locator("svg").wait_for()
+    registry = Registry.load(appdata.models)
+    impls = registry.names()
+    with duckdb.connect(str(appdata.catalog), read_only=True) as con:
+        measured = {(s, c): measured_points(con, Scenario(server=s, client=c), CPU)
+                    for s in impls for c in impls}
+    ringed = 0
+    for server in impls:
+        for client in impls:
+            cell = chart.locator(f'svg path[aria-label*="pair: {server} → {client};"]').first
+            label = str(cell.get_attribute("aria-label"))
+            found = measured[(server, client)]
+            values = found[found["bound"].isna()]["goodput_mbps"].astype(float)
+            assert f"measured values: {len(values)};" in label, label
+            ringed += len(values) > 0
+            try:
+                expected = predict(server=server, client=client)
+            except AssertionError:  # `quiclab predict` refuses the pair: a grey cell
+                assert "limited by: the models refuse this pair" in label
+                continue
+            assert f"predicted (Mbit/s): {expected['goodput_mbps']:,.0f};" in label, label
+            assert f"limited by: {limit_name(expected['limit'])};" in label
+    assert f"Orange ring: {ringed} pair(s) with measured values" in body_text(page)
+    shot(page, "matrix")
+    # A click on quiche → lsquic opens that pair on the What-if page.
+    cell = chart.locator('svg path[aria-label*="pair: quiche → lsquic;"]').first
+    box = cell.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_url(re.compile(r"page=whatif.*server=quiche&client=lsquic"), timeout=60_000)
+    browser.wait_idle(page)
+    expected = predict(server="quiche", client="lsquic")
+    assert browser.goodput_text(page) == f"{three_digits(expected['goodput_mbps'])} Mbit/s"
