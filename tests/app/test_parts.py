@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 import altair as alt
@@ -146,24 +147,30 @@ def test_quiclab_app_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "streamlit run" in capsys.readouterr().out
 
 
-def test_quiclab_app_starts_streamlit_with_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    started: dict[str, object] = {}
-
-    class FakeProcess:
-        def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-            started.update(argv=argv, env=env)
-
-        def wait(self) -> int:
-            return 0
-
-    monkeypatch.setattr(app_cli.subprocess, "Popen", FakeProcess)
+def test_quiclab_app_starts_streamlit_with_the_defaults(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    """A real child in place of Streamlit (a Python one-liner) records the environment
+    it was given and whether it leads a process group of its own (so that a stop
+    signal reaches it and everything it starts)."""
+    out = tmp_path / "child.json"
+    child = ("import json, os, sys; json.dump({'env': dict(os.environ), "
+             "'own_group': os.getpgid(0) == os.getpid()}, open(sys.argv[1], 'w'))")
+    monkeypatch.setattr(app_cli, "command", lambda args: [sys.executable, "-c", child,
+                                                          str(out)])
     monkeypatch.delenv("STREAMLIT_SERVER_ADDRESS", raising=False)
     args = argparse.Namespace(streamlit_args=["--server.port", "1"], paths=Paths.resolve())
     assert app_cli.run_app(args) == 0
-    env = started["env"]
-    assert isinstance(env, dict)
-    assert env["STREAMLIT_SERVER_ADDRESS"] == "localhost"
-    assert env["STREAMLIT_BROWSER_GATHER_USAGE_STATS"] == "false"
+    started = json.loads(out.read_text())
+    assert started["env"]["STREAMLIT_SERVER_ADDRESS"] == "localhost"
+    assert started["env"]["STREAMLIT_BROWSER_GATHER_USAGE_STATS"] == "false"
+    assert started["own_group"]
+
+
+def test_quiclab_app_command_runs_the_script_with_the_paths() -> None:
+    args = argparse.Namespace(streamlit_args=["--server.port", "1"], paths=Paths.resolve())
+    argv = app_cli.command(args)
+    assert argv[:4] == [sys.executable, "-m", "streamlit", "run"]
+    assert argv[4].endswith("streamlit_app.py") and argv[5:8] == ["--server.port", "1", "--"]
 
 
 # -- matching measured points ------------------------------------------------------
