@@ -181,10 +181,11 @@ def comparison_chart(table: pd.DataFrame) -> Spec:
             "facet": {"row": {"field": "side", "type": "nominal", "title": None,
                               "sort": ["server", "client"],
                               "header": {"labelAngle": 0, "labelAlign": "left"}}},
-            "spec": {"mark": "bar", "height": {"step": 24}, "width": 520,
+            # Sized for half the page: 240 px of bars beside labels of at most 220 px.
+            "spec": {"mark": "bar", "height": {"step": 24}, "width": 240,
                      "encoding": {
                          "y": {"field": "what", "type": "nominal", "title": None,
-                               "axis": {"labelLimit": 0}},
+                               "axis": {"labelLimit": 220}},
                          "x": {"field": "pct", "type": "quantitative", "stack": "normalize",
                                "title": "share of the categorised CPU",
                                "axis": {"format": "%"}},

@@ -20,7 +20,7 @@ LIMIT_NAMES = {
     "link": "link rate",
     "cwnd": "congestion window",
     "flow_control": "flow-control window",
-    "rcvbuf": "UDP receive-buffer drops",
+    "rcvbuf": "receive-buffer drops",
     "interop": "pair interplay",
     "handshake": "handshakes",
     "concurrency": "requests in flight",

@@ -37,8 +37,10 @@ from quiclab.models.registry import Registry
 COLOURS = {"predicted": "predicted goodput", "measured": "measured median",
            "ratio": "predicted ÷ measured median"}
 #: Cell size (px) and the fixed space of the axes' labels, so that a cell's place on
-#: the chart is known (the browser test clicks one).
+#: the chart is known; cells narrow down to MIN_CELL_W so that the matrix fits the
+#: page's PLOT_W px (17 stacks: 48 px).
 CELL_W, CELL_H, LABEL_W, LABEL_H = 62, 26, 130, 90
+MIN_CELL_W, PLOT_W = 40, 820
 CHART_KEY = "matrix.chart"
 
 
@@ -172,7 +174,8 @@ def heatmap(table: pd.DataFrame, colour: str, impls: list[str]) -> Spec:
                 "title": "predicted ÷ measured"}]
     return {
         "$schema": SCHEMA, "data": {"values": values},
-        "width": CELL_W * len(impls), "height": CELL_H * len(impls),
+        "width": max(MIN_CELL_W, min(CELL_W, PLOT_W // max(len(impls), 1))) * len(impls),
+        "height": CELL_H * len(impls),
         "autosize": {"type": "pad"},
         "encoding": {"x": x, "y": y},
         "layer": [
@@ -189,7 +192,7 @@ def heatmap(table: pd.DataFrame, colour: str, impls: list[str]) -> Spec:
              "encoding": {"color": {"field": field, "type": "quantitative", "scale": scale,
                                     "title": COLOURS[colour] + (" (Mbit/s)" if colour != "ratio"
                                                                 else ""),
-                                    "legend": {"orient": "right",
+                                    "legend": {"orient": "bottom", "gradientLength": 240,
                                                "format": ".2f" if colour == "ratio"
                                                else ",.0f"}},
                           "tooltip": tooltip}},

@@ -138,7 +138,7 @@ def chart(frame: pd.DataFrame) -> dict[str, Any]:
         "facet": {"row": {"field": "title", "type": "nominal", "sort": titles,
                           "title": None, "header": {"labelAngle": 0, "labelAlign": "left",
                                                     "labelAnchor": "start"}}},
-        "spec": {"width": 900, "height": 130, "mark": {"type": "line", "interpolate": "step-after",
+        "spec": {"width": 720, "height": 130, "mark": {"type": "line", "interpolate": "step-after",
                                                        "strokeWidth": 1.5},
                  "encoding": {
                      "x": {"field": "t_s", "type": "quantitative", "title": "time since the "

@@ -32,9 +32,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
-PAGES = ("whatif", "sweep", "reproductions", "data")
-TITLES = {"whatif": "What-if", "sweep": "Sweep", "reproductions": "Reproductions",
-          "data": "Data"}
+PAGES = ("whatif", "matrix", "dynamics", "sweep", "reproductions", "data")
+TITLES = {"whatif": "What-if", "matrix": "Matrix", "dynamics": "Dynamics", "sweep": "Sweep",
+          "reproductions": "Reproductions", "data": "Data"}
 START_TIMEOUT_S = 90.0
 
 
@@ -121,10 +121,33 @@ def goodput_text(page: Any) -> str:
     return str(metric.locator('[data-testid="stMetricValue"]').inner_text())
 
 
-def shoot(page: Any, url: str, name: str, out: Path, query: str = "", suffix: str = "") -> Path:
-    """Open one page, wait for it (and its charts), save ``out/<name><suffix>.png``."""
+def run_packet_engines(page: Any, timeout_ms: float = 900_000) -> None:
+    """Press the page's Run button of the packet-level engines, if it has one, and wait
+    until their runs are done (the button is gone or enabled again)."""
+    import re
+
+    button = page.get_by_role("button", name=re.compile(r"^Run (des|ns3)"))
+    if button.count() == 0:
+        return
+    button.first.click()
+    page.wait_for_function(
+        """() => ![...document.querySelectorAll('button')]
+                .some(b => b.innerText.startsWith('Running '))
+            && !document.querySelector('[data-testid="stProgress"]')""",
+        timeout=timeout_ms, polling=1000)
+    wait_idle(page)
+
+
+def shoot(page: Any, url: str, name: str, out: Path, query: str = "", suffix: str = "",
+          run: bool = False) -> Path:
+    """Open one page, wait for it (and its charts), save ``out/<name><suffix>.png``;
+    with ``run``, run its packet-level engines first."""
     page.goto(f"{url}/?page={name}{query}")
     wait_idle(page)
+    if run:
+        run_packet_engines(page)
+        page.goto(f"{url}/?page={name}{query}")  # from the top, the results kept
+        wait_idle(page)
     page.wait_for_timeout(1500)  # let charts draw
     path = out / f"{name}{suffix}.png"
     page.screenshot(path=str(path), full_page=True)
@@ -132,10 +155,11 @@ def shoot(page: Any, url: str, name: str, out: Path, query: str = "", suffix: st
 
 
 def screenshot_pages(page: Any, url: str, out: Path, query: str = "",
-                     pages: tuple[str, ...] = PAGES, suffix: str = "") -> list[Path]:
+                     pages: tuple[str, ...] = PAGES, suffix: str = "",
+                     run: bool = False) -> list[Path]:
     """Open pages and save a full-page PNG of each as ``out/<page><suffix>.png``."""
     out.mkdir(parents=True, exist_ok=True)
-    return [shoot(page, url, name, out, query, suffix) for name in pages]
+    return [shoot(page, url, name, out, query, suffix, run) for name in pages]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", nargs="+", default=list(PAGES), choices=PAGES,
                         help="which pages (default all)")
     parser.add_argument("--suffix", default="", help="added to each file name")
+    parser.add_argument("--height", type=int, default=2200,
+                        help="window height, px (the app scrolls inside it: a screenshot "
+                             "holds what fits)")
+    parser.add_argument("--run", action="store_true",
+                        help="press each page's Run button of DES/ns-3 and wait for the runs")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -157,9 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     with running_app(paths, free_port(), out / "app.log") as url, sync_playwright() as pw:
         browser = launch(pw)
-        page = browser.new_page(viewport={"width": 1500, "height": 2200})
+        page = browser.new_page(viewport={"width": 1500, "height": args.height})
         for path in screenshot_pages(page, url, out, args.query, tuple(args.pages),
-                                     args.suffix):
+                                     args.suffix, args.run):
             print(path)
         browser.close()
     return 0

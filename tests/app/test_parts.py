@@ -294,7 +294,7 @@ def test_a_limit_outside_the_evaluated_resources_gets_its_own_bar(predictions: l
     table = limits_table([p])
     limit = table[table["role"] == "limit"]
     assert list(limit["code"]) == ["rcvbuf"]
-    assert list(limit["resource"]) == ["UDP receive-buffer drops"]
+    assert list(limit["resource"]) == ["receive-buffer drops"]
     assert limit["rate_mbps"].iloc[0] == p.goodput_mbps
     assert len(table) == 1 + sum(math.isfinite(v) for v in p.rates_mbps.values())
 

@@ -54,8 +54,8 @@ def test_engines_whose_bands_do_not_overlap_disagree_and_are_named() -> None:
     assert item.ratio == pytest.approx(1619.0 / 968.0)
     text = item.text()
     assert "limited by **client CPU (receiver)** (`receiver_cpu`)" in text
-    assert "limited by **UDP receive-buffer drops** (`rcvbuf`)" in text
-    assert "the DES models UDP receive-buffer drops as the socket buffer filling" in text
+    assert "limited by **receive-buffer drops** (`rcvbuf`)" in text
+    assert "the DES models receive-buffer drops as the socket buffer filling" in text
     assert "rtt_ms=20" in item.link and "engines=analytic%2Cdes%2Cns3" in item.link
 
 
@@ -189,7 +189,7 @@ def test_cpu_is_a_percentage_of_one_core_everywhere() -> None:
     assert labels.cpu_pct_text(0.863) == "86.3 %"
     assert labels.cpu_pct_text(2.0) == "200 %"
     assert labels.cpu_pct_text(math.nan) == "—"
-    assert labels.limit_name("rcvbuf") == "UDP receive-buffer drops"
+    assert labels.limit_name("rcvbuf") == "receive-buffer drops"
     assert "engine name `rcvbuf`" in labels.limit_help("rcvbuf")
     assert labels.limit_name("something_new") == "something_new"
 
