@@ -558,6 +558,8 @@ def _packet_predictions(config: AppConfig, stamp: float, engine: str,
                        f"(at most {MAX_PACKET_RUNS}); fewer points or pairs, or "
                        "`quiclab sweep` from the command line.")
         running = jobs.pending(job_list, results)
+        if not running and len(jobs.finished(job_list, results)[0]) > len(done):
+            st.rerun()  # runs finished since ``done`` was read: draw them now
         if len(job_list) <= MAX_PACKET_RUNS:
             st.button(f"Running {engine} …" if running else
                       f"Run {engine} on {missing} point(s)", key=f"run_sweep.{engine}",

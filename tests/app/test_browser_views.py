@@ -187,3 +187,43 @@ def test_the_matrix_shows_every_pair_and_a_click_opens_it(
     browser.wait_idle(page)
     expected = predict(server="quiche", client="lsquic")
     assert browser.goodput_text(page) == f"{three_digits(expected['goodput_mbps'])} Mbit/s"
+
+
+@pytest.mark.timeout(600)
+def test_the_dynamics_are_the_des_runs_series(page: Any, served: str, predict: Predict,
+                                              appdata: AppData) -> None:
+    """The DES run of the Dynamics page: its goodput is `quiclab predict --engine
+    des`'s (sampling changes nothing), and the CSV it downloads holds the series the
+    DES records at the page's sampling interval, sample for sample."""
+    import pandas as pd
+
+    from quiclab.app.worker import sample_interval_s
+    from quiclab.sim.engine import get_engine
+
+    fields = {"transfer_bytes": 20_000_000, "seed": 9}
+    page.goto(f"{served}/?page=dynamics" + "".join(f"&{k}={v}" for k, v in fields.items()))
+    browser.wait_idle(page)
+    page.get_by_role("button", name="Run des for its time series").click()
+    page.get_by_role("button", name="Download the series (CSV)").wait_for(timeout=300_000)
+    browser.wait_idle(page)
+    scenario = Scenario(**fields)
+    expected = predict(engine="des", **fields)
+    registry = Registry.load(appdata.models)
+    interval = sample_interval_s(str(appdata.models), 0.0, scenario)
+    run = get_engine("des", registry, timeseries=True,
+                     timeseries_interval_s=interval).predict(scenario)
+    series = run.timeseries or {}
+    assert run.goodput_mbps == pytest.approx(expected["goodput_mbps"], rel=1e-12)
+    label = page.locator('[data-testid="stMetric"]').filter(has_text="Predicted goodput (des)")
+    assert str(label.locator('[data-testid="stMetricValue"]').inner_text()) == \
+        f"{three_digits(expected['goodput_mbps'])} Mbit/s"
+    assert f"{len(series['t_s'])} samples" in str(label.inner_text())
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the series (CSV)").click()
+    table = pd.read_csv(download.value.path())
+    goodput = table[(table["metric"] == "goodput_mbps") & (table["series"] == "des")]
+    assert list(goodput["t_s"]) == pytest.approx(series["t_s"])
+    assert list(goodput["value"]) == pytest.approx(series["goodput_mbps"])
+    cwnd = table[(table["metric"] == "cwnd_bytes") & (table["series"] == "des")]
+    assert list(cwnd["value"]) == pytest.approx(series["cwnd_bytes"])
+    shot(page, "dynamics")
