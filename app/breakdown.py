@@ -96,6 +96,17 @@ def shares_text(predicted: pd.DataFrame) -> list[str]:
     return lines
 
 
+def grouped_text(table: pd.DataFrame) -> list[str]:
+    """One line per row of :func:`grouped`'s comparison (the model and each measured
+    profile, per side): ``server · qir10g perf: lsquic (run): packet I/O 50 % · …``."""
+    lines = []
+    for (side, what), part in table.groupby(["side", "what"], sort=False):
+        shares = dict(zip(part["group"], part["share"], strict=True))
+        lines.append(f"{side} · {what}: " + " · ".join(
+            f"{group} {shares.get(group, math.nan) * 100:.0f} %" for group in GROUPS))
+    return lines
+
+
 def perf_shares(frame: pd.DataFrame) -> pd.DataFrame:
     """Measured perf categories (columns ``run_id``, ``side``, ``stack``, ``category``,
     ``share``, ``source``) with each category's comparison group."""

@@ -170,8 +170,9 @@ def _runs(config: AppConfig, scenario: Scenario) -> tuple[pd.DataFrame, str | No
             config.catalog, stamp,
             f"SELECT r.run_id, r.source, r.goodput_mbps, r.experiment, r.setting, "
             f"r.repetition, count(c.t_s) AS samples FROM runs r JOIN cpu_samples c "
-            f"USING (run_id) WHERE r.run_id IN ({placeholders}) GROUP BY ALL "
-            f"ORDER BY r.source = 'fresh' DESC, r.run_id", tuple(ids))
+            f"USING (run_id) WHERE r.run_id IN ({placeholders}) "
+            f"GROUP BY r.run_id, r.source, r.goodput_mbps, r.experiment, r.setting, "
+            f"r.repetition ORDER BY r.source = 'fresh' DESC, r.run_id", tuple(ids))
     except (QuiclabError, duckdb.Error) as err:
         return pd.DataFrame(columns=["run_id", "goodput_mbps", "label"]), str(err)
     if with_samples.empty:

@@ -158,6 +158,8 @@ def show_breakdown(item: Breakdown) -> None:
                        "uncategorised samples are left out and the rest renormalised.")
             st.vega_lite_chart(spec=breakdown.comparison_chart(item.compared),
                                width="stretch")
+            st.markdown("\n".join(f"- {line}"
+                                   for line in breakdown.grouped_text(item.compared)))
     table = item.compared.pivot_table(index=["side", "what"], columns="group",
                                       values="share", sort=False).reset_index()
     st.dataframe(table, hide_index=True, width="stretch", column_config={

@@ -24,7 +24,7 @@ from quiclab.sim.resolve import resolve
 from quiclab.sim.scenario import Scenario
 
 from . import browser
-from .appdata import CPU, AppData
+from .appdata import CPU, CPU_SAMPLES, PERF_SAMPLES, AppData
 from .test_browser import artifacts, sync_api  # noqa: F401  (the fixture)
 from .test_browser_deadends import body_text, chromium, open_whatif, run_button, wait_text  # noqa: F401
 
@@ -146,6 +146,15 @@ def test_the_cpu_breakdown_is_the_models_components(
         for name, ns in costs.items():
             if ns / total >= 0.005:
                 assert f"{name} {ns / total * 100:.0f} %" in line, (name, line)
+    # Beside it, the catalog's perf profile of the server's stack (t-base-1, lsquic):
+    # its categories in the calibration's groups, file I/O and GENERAL left out.
+    perf = PERF_SAMPLES["server"]
+    kept = perf["PACKET_IO"] + perf["CRYPTO"] + perf["CONN_MGMT"]
+    assert (f"server · qir10g perf: lsquic (t-base-1): packet I/O "
+            f"{perf['PACKET_IO'] / kept * 100:.0f} % · crypto {perf['CRYPTO'] / kept * 100:.0f} %"
+            f" · protocol {perf['CONN_MGMT'] / kept * 100:.0f} %") in text
+    # The client's stack is quiche: lsquic's client profile is not shown for it.
+    assert "client · qir10g perf" not in text
     shot(page, "breakdown")
 
 
@@ -227,3 +236,27 @@ def test_the_dynamics_are_the_des_runs_series(page: Any, served: str, predict: P
     cwnd = table[(table["metric"] == "cwnd_bytes") & (table["series"] == "des")]
     assert list(cwnd["value"]) == pytest.approx(series["cwnd_bytes"])
     shot(page, "dynamics")
+
+
+@pytest.mark.timeout(300)
+def test_the_dynamics_overlay_a_matching_runs_cpu_samples(page: Any, served: str) -> None:
+    """The default scenario matches t-base-1, which has per-second CPU samples: its
+    server's mean CPU over the steady window is on the page, and its samples are in
+    the CSV beside nothing else (no packet engine has run for this scenario)."""
+    import pandas as pd
+
+    page.goto(f"{served}/?page=dynamics")
+    browser.wait_idle(page)
+    window = [r["total_pct"] for r in CPU_SAMPLES if r["side"] == "server" and r["in_window"]]
+    label = page.locator('[data-testid="stMetric"]').filter(
+        has_text="Measured server CPU (t-base-1)")
+    assert str(label.locator('[data-testid="stMetricValue"]').inner_text()) == \
+        f"{sum(window) / len(window):.3g} %"
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the series (CSV)").click()
+    table = pd.read_csv(download.value.path())
+    for side in ("server", "client"):
+        rows = table[table["series"] == f"measured t-base-1 · {side}"]
+        assert list(rows["value"]) == [r["total_pct"] for r in CPU_SAMPLES
+                                       if r["side"] == side]
+        assert set(rows["metric"]) == {"cpu_pct"}

@@ -250,9 +250,9 @@ def test_no_measured_point_says_why(app: AppTest, params: dict[str, str], why: s
 def test_charts_are_drawn(app: AppTest) -> None:
     app.run()
     charts = app.get("vega_lite_chart")
-    # goodput vs measured, CPU per side, limits and headroom, the CPU breakdown (the
-    # model's components; the test catalog has no profile of lsquic to compare)
-    assert len(charts) == 4
+    # goodput vs measured, CPU per side, limits and headroom, the CPU breakdown: the
+    # model's components, and beside them t-base-1's perf profile of lsquic
+    assert len(charts) == 5
 
 
 @pytest.mark.timeout(300)
