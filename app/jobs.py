@@ -223,8 +223,3 @@ def start(jobs: Sequence[Job], store: Results, models_dir: str, stamp: float,
     forget_errors(jobs, store)
     submit(jobs, store, models_dir, stamp, ns3_cache_dir)
 
-
-def stop_worker() -> None:
-    """End the worker process (the server is shutting down)."""
-    with contextlib.suppress(Exception):
-        worker().shutdown(wait=False, cancel_futures=True)

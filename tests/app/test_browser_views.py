@@ -260,3 +260,28 @@ def test_the_dynamics_overlay_a_matching_runs_cpu_samples(page: Any, served: str
         assert list(rows["value"]) == [r["total_pct"] for r in CPU_SAMPLES
                                        if r["side"] == side]
         assert set(rows["metric"]) == {"cpu_pct"}
+
+
+@pytest.mark.timeout(300)
+def test_sweep_legends_are_whole_and_headroom_is_a_factor(page: Any, served: str) -> None:
+    """Sweep legends used to cut curve names to "lsquic → quiche · loss_pct…" and the
+    limits chart to write the headroom of a far-off resource as "+19747 %"."""
+    page.goto(f"{served}/?page=sweep&server=lsquic&client=lsquic,quiche&sweep_axis=rtt_ms"
+              "&sweep_from=0&sweep_to=20&sweep_points=3&sweep_axis2=loss_pct"
+              "&sweep_values=0,0.1")
+    browser.wait_idle(page)
+    chart = page.locator('[data-testid="stVegaLiteChart"]').first
+    chart.locator("svg").wait_for()
+    texts = chart.locator("svg text").evaluate_all("es => es.map(e => e.textContent)")
+    for name in ("lsquic → lsquic · loss_pct=0.0", "lsquic → lsquic · loss_pct=0.1",
+                 "lsquic → quiche · loss_pct=0.0", "lsquic → quiche · loss_pct=0.1"):
+        assert name in texts, texts
+    assert not any(t.endswith("…") for t in texts), texts
+
+    open_whatif(page, served)
+    labels = [t for t in page.locator('[data-testid="stVegaLiteChart"] svg text')
+              .evaluate_all("es => es.map(e => e.textContent)")
+              if re.fullmatch(r"[+-]\d+ %|×[\d,.]+|limit", t)]
+    assert "limit" in labels and any(t.startswith("×") for t in labels), labels
+    # Percentages only below ×2 (at most +99 %); beyond, a factor.
+    assert all(abs(int(t.split()[0])) < 100 for t in labels if t.endswith(" %")), labels
