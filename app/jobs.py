@@ -148,12 +148,12 @@ def submit(jobs: Sequence[Job], store: Results, models_dir: str, stamp: float,
         key = (engine, scenario.key())
         if isinstance(store.get(key), Prediction | Future):
             continue
-        args = (engines.predict, models_dir, stamp, engine, ns3_cache_dir, scenario)
+        args = (models_dir, stamp, engine, ns3_cache_dir, scenario)
         try:
-            future = worker().submit(*args)
+            future = worker().submit(engines.predict, *args)
         except BrokenProcessPool:
             worker.clear()
-            future = worker().submit(*args)
+            future = worker().submit(engines.predict, *args)
         store.put(key, future)
         queued += 1
     return queued

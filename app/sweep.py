@@ -14,6 +14,7 @@ downloads as CSV or Parquet, made only when a download is clicked.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections.abc import Callable, Sequence
@@ -368,7 +369,7 @@ def _draw(config: AppConfig, selection: Selection, params: SweepParams) -> None:
             done = _packet_predictions(config, stamp, name, scenarios)
             if done:
                 tables.append(sweep_table(done))
-                makers.append(lambda done=done: full_rows(done))
+                makers.append(functools.partial(full_rows, done))
     except ScenarioError as err:
         st.error(str(err))
         return

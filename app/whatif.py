@@ -252,11 +252,11 @@ def _metrics(p: Prediction) -> None:
     if p.extrapolated:
         st.warning(f"**Outside the evidence** — {p.extrapolated}", icon="⚠️")
     if p.scenario.workload != "bulk":
-        cols = st.columns(4)
-        cols[0].metric("Requests/s", three_digits(p.requests_per_s))
-        cols[1].metric("Completion", f"{three_digits(p.completion_s)} s")
-        cols[2].metric("Latency p50", f"{three_digits(p.latency_p50_ms)} ms")
-        cols[3].metric("Latency p99", f"{three_digits(p.latency_p99_ms)} ms")
+        rates = st.columns(4)
+        rates[0].metric("Requests/s", three_digits(p.requests_per_s))
+        rates[1].metric("Completion", f"{three_digits(p.completion_s)} s")
+        rates[2].metric("Latency p50", f"{three_digits(p.latency_p50_ms)} ms")
+        rates[3].metric("Latency p99", f"{three_digits(p.latency_p99_ms)} ms")
 
 
 def _table_columns() -> dict[str, Any]:

@@ -289,9 +289,9 @@ def scenario_ui(selection: Selection, impls: Sequence[str], cpus: Sequence[str],
     servers = bar.multiselect("Server (sends the data)", impls, key="w.servers")
     clients = bar.multiselect("Client (receives)", impls, key="w.clients")
     if len(servers) * len(clients) > len(selection.pairs()):
-        rows, cols = matrix_shape(len(servers), len(clients))
-        bar.caption(f"Comparing a {rows} × {cols} matrix: the first {rows} server(s) and "
-                    f"{cols} client(s). The Matrix page shows every pair.")
+        n_servers, n_clients = matrix_shape(len(servers), len(clients))
+        bar.caption(f"Comparing a {n_servers} × {n_clients} matrix: the first {n_servers} "
+                    f"server(s) and {n_clients} client(s). The Matrix page shows every pair.")
     if with_engines:
         bar.multiselect("Engines", ENGINES, key="w.engines",
                         help="analytic answers at once; des and ns3 run on a button")
