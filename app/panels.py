@@ -6,6 +6,7 @@ Each has a pure part that computes what to say (tested directly) and a
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -117,13 +118,26 @@ def cpu_breakdown(config: AppConfig, resolved: Resolved, p: Prediction) -> Break
     predicted = breakdown.predicted_shares(resolved, acks)
     server = p.scenario.server.partition("@")[0]
     client = p.scenario.client.partition("@")[0]
+    measured, compared, problem = measured_profiles(config.catalog,
+                                                    catalog_stamp(config.catalog), server,
+                                                    client)
+    return Breakdown(pair_label(p.scenario.server, p.scenario.client), predicted, measured,
+                     pd.concat([breakdown.grouped(predicted, measured.iloc[:0]), compared],
+                               ignore_index=True), problem)
+
+
+@functools.lru_cache(maxsize=64)
+def measured_profiles(catalog: str, stamp: float, server: str, client: str
+                      ) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
+    """The perf profiles of ``server`` as a sender and ``client`` as a receiver (base
+    names), their comparison rows (:func:`breakdown.grouped` without the model's), and
+    why there are none where the catalog cannot say. Kept per catalog version: every
+    change of a What-if scenario redraws the breakdown, the profiles stay the same."""
     perf_sql, published_sql = breakdown.measured_sql(sorted({server, client}))
-    stamp = catalog_stamp(config.catalog)
     problem = None
     try:
-        perf = breakdown.perf_shares(catalog_query(config.catalog, stamp, perf_sql))
-        published = breakdown.published_shares(catalog_query(config.catalog, stamp,
-                                                             published_sql))
+        perf = breakdown.perf_shares(catalog_query(catalog, stamp, perf_sql))
+        published = breakdown.published_shares(catalog_query(catalog, stamp, published_sql))
         measured = pd.concat([f for f in (perf, published) if not f.empty]
                              or [perf], ignore_index=True)
     except (QuiclabError, Exception) as err:  # a catalog without the tables: no profile
@@ -134,8 +148,8 @@ def cpu_breakdown(config: AppConfig, resolved: Resolved, p: Prediction) -> Break
         own = ((measured["side"] == "server") & (measured["stack"] == server)) | \
               ((measured["side"] == "client") & (measured["stack"] == client))
         measured = measured[own].reset_index(drop=True)
-    return Breakdown(pair_label(p.scenario.server, p.scenario.client), predicted, measured,
-                     breakdown.grouped(predicted, measured), problem)
+    no_model = pd.DataFrame(columns=["side", "stack", "component", "group", "share"])
+    return measured, breakdown.grouped(no_model, measured), problem
 
 
 def show_breakdown(item: Breakdown) -> None:
@@ -160,8 +174,3 @@ def show_breakdown(item: Breakdown) -> None:
                                width="stretch")
             st.markdown("\n".join(f"- {line}"
                                    for line in breakdown.grouped_text(item.compared)))
-    table = item.compared.pivot_table(index=["side", "what"], columns="group",
-                                      values="share", sort=False).reset_index()
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
-        g: st.column_config.NumberColumn(f"{g} (%)", format="percent")
-        for g in breakdown.GROUPS})
