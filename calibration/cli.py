@@ -8,6 +8,22 @@ import sys
 import time
 from pathlib import Path
 
+CV_KINDS = ("testbeds", "experiments", "pairs")
+
+
+def cv_kinds(text: str) -> tuple[str, ...]:
+    """``--cv``: "none", "all", or kinds of :data:`CV_KINDS` joined by commas."""
+    if text == "none":
+        return ()
+    if text == "all":
+        return CV_KINDS
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    bad = [k for k in kinds if k not in CV_KINDS]
+    if bad or not kinds:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: none, all, or one or more of {', '.join(CV_KINDS)} joined by commas")
+    return tuple(k for k in CV_KINDS if k in kinds)
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -25,11 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "<data dir>/models-fresh)")
     p.add_argument("--report", metavar="DIR",
                    help="report directory (default <data dir>/reports/calibration)")
-    p.add_argument("--cv", default="experiments",
-                   choices=("none", "testbeds", "experiments", "pairs", "all"),
-                   help="cross-validation: leave one testbed out (the error to expect on "
+    p.add_argument("--cv", default="experiments", type=cv_kinds, metavar="KINDS",
+                   help="cross-validation, one or more of testbeds, experiments, pairs "
+                        "joined by commas: leave one testbed out (the error to expect on "
                         "your own testbed), leave one experiment out (default), leave one "
-                        "implementation pair out (slow), all three, or none")
+                        "implementation pair out (slow); all (the three) or none")
     p.add_argument("--tcp-host", metavar="FILE",
                    help="with --source fresh: also write this host's kernel TCP + TLS model "
                         "(its measured per-unit costs and host CPU) to FILE, the input the "
@@ -81,13 +97,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
     cv: dict[str, object] = {}
     report_dir = Path(args.report) if args.report else args.paths.reports / "calibration"
     folds = report_dir / "folds" if set(args.interval_engines) - {"analytic"} else None
-    if args.cv in ("testbeds", "all"):
+    if "testbeds" in args.cv:
         cv["testbeds"] = cvmod.leave_one_testbed_out(
             frames, cal, progress=progress, models_dir=folds / "testbeds" if folds else None)
-    if args.cv in ("experiments", "all"):
+    if "experiments" in args.cv:
         cv["experiments"] = cvmod.leave_one_experiment_out(
             frames, cal, progress=progress, models_dir=folds / "experiments" if folds else None)
-    if args.cv in ("pairs", "all"):
+    if "pairs" in args.cv:
         cv["pairs"] = cvmod.leave_one_pair_out(
             frames, cal, progress=progress, models_dir=folds / "pairs" if folds else None)
     if cv:
@@ -141,7 +157,8 @@ def write_band(args: argparse.Namespace, cv: dict[str, object], out: Path, repor
         held += [engine_residuals(frame, engine, progress, **options)
                  for frame in cv.values() if isinstance(frame, pd.DataFrame)]
     model, judged = write_intervals(held, out, report_dir, args.level,
-                                    {"written_by": f"quiclab calibrate --cv {args.cv}",
+                                    {"written_by": "quiclab calibrate --cv "
+                                                   + ",".join(args.cv),
                                      "catalog": str(args.catalog)})
     table = coverage_table(judged)
     print(f"intervals: {out / 'intervals.json'} ({model.provenance['residuals']} held-out "
@@ -151,7 +168,13 @@ def write_band(args: argparse.Namespace, cv: dict[str, object], out: Path, repor
 
 def run_fresh(args: argparse.Namespace) -> int:
     """Models for this host from the testbed's fresh-calibration runs."""
-    from quiclab.calibration.fresh import fit_fresh, write_fresh
+    from quiclab.calibration.fresh import (
+        VETH_LINK_GBPS,
+        fit_fresh,
+        recorded_host,
+        recorded_link_gbps,
+        write_fresh,
+    )
     from quiclab.datasets.catalog import Catalog
     from quiclab.errors import DataError
     from quiclab.models.cpus import CpuCatalog, read_host_cpu
@@ -168,7 +191,7 @@ def run_fresh(args: argparse.Namespace) -> int:
         # Kernel TCP + TLS (calibration/tcp.py): its own mechanism and runs.
         from quiclab.calibration.tcp import CALIBRATION_EXPERIMENT, fresh_models, write_fresh_tcp
 
-        host = read_host_cpu(CpuCatalog.packaged())
+        host = recorded_host(runs[tcp]) or read_host_cpu(CpuCatalog.packaged())
         if (runs.loc[tcp, "experiment"] == CALIBRATION_EXPERIMENT).any():
             models, tcp_fit = fresh_models(runs[tcp], host.name)
             print(f"wrote {', '.join(write_fresh_tcp(models, out, host))} to {out} "
@@ -191,13 +214,26 @@ def run_fresh(args: argparse.Namespace) -> int:
         from quiclab.datasets.sources.published import packaged_dir, read_csv
 
         points = pd.DataFrame(read_csv(packaged_dir() / "mukherjee25.csv"))
-    host = read_host_cpu(CpuCatalog.packaged())
     try:
+        # The server host's CPU when the runs were made over SSH, else this machine's.
+        host = recorded_host(runs) or read_host_cpu(CpuCatalog.packaged())
         fit = fit_fresh(runs, points, host)
     except ValueError as err:
         raise DataError(args.catalog, str(err)) from None
-    written = write_fresh(fit, out)
+    # The host's state while each stack was calibrated (its sessions' host probes):
+    # the reference of the probe rule (models/cpus.py) when predicting at another state.
+    from quiclab.calibration.fresh import CALIBRATION_EXPERIMENT, with_states
+    from quiclab.testbed.probe_store import calibration_states
+
+    fit = with_states(fit, calibration_states(args.catalog, runs, CALIBRATION_EXPERIMENT))
+    written = write_fresh(fit, out, recorded_link_gbps(runs) or VETH_LINK_GBPS)
     print(f"wrote {len(written)} files to {out} (reference CPU: {host.name})")
+    for ref in fit.references:
+        users = sorted(n for n, m in fit.models.items() if m.reference_cpu == ref.name)
+        print(f"  host state of {', '.join(users)}: {ref.probe_source}")
+    if not fit.references:
+        print("  no host probes with the calibration runs: predictions at another host "
+              "state fall back to clock × IPC")
     print(fit.table.round(2).to_string(index=False))
     for note in fit.notes:
         print(f"  {note}")

@@ -63,6 +63,7 @@ from quiclab.calibration.evidence import (
 )
 from quiclab.calibration.receiver import ack_frequency, fit_stalls
 from quiclab.calibration.tcp import TCP_MODELS, qir_cells, tcp_spec
+from quiclab.calibration.traces import apply as trace_behaviour
 from quiclab.models.costmodel import Behaviour, CostModel, Param
 from quiclab.models.cpus import CpuCatalog
 from quiclab.models.pipelines import HostParams
@@ -425,6 +426,9 @@ class Calibrator:
                                                  "apps", "fc_window_bytes", "pacing",
                                                  "immediate_ack_on_gap", "ack_per_receive_call")}}
         prov["knowledge"]["rx_stall"] = self._stall_source(name)
+        # Behaviour identified from qlog traces of fresh runs (calibration/traces.py).
+        beh, traced = trace_behaviour(name, beh)
+        prov["knowledge"].update(traced)
         cipher_extra: dict[str, Value] = {}
         h3_share = DEFAULT_H3_SHARE
         if name in TCP_MODELS:

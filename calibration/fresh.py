@@ -69,6 +69,7 @@ from quiclab.calibration.crypto import TABLE3_CPU, fit_table3
 from quiclab.calibration.evidence import recorded
 from quiclab.calibration.fit import DEFAULT_BYTES_NS, DEFAULT_CALL_SHARE, DEFAULT_H3_SHARE
 from quiclab.calibration.receiver import STALL_MIN_S
+from quiclab.calibration.traces import apply as trace_behaviour
 from quiclab.models.costmodel import Behaviour, CostModel
 from quiclab.models.cpus import Cpu, CpuCatalog
 from quiclab.sim.analytic.core import rcvbuf_charge_bytes
@@ -184,6 +185,36 @@ class FreshFit:
     #: without relayed calibration runs.
     relay_gbps: float | None = None
     relay_source: str = ""
+    #: This host in the probed state of each calibration session (models/cpus.py, the
+    #: probe rule): the reference CPUs of the models calibrated in it (:func:`with_states`).
+    references: list[Cpu] = field(default_factory=list)
+
+
+def with_states(fit: FreshFit, states: dict[str, tuple[str, Any, str]]) -> FreshFit:
+    """``fit`` with each model's reference CPU the host in the probed state of the
+    session(s) that calibrated it (``states``: stack → (sessions, figures, source),
+    testbed/probe_store.py ``calibration_states``), so that the probe rule moves each
+    model from the state it was measured in. Models without a state keep the host."""
+    from quiclab.testbed.probe_store import as_cpu
+
+    references: dict[str, Cpu] = {}
+    models = dict(fit.models)
+    for name, model in fit.models.items():
+        if name not in states:
+            continue
+        sessions, figures, source = states[name]
+        label = f"{fit.host.name} @ calibration {sessions}"
+        references.setdefault(label, as_cpu(fit.host, label, figures, source))
+        models[name] = replace(model, reference_cpu=label)
+    # A busy calibration host is no longer a reason to recalibrate: the state it was in
+    # is the models' reference, and the probe rule moves them to the state predicted at.
+    notes = [f"note: {note[9:].split(chr(39))[0]}'s calibration ran on a busy host "
+             f"({note.split('(', 1)[1].split(')')[0]}), whose state its host probes "
+             "record: predictions at another probed state are moved by the probe rule "
+             "(models/cpus.py)"
+             if note.startswith("warning: ") and note[9:].split("'s ")[0] in states
+             else note for note in fit.notes]
+    return replace(fit, models=models, references=list(references.values()), notes=notes)
 
 
 def relayed(runs: pd.DataFrame) -> pd.Series:
@@ -331,6 +362,40 @@ def request_terms(models: dict[str, CostModel], cpus: CpuCatalog,
 BUSY_BACKGROUND_CORES = 0.25
 
 
+def recorded_host(runs: pd.DataFrame) -> Cpu | None:
+    """The CPU the calibration runs were made on when that was an SSH inventory's
+    server host (``extra.hosts.server``, testbed/hosts.py ``host_record``), as a
+    catalog entry; None for runs made here (the caller reads this machine). Raises
+    ValueError when the calibration runs come from more than one CPU."""
+    cal = runs[runs["experiment"] == CALIBRATION_EXPERIMENT]
+    hosts = [h for h in recorded(cal.get("extra", []), "hosts", "server")
+             if isinstance(h, dict) and h.get("kind") == "ssh"]
+    if not hosts:
+        return None
+    names = sorted({str(h["cpu"]["name"]) for h in hosts})
+    if len(names) > 1 or len(hosts) != len(cal):
+        which = ", ".join(names) if len(names) > 1 else f"{names[0]} and this machine"
+        raise ValueError(f"the '{CALIBRATION_EXPERIMENT}' runs come from more than one host "
+                         f"CPU ({which}): calibrate from one testbed's runs (a catalog of "
+                         "its own)")
+    row = dict(hosts[-1]["cpu"])
+    row.pop("sources", None)
+    return Cpu(**row, sources=(f"/proc/cpuinfo of {hosts[-1]['name']} "
+                               f"({hosts[-1]['hostname']}, {hosts[-1]['host_id']})",))
+
+
+def recorded_link_gbps(runs: pd.DataFrame) -> float | None:
+    """The test link's rate when the calibration runs were made over SSH: the slower of
+    the two NICs' speeds (``extra.hosts.<role>.nic.speed_mbps``); None otherwise."""
+    cal = runs[runs["experiment"] == CALIBRATION_EXPERIMENT]
+    speeds = [float(speed) / 1e3
+              for role in ("server", "client")
+              for h in recorded(cal.get("extra", []), "hosts", role)
+              if isinstance(h, dict) and h.get("kind") == "ssh"
+              and isinstance(speed := (h.get("nic") or {}).get("speed_mbps"), int | float)]
+    return min(speeds) if speeds else None
+
+
 def background_load(runs: pd.DataFrame, by: str = "experiment") -> pd.DataFrame:
     """Per value of ``by`` (a runs column): runs that recorded the host's background
     load (``extra.host``, busy cores before each transfer) and its median and maximum.
@@ -474,6 +539,8 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         k = max(drops if math.isfinite(drops) else 0.0, 1e-7) / x ** (1 - alpha)
         stall_rate = k * (alpha - 1) / STALL_MIN_S**alpha
         beh = _stack_behaviour(stack, ack_every, (stall_rate, alpha), seg_s)
+        # Behaviour identified from qlog traces of fresh runs (calibration/traces.py).
+        beh, traced = trace_behaviour(str(name), beh)
         P = beh.udp_payload_bytes - beh.overhead_bytes
 
         def role(T: float, call: Value, segment: float = SEGMENT_SHARE, rel: float = rel,
@@ -507,7 +574,7 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
             provenance={"stack": stack.version, "runs": len(g), "experiment":
                         CALIBRATION_EXPERIMENT,
                         "knowledge": {**{key: REGISTRY + getattr(stack, attr)
-                                         for key, attr in REGISTRY_FACTS.items()},
+                                         for key, attr in REGISTRY_FACTS.items()}, **traced,
                                       "gso_max_segments": (
                                           f"fit: median {seg_s:.1f} packets per send call "
                                           f"at the default offloads ({len(g)} runs), the "
@@ -588,16 +655,19 @@ def _busy_note(cal: pd.DataFrame) -> list[str]:
             for r in busy.itertuples()]
 
 
-def write_fresh(fit: FreshFit, directory: Path) -> list[str]:
-    """Write the models and this host's CPU entry (``cpus.json``)."""
+def write_fresh(fit: FreshFit, directory: Path, link_gbps: float = VETH_LINK_GBPS) -> list[str]:
+    """Write the models and this host's CPU entry (``cpus.json``, with the link rate
+    validation gives cells that set none: the veth's, or the hosts' NIC speed)."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name, model in sorted(fit.models.items()):
         (directory / f"{name}.json").write_text(model.dumps())
         written.append(f"{name}.json")
     host = {"schema": "quiclab.cpus/1", "cpus": [
-        {**fit.host.to_row(), "sources": list(fit.host.sources)}],
-        "base_rtt_us": fit.base_rtt_us, "link_gbps": VETH_LINK_GBPS}
+        {**cpu.to_row(), "sources": list(cpu.sources),
+         **({"probe": cpu.probe_json()} if cpu.probe else {})}
+        for cpu in (fit.host, *fit.references)],
+        "base_rtt_us": fit.base_rtt_us, "link_gbps": link_gbps}
     if fit.relay_gbps:
         host.update(relay_gbps=round(fit.relay_gbps, 4), relay_source=fit.relay_source)
     (directory / "cpus.json").write_text(json.dumps(host, indent=1, sort_keys=True) + "\n")

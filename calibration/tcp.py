@@ -770,6 +770,18 @@ def published_costs(tls: bool, qir: dict[str, QirCell], host: Any, host_cpu: Any
                                         max(value, 0.0) * 1.1, "ns/B", (
                     f"fit: {ids}: {who} user time per byte with {c.cipher} ({c.runs} runs) "
                     "less its records' share (±10 %)"))
+    elif tls:
+        # No QIR-10G crypto runs in this fit (a cross-validation fold that holds them
+        # out): this host's measured TLS costs, moved by the CPU rule as they are.
+        def moved_param(p: Param) -> Param:
+            f = move.factor
+            return Param(p.value * f, p.lo * f, p.hi * f, p.unit,
+                         f"derived: {moved} (no QIR-10G crypto runs in this fit); "
+                         f"{p.source[:80]}")
+
+        user = {k: moved_param(hc.user[k]) for k in ("record_out", "record_in")}
+        enc = {c: moved_param(p) for c, p in hc.encrypt.items()}
+        dec = {c: moved_param(p) for c, p in hc.decrypt.items()}
     else:
         zero = Param(0.0, 0.0, 0.0, "ns", "derived: plain TCP has no TLS records")
         user = {"record_out": zero, "record_in": zero}

@@ -160,6 +160,13 @@ def cells(runs: pd.DataFrame) -> list[Evidence]:
         payload = cell["udp_payload_bytes"].dropna()
         if server != "tcp+tls" and not payload.empty:
             fields["udp_payload_bytes"] = int(payload.median())
+        if server == "tcp+tls":
+            # Kernel TCP's offloads as the NPF scripts set them on the ConnectX-5s (on
+            # unless switched off); without scatter-gather the kernel turns TSO and GSO
+            # off too (netdev_fix_features).
+            fields.update(tso=named["tso"] is not False, lro=named["lro"] is not False)
+            if named["sg"] is False:
+                fields.update(tso=False, gso=False)
         offs = [name for name in ("gro", "lro", "tso", "gso", "sg") if named[name] is False]
         conditions = tuple((name, named[name]) for name in (
             "cpu_list", "cores", "irq_cpu_list", "tso", "lro", "sg", "cc", "suite", "variant")

@@ -14,7 +14,12 @@ docs/reference/catalog.md is generated):
 - ``predictions`` — engine outputs written by sweeps (``quiclab.experiments``);
 - ``cpus`` — the CPU catalog, for joins;
 - ``testbeds`` — where every run and published point was measured (hosts, NIC,
-  kernel, link, path; each fact with its source), ``datasets/testbeds.py``.
+  kernel, link, path; each fact with its source), ``datasets/testbeds.py``;
+- ``hosts`` — the hosts fresh runs were made on (CPU, kernel, NIC), one row per state;
+- ``host_probes`` — the host probe's figures (``quiclab host probe``, every testbed
+  session);
+- ``registered_predictions`` / ``prediction_outcomes`` — prospective validation's
+  append-only, hash-chained ledger.
 
 Loaders take the connection (``load(catalog)``), as SimPy components take ``env``.
 """
@@ -212,6 +217,15 @@ DDL = [
         name VARCHAR PRIMARY KEY, vendor VARCHAR, microarchitecture VARCHAR, year INTEGER,
         max_ghz DOUBLE, base_ghz DOUBLE, cores INTEGER, threads INTEGER, numa_nodes INTEGER,
         nic_numa_node INTEGER, aes_ni BOOLEAN, sources VARCHAR)""",
+    # The hosts fresh runs were made on (testbed/record.py host_rows): one row per
+    # host and state (host_id: hostname + hash of CPU, kernel and NIC).
+    """CREATE TABLE IF NOT EXISTS hosts (
+        host_id VARCHAR PRIMARY KEY, name VARCHAR, kind VARCHAR, ssh VARCHAR,
+        hostname VARCHAR, cpu VARCHAR, vendor VARCHAR, microarchitecture VARCHAR,
+        cores INTEGER, max_ghz DOUBLE, aes_ni BOOLEAN, numa_nodes INTEGER, kernel VARCHAR,
+        machine VARCHAR, interface VARCHAR, nic_driver VARCHAR, nic_firmware VARCHAR,
+        nic_speed_mbps BIGINT, nic_numa_node INTEGER, first_run_ns BIGINT,
+        last_run_ns BIGINT, facts JSON)""",
     # Engine outputs written by `quiclab sweep` / `quiclab reproduce`;
     # one row per sweep, scenario and engine. Columns in datasets/columns.yaml.
     """CREATE TABLE IF NOT EXISTS predictions (
@@ -237,6 +251,29 @@ DDL = [
         notes JSON, content_hash VARCHAR, spec_json JSON, git_revision VARCHAR,
         git_dirty BOOLEAN, packages_json JSON, models_source VARCHAR, out_dir VARCHAR,
         extra JSON, PRIMARY KEY (sweep, scenario_key, engine))""",
+    # Host probes (testbed/probe.py): one row per probe, its figures flattened and
+    # whole (``content``, with its SHA-256). Columns in datasets/SCHEMA.md.
+    """CREATE TABLE IF NOT EXISTS host_probes (
+        probe_id VARCHAR PRIMARY KEY, sha256 VARCHAR NOT NULL, name VARCHAR,
+        taken_at TIMESTAMP NOT NULL, host VARCHAR, cpu VARCHAR, session VARCHAR,
+        phase VARCHAR, rounds INTEGER, duration_s DOUBLE, figures JSON,
+        other_busy_cores DOUBLE, steal_cores DOUBLE, busy_cores DOUBLE, clock_mhz DOUBLE,
+        quic_stack VARCHAR, quic_goodput_mbps DOUBLE, content JSON NOT NULL)""",
+    # Prospective validation (experiments/prospective.py): predictions registered
+    # before their runs, and their outcomes; both append-only, each row hashed and
+    # chained to the one before.
+    """CREATE TABLE IF NOT EXISTS registered_predictions (
+        seq BIGINT PRIMARY KEY, registration VARCHAR NOT NULL, registered_at TIMESTAMP NOT NULL,
+        experiment VARCHAR NOT NULL, cell VARCHAR NOT NULL, engine VARCHAR NOT NULL,
+        predicted_mbps DOUBLE, predicted_lo_mbps DOUBLE, predicted_hi_mbps DOUBLE,
+        limit_resource VARCHAR, probe_id VARCHAR, content JSON NOT NULL,
+        row_sha256 VARCHAR NOT NULL, prev_sha256 VARCHAR NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS prediction_outcomes (
+        seq BIGINT PRIMARY KEY, prediction_seq BIGINT NOT NULL,
+        prediction_sha256 VARCHAR NOT NULL, compared_at TIMESTAMP NOT NULL,
+        runs INTEGER, observed_mbps DOUBLE, ape_pct DOUBLE, signed_error_pct DOUBLE,
+        within_interval BOOLEAN, content JSON NOT NULL, row_sha256 VARCHAR NOT NULL,
+        prev_sha256 VARCHAR NOT NULL)""",
     """CREATE OR REPLACE VIEW perf_categories AS
         SELECT run_id, side, category,
                sum(samples) AS samples,
@@ -248,7 +285,8 @@ DDL = [
 #: Tables a user may export or query (datasets/columns.yaml has their columns' meanings).
 TABLES = ("runs", "cpu_samples", "perf_stacks", "perf_categories", "published_points",
           "sources", "files", "ingest_issues", "processed_check", "cpus", "predictions",
-          "testbeds")
+          "testbeds", "host_probes", "registered_predictions", "prediction_outcomes",
+          "hosts")
 
 
 def migrate_testbeds(con: duckdb.DuckDBPyConnection) -> None:

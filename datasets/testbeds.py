@@ -9,8 +9,9 @@ CPU), never a guess. :func:`records` returns them for the calibration;
 
 Ids: ``qir10g`` (the TUM QIR-10G hosts of seed 002 and its raw data),
 ``koenig25`` (seed 000), ``mukherjee25`` (seed 001), ``tquic`` (seed 003),
-``litespeed`` (seed 004), ``uclouvain`` (the picoquic-DPDK experiments) and
-``fresh-<hostname>`` (network namespaces on the host that ran the testbed).
+``litespeed`` (seed 004), ``uclouvain`` (the picoquic-DPDK experiments),
+``fresh-<hostname>`` (network namespaces on the host that ran the testbed) and
+``fresh-<hostpair>`` (an inventory's two hosts over SSH, :func:`fresh_pair`).
 """
 
 from __future__ import annotations
@@ -269,6 +270,35 @@ def fresh(host: HostFacts) -> Testbed:
                  "offloads": "testbed/README.md"})
 
 
+def fresh_pair(testbed: str, server: dict[str, Any], client: dict[str, Any]) -> Testbed:
+    """The testbed of fresh runs on an inventory's two hosts over SSH (``quiclab testbed
+    … --hosts``, id ``fresh-<hostpair>``), from the hosts' records of its latest run
+    (``extra.hosts.<role>``, testbed/hosts.py ``host_record``)."""
+    def host(rec: dict[str, Any], role: str) -> Host:
+        cpu, nic = rec.get("cpu") or {}, rec.get("nic") or {}
+        return Host(str(rec.get("name")), str(cpu.get("name") or UNKNOWN_CPU),
+                    cores=cpu.get("cores"), threads=cpu.get("threads"),
+                    nic=f"{nic.get('driver')} {nic.get('interface')} (firmware "
+                        f"{nic.get('firmware') or '-'}, {nic.get('speed_mbps') or '?'} Mbit/s)",
+                    role=role)
+    speeds = [float(s) / 1e3 for rec in (server, client)
+              if isinstance(s := (rec.get("nic") or {}).get("speed_mbps"), int | float)]
+    cpu = server.get("cpu") or {}
+    recorded = "extra.hosts of its runs (the host's /proc/cpuinfo, uname, ethtool -i)"
+    return Testbed(
+        testbed, f"fresh runs on two hosts over SSH: {server.get('name')} (server) and "
+                 f"{client.get('name')} (client)", "fresh",
+        cpu=str(cpu.get("name") or UNKNOWN_CPU), cpu_ghz=cpu.get("max_ghz"),
+        cores=cpu.get("cores"), threads=cpu.get("threads"),
+        nic=host(server, "server").nic, offloads="per run (extra.hosts.<role>.nic.features)",
+        kernel=server.get("kernel"), link_gbps=min(speeds) if speeds else None,
+        link_note="the slower NIC's speed; a run's tc rate is runs.link_gbps",
+        path="the inventory's test interfaces; delay by netem, else a relay on the client",
+        hosts=(host(server, "server"), host(client, "client")),
+        sources={k: recorded for k in ("cpu", "cpu_ghz", "cores", "threads", "nic", "kernel",
+                                       "link_gbps")})
+
+
 def records(catalog: Catalog | None = None) -> list[Testbed]:
     """The testbeds: the catalog's ``testbeds`` table when given (it also holds
     each fresh host's testbed), else the stated ones."""
@@ -293,8 +323,17 @@ def load(catalog: Catalog, host: HostFacts | None = None) -> int:
         "SELECT testbed, mode(cpu) FROM runs WHERE testbed LIKE ? GROUP BY testbed",
         [FRESH_PREFIX + "%"]).fetchall()
     for testbed, cpu in seen:
-        if testbed not in rows:
-            rows[testbed] = fresh(HostFacts(testbed[len(FRESH_PREFIX):], cpu or UNKNOWN_CPU))
+        if testbed in rows:
+            continue
+        # Runs on an inventory's hosts record them; the namespace pair's name its host.
+        latest = catalog.con.execute(
+            "SELECT json_extract(extra, '$.hosts') FROM runs WHERE testbed = ? AND "
+            "hostpair <> 'veth' AND json_extract_string(extra, '$.hosts.server.kind') = 'ssh' "
+            "ORDER BY start_ns DESC LIMIT 1",
+            [testbed]).fetchone()
+        hosts = json.loads(latest[0]) if latest and latest[0] else None
+        rows[testbed] = (fresh_pair(testbed, hosts["server"], hosts["client"]) if hosts
+                         else fresh(HostFacts(testbed[len(FRESH_PREFIX):], cpu or UNKNOWN_CPU)))
     with catalog.transaction():
         catalog.con.execute("DELETE FROM testbeds")
         catalog.upsert("testbeds", [tb.to_row() for tb in rows.values()])

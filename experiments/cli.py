@@ -102,6 +102,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reproductions", metavar="DIR",
                    help="folder of `quiclab reproduce` results to summarise (default: "
                         "<data dir>/reports/reproductions)")
+    p.add_argument("--prospective", metavar="SPEC", type=Path, default=None,
+                   help="prospective validation of a fresh testbed spec: probe the host, "
+                        "register every cell's prediction, run the spec, compare and report "
+                        "(`quiclab prospective run SPEC`; needs root and built peers)")
+    p.add_argument("--experiment", default=None,
+                   help="with --prospective: the runs' experiment name (one per session)")
+    p.add_argument("--build-dir", type=Path, default=None,
+                   help="with --prospective: where the testbed's peers are built")
+    p.add_argument("--probe-scaling", choices=("on", "off", "both"), default="on",
+                   help="fresh cells at their session's probed host state (on, the default; "
+                        "sessions without host probes are not scaled), as if the host were "
+                        "as calibrated (off), or both, with the session table "
+                        "(fresh-sessions.md)")
     p.set_defaults(func=run_validate)
 
 
@@ -214,6 +227,12 @@ def run_reproduce(args: argparse.Namespace) -> int:
 def run_validate(args: argparse.Namespace) -> int:
     from quiclab.experiments.validate import main_validate
 
+    if args.prospective is not None:
+        from quiclab.experiments.prospective_cli import cmd_run
+
+        engines = [e for e in (args.engine or ["des"]) if e in ("analytic", "des", "ns3")]
+        return cmd_run(argparse.Namespace(**{**vars(args), "spec": args.prospective,
+                                             "engine": engines}))
     return main_validate(args)
 
 

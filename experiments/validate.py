@@ -75,6 +75,10 @@ class SourceItems:
     requests: list[RequestEvidence] = field(default_factory=list)
     #: Fresh runs: the host's background load per experiment (fresh.background_load).
     load: pd.DataFrame | None = None
+    #: Fresh cells: each one's session and probed state (fresh_sessions.probed_evidence),
+    #: and the cells as predicted without the probe (``--probe-scaling both``).
+    states: pd.DataFrame | None = None
+    unscaled: list[Any] | None = None
 
 
 def _is_bulk(runs: pd.DataFrame) -> pd.Series:
@@ -177,13 +181,15 @@ def request_cells(runs: pd.DataFrame, known: Any, defaults: dict[str, Any] | Non
 
 def load_evidence(catalog_path: Path, sources: list[str] | None,
                   fresh_registry: Any = None, fresh_defaults: dict[str, Any] | None = None,
-                  testbeds: Any = None) -> list[SourceItems]:
+                  testbeds: Any = None, probe_scaling: str = "off") -> list[SourceItems]:
     """Evidence per source from the catalog; sources=None means every one with data.
     Published points sit on ``testbeds`` (the models' calibrated testbeds; the stated
     ones when None).
 
     Fresh runs are predicted with this host's models (``fresh_registry``), for
-    the stacks those models cover, with the veth path's defaults.
+    the stacks those models cover, with the veth path's defaults; with
+    ``probe_scaling`` "on" (or "both": also as the cells were, in ``unscaled``)
+    each cell at its session's probed host state (fresh_sessions.probed_evidence).
     """
     from quiclab.calibration.evidence import dataset_cells, published_points
     from quiclab.calibration.fresh import background_load
@@ -219,13 +225,19 @@ def load_evidence(catalog_path: Path, sources: list[str] | None,
                         raise DataError("--fresh-models", "no models for this host (run "
                                         "`quiclab calibrate --source fresh`)")
                     continue
+                from quiclab.experiments.fresh_sessions import probed_evidence
+
                 bulk = _is_bulk(sub)
                 evidence = _fresh_bulk_cells(sub[bulk], fresh_registry.names(), fresh_defaults)
                 requests = request_cells(sub[~bulk], fresh_registry.names(), fresh_defaults)
                 missing = sorted(set(sub["server_impl"]) - set(fresh_registry.names()))
                 skipped = [(name, "no fresh model for this stack") for name in missing]
-                out.append(SourceItems(source, evidence, skipped, requests,
-                                       background_load(sub)))
+                scaled, states = probed_evidence(evidence, sub[bulk], fresh_registry,
+                                                 catalog_path)
+                out.append(SourceItems(
+                    source, scaled if probe_scaling in ("on", "both") else evidence, skipped,
+                    requests, background_load(sub), states,
+                    evidence if probe_scaling == "both" else None))
                 continue
             else:
                 evidence, skipped = dataset_cells(sub[_is_bulk(sub)], source=source), []
@@ -392,7 +404,8 @@ CPU_LIMITS = ("sender_cpu", "receiver_cpu")
 
 #: Fresh experiments designed with a control: every pair also ran the calibration
 #: setting in the same session (a cell labelled ``base`` elsewhere may differ from it
-#: in a knob the Scenario does not name, e.g. knob-coverage's veth segmentation).
+#: in a knob the Scenario does not name, e.g. knob-coverage's veth segmentation). An
+#: experiment whose name starts with one of these counts (one name per session).
 CONTROLLED_EXPERIMENTS = ("fresh-validation-controlled", "tcp-validation")
 #: Knob settings the fresh calibration itself runs (testbed/specs/fresh-calibration.yaml:
 #: GSO off fixes each stack's system-call share), so not held out in kind.
@@ -416,7 +429,8 @@ def controlled_knobs(items: pd.DataFrame) -> pd.DataFrame:
     knob cell; empty when no experiment has controls.
     """
     fresh = items[(items["source"] == "fresh")
-                  & items["group"].isin(CONTROLLED_EXPERIMENTS)].copy()
+                  & items["group"].map(lambda g: str(g).startswith(CONTROLLED_EXPERIMENTS))
+                  ].copy()
     columns = ["engine", "group", "server", "client", "setting", "calibrated", "observed_mbps",
                "predicted_mbps", "normalised_mbps", "ape_pct", "normalised_ape_pct",
                "control_observed_mbps", "control_predicted_mbps", "control_ape_pct"]
@@ -815,11 +829,12 @@ def main_validate(args: argparse.Namespace) -> int:
         ns = argparse.Namespace(**{**vars(args), "name": None, "all": True, "list": False,
                                    "out": str(repro_dir), "no_catalog": False})
         main_reproduce(ns)
+    probe_scaling = getattr(args, "probe_scaling", "on")
     sources = load_evidence(args.catalog, list(dict.fromkeys(args.source))
                             if args.source else None, fresh_registry, fresh_defaults,
-                            registry.testbeds)
+                            registry.testbeds, probe_scaling=probe_scaling)
     engines = list(dict.fromkeys(args.engine)) if args.engine else ["analytic"]
-    frames, request_frames = [], []
+    frames, request_frames, noprobe_frames = [], [], []
     for items in sources:
         for engine in engines:
             reg = fresh_registry if items.source == "fresh" else registry
@@ -829,6 +844,12 @@ def main_validate(args: argparse.Namespace) -> int:
                                                not args.quiet)
                 runner.print_failures(runner.RunReport(out=Path("."), failed=failed))
                 frames.append(frame)
+            if items.unscaled:
+                frame, failed = predict_source(replace(items, evidence=items.unscaled),
+                                               engine, reg, executor, args.paths.data_dir,
+                                               runtime_options(args), not args.quiet)
+                runner.print_failures(runner.RunReport(out=Path("."), failed=failed))
+                noprobe_frames.append(frame)
             if items.requests:
                 frame, failed = predict_requests(items, engine, reg, executor,
                                                  args.paths.data_dir, runtime_options(args),
@@ -880,6 +901,12 @@ def main_validate(args: argparse.Namespace) -> int:
             print("\nbusy cores of this host before each fresh transfer (other work; CPU-bound "
                   "runs of a busy session are slower than any model says):\n"
                   + _fmt_table(s.load, floats=2))
+    fresh_items = next((s for s in sources if s.source == "fresh"), None)
+    if fresh_items is not None and fresh_items.states is not None and noprobe_frames:
+        from quiclab.experiments.fresh_sessions import write_sessions
+
+        print(write_sessions(out, items_df, pd.concat(noprobe_frames, ignore_index=True),
+                             fresh_items.states, args.catalog))
     if requests_df is not None and requests_summary is not None:
         print("\nrequest workloads (fresh):\n" + _fmt_table(requests_summary) + "\n")
         print(_fmt_table(requests_df[["engine", "ident", "quantity", "observed", "predicted",

@@ -9,6 +9,15 @@ processing time scales inversely with clock × IPC, so::
 The clock is the CPU's maximum (boost) clock unless the Scenario overrides it
 with ``cpu_ghz``: a bulk transfer keeps one core busy, which boosts. IPC factors
 are relative to Zen 3 (EPYC 7543, the dataset's host); each carries its source.
+
+The probe rule replaces clock × IPC where both CPUs carry a host probe
+(``testbed/probe.py``: wall-clock ns per operation of each cost component, on
+one core, measured beside the runs): each cost component moves by its own
+probe's ratio, ``cost_on_target = cost_on_reference × probe_target / probe_reference``
+(:data:`PROBE_COMPONENTS` says which probe stands for which part of a cost
+model), with the two probes' spreads in the interval. The reference's probe is
+the one taken when its models were calibrated (a fresh calibration session's);
+a CPU with a probe but a reference without one falls back to clock × IPC.
 """
 
 from __future__ import annotations
@@ -59,13 +68,35 @@ class Cpu:
     #: For hosts whose CPU model is not recorded (microarchitecture ``unknown``):
     #: their fitted single-core speed (value, lo, hi) in GHz × IPC, the rule's unit.
     fitted_speed: tuple[float, float, float] | None = None
+    #: A host probe of this CPU in one state (component, wall-clock ns per operation,
+    #: relative spread), sorted by component; empty for catalog CPUs. See the probe rule.
+    probe: tuple[tuple[str, float, float], ...] = ()
+    #: Which probe(s) ``probe`` comes from (ids, times, session).
+    probe_source: str = ""
 
     def to_row(self) -> dict[str, Any]:
         row = dict(self.__dict__)
         row["sources"] = "; ".join(self.sources)
-        row.pop("nics", None)  # not a catalog column: nic_numa_node is the default NIC
-        row.pop("fitted_speed", None)  # a calibrated testbed's, not the catalog's
+        # Not catalog columns: nic_numa_node is the default NIC; probes are host_probes;
+        # a fitted speed is a calibrated testbed's.
+        for key in ("nics", "probe", "probe_source", "fitted_speed"):
+            row.pop(key, None)
         return row
+
+    def probe_ns(self, component: str) -> tuple[float, float] | None:
+        """(ns per operation, relative spread) of one probed component, or None."""
+        for name, ns, spread in self.probe:
+            if name == component and ns > 0:
+                return ns, spread
+        return None
+
+    def probe_json(self) -> dict[str, Any]:
+        """The probe as ``cpus.json`` holds it ({} without one)."""
+        if not self.probe:
+            return {}
+        return {"components": {n: {"ns": ns, "spread": sp} for n, ns, sp in self.probe},
+                "source": self.probe_source}
+
 
     def numa_node_of(self, core: int) -> int:
         """NUMA node of ``core``: cores are numbered node by node (hwloc's order on
@@ -83,6 +114,41 @@ class Cpu:
         return faster[0][1] if faster else self.nic_numa_node
 
 
+def probe_fields(data: dict[str, Any] | None) -> dict[str, Any]:
+    """``Cpu`` keyword arguments for a probe in ``cpus.json``'s form (see
+    :meth:`Cpu.probe_json`); {} for None or an empty one."""
+    if not data or not data.get("components"):
+        return {}
+    comps = data["components"]
+    return {"probe": tuple(sorted((str(k), float(v["ns"]), float(v.get("spread", 0.0)))
+                                  for k, v in comps.items())),
+            "probe_source": str(data.get("source", ""))}
+
+
+#: The probe rule: which probe component moves which part of a cost model, by name
+#: (sim/resolve.py asks for these parts). Where a part lists several components the
+#: first one both probes have is used: protocol work is the short QUIC transfer's time
+#: per packet (a stack's own code), else the header-parsing loop.
+PROBE_COMPONENTS: dict[str, tuple[str, ...]] = {
+    "protocol": ("quic_packet", "interp_packet"),
+    "ack": ("quic_packet", "interp_packet"),
+    "byte": ("copy_byte",),
+    "app": ("copy_byte",),
+    "crypto_packet:aes-ni": ("aes_gcm_packet",),
+    "crypto_byte:aes-ni": ("aes_gcm_byte",),
+    "crypto_packet:chacha20": ("chacha20_packet",),
+    "crypto_byte:chacha20": ("chacha20_byte",),
+    # Software AES has no probe of its own: ChaCha20 is the software cipher measured
+    # (table-free arithmetic on general registers, as bitsliced AES).
+    "crypto_packet:aes-sw": ("chacha20_packet",),
+    "crypto_byte:aes-sw": ("chacha20_byte",),
+    "call:sender": ("udp_send",),
+    "call:receiver": ("udp_recv",),
+    "segment:sender": ("udp_gso_segment",),
+    "segment:receiver": ("udp_gro_segment",),
+}
+
+
 @dataclass(frozen=True)
 class CpuScaling:
     """The resolved scaling from a model's reference CPU to a Scenario's CPU."""
@@ -95,6 +161,17 @@ class CpuScaling:
     factor_lo: float
     factor_hi: float
     rule: str
+    #: The probe rule's factor per part of a cost model (:data:`PROBE_COMPONENTS`):
+    #: (part, factor, lo, hi); empty under clock × IPC, where every part takes ``factor``.
+    parts: tuple[tuple[str, float, float, float], ...] = ()
+
+    def part(self, name: str) -> float:
+        """The factor for one part of a cost model ("protocol", "crypto_packet:aes-ni",
+        "call:sender", …): the probe rule's where it has one, else ``factor``."""
+        for part, factor, _, _ in self.parts:
+            if part == name:
+                return factor
+        return self.factor
 
     def describe(self) -> str:
         return (f"{self.reference} → {self.target}: costs × {self.factor:.3f} "
@@ -135,8 +212,9 @@ class CpuCatalog:
                     nic_numa_node=int(c.get("nic_numa_node", 0)),
                     aes_ni=bool(c.get("aes_ni", True)), sources=tuple(c.get("sources", ())),
                     nics=tuple((float(n["gbps"]), int(n["numa_node"]))
-                               for n in c.get("nics", ()))))
-            except (KeyError, ValueError) as err:
+                               for n in c.get("nics", ())),
+                    **probe_fields(c.get("probe"))))
+            except (KeyError, ValueError, TypeError) as err:
                 raise DataError(where, f"cpus[{i}]: {err}") from None
         return cls(cpus, uarchs, str(data.get("rule", "")))
 
@@ -194,9 +272,12 @@ class CpuCatalog:
         return clock * u.ipc, clock * u.lo, clock * u.hi
 
     def scaling(self, reference: str, target: str, target_ghz: float = 0.0) -> CpuScaling:
-        """How reference-CPU costs move to ``target`` (see the module docstring)."""
+        """How reference-CPU costs move to ``target`` (see the module docstring): the
+        probe rule when both carry a probe (and no clock override), else clock × IPC."""
         ref = self.find(reference, field="reference_cpu")
         tgt = self.find(target)
+        if ref.probe and tgt.probe and not target_ghz:
+            return probe_scaling(ref, tgt)
         rs, rlo, rhi = self.speed(ref)
         ts, tlo, thi = self.speed(tgt, target_ghz)
         factor = rs / ts
@@ -214,6 +295,8 @@ class CpuCatalog:
             rule = (f"clock×IPC: {ref.name} {ref.max_ghz:g} GHz × {ref_ipc:g}"
                     f" → {tgt.name} {clock} × {tgt_ipc:g}"
                     f" ({tgt.microarchitecture})")
+        if tgt.probe and not ref.probe:
+            rule += " (the target's probe is not used: the reference has none)"
         return CpuScaling(ref.name, tgt.name, rs, ts, factor, min(lo, factor), max(hi, factor),
                           rule)
 
@@ -225,6 +308,35 @@ def unknown_cpu(name: str, speed: tuple[float, float, float], source: str) -> Cp
     return Cpu(name=name, vendor="unknown", microarchitecture=UNKNOWN, year=0,
                max_ghz=0.0, base_ghz=0.0, cores=0, threads=0, numa_nodes=1,
                nic_numa_node=0, aes_ni=True, sources=(source,), fitted_speed=speed)
+
+
+def probe_scaling(ref: Cpu, tgt: Cpu) -> CpuScaling:
+    """The probe rule: each part of a cost model × (probe of ``tgt`` / probe of ``ref``)
+    for its component (:data:`PROBE_COMPONENTS`); its interval is the two probes'
+    spreads added in quadrature. A part neither probe covers takes the protocol
+    factor, which is also ``factor`` (what the rest of a prediction reports)."""
+    parts: list[tuple[str, float, float, float]] = []
+    used: dict[str, str] = {}
+    for part, candidates in PROBE_COMPONENTS.items():
+        for comp in candidates:
+            a, b = ref.probe_ns(comp), tgt.probe_ns(comp)
+            if a is None or b is None:
+                continue
+            factor = b[0] / a[0]
+            rel = (a[1] ** 2 + b[1] ** 2) ** 0.5
+            parts.append((part, factor, factor / (1.0 + rel), factor * (1.0 + rel)))
+            used[part] = comp
+            break
+    by_part = {p[0]: p for p in parts}
+    main = by_part.get("protocol") or (parts[0] if parts else ("protocol", 1.0, 1.0, 1.0))
+    lo = min(p[2] / p[1] for p in parts) * main[1] if parts else 1.0
+    hi = max(p[3] / p[1] for p in parts) * main[1] if parts else 1.0
+    shown = ", ".join(f"{part} × {by_part[part][1]:.3f} ({comp})"
+                      for part, comp in used.items() if not part.startswith(("ack", "app")))
+    rule = (f"probe: {ref.name} [{ref.probe_source or 'probe'}] → {tgt.name} "
+            f"[{tgt.probe_source or 'probe'}]: {shown or 'no common components: × 1'}")
+    return CpuScaling(ref.name, tgt.name, 1.0, 1.0 / main[1], main[1], lo, hi, rule,
+                      tuple(parts))
 
 
 def _norm(text: str) -> str:

@@ -159,6 +159,11 @@ class IntervalModel:
     estimator: str = ""
     #: Digest of the model files the residuals were computed for (stale check).
     models_digest: str = ""
+    #: Conformal percentiles computed when the file was written (level → bin →
+    #: (α_lo, α_hi, thin)): a prediction at one of these levels needs no crepes (and
+    #: none of the pandas it imports), and gets the very numbers crepes gives.
+    precomputed: dict[float, dict[str, tuple[float, float, bool]]] = field(
+        default_factory=dict)
 
     def __post_init__(self) -> None:
         known = tuple(self.features)
@@ -173,7 +178,8 @@ class IntervalModel:
                                      np.zeros(len(self._missing))])
         self._lo = np.array([self.clip.get(f, (-math.inf, math.inf))[0] for f in FEATURES])
         self._hi = np.array([self.clip.get(f, (-math.inf, math.inf))[1] for f in FEATURES])
-        self._alphas: dict[float, dict[str, tuple[float, float, bool]]] = {}
+        self._alphas: dict[float, dict[str, tuple[float, float, bool]]] = dict(
+            self.precomputed)
 
     # -- applying ------------------------------------------------------------
     def sigma(self, rows: np.ndarray) -> np.ndarray:
@@ -295,6 +301,9 @@ class IntervalModel:
             "models_digest": self.models_digest,
             "provenance": self.provenance, "coverage": self.coverage,
             "residuals": self.residuals,
+            "percentiles": {repr(level): {k: [float(a), float(b), bool(t)]
+                                          for k, (a, b, t) in sorted(self.alphas(level).items())}
+                            for level in sorted({self.level, *STORED_LEVELS})},
         }
 
     def dumps(self) -> str:
@@ -317,7 +326,10 @@ class IntervalModel:
                 residuals=list(data.get("residuals", [])),
                 coverage=list(data.get("coverage", [])),
                 estimator=str(data.get("estimator", "")),
-                models_digest=str(data.get("models_digest", "")))
+                models_digest=str(data.get("models_digest", "")),
+                precomputed={float(level): {k: (float(v[0]), float(v[1]), bool(v[2]))
+                                            for k, v in bins.items()}
+                             for level, bins in (data.get("percentiles") or {}).items()})
         except (KeyError, TypeError, ValueError, IndexError) as err:
             raise DataError(where, f"incomplete interval model ({err!r})") from None
 
@@ -331,6 +343,10 @@ class IntervalModel:
         if "all" not in model.scores:
             raise DataError(path, "no pooled residuals (bin 'all')", field="scores")
         return model
+
+
+#: Levels whose percentiles intervals.json stores beside its own (the CLI's usual --level).
+STORED_LEVELS = (0.5, 0.8, 0.9, 0.95)
 
 
 def check_level(level: float) -> None:

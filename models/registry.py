@@ -140,10 +140,19 @@ class Interop:
         fx = self.testbeds.get(testbed)
         if fx is None or fx.empty():
             sd = self.spread()
+            lo = min(1.0, math.exp(-1.96 * sd))
             fitted = ", ".join(sorted(self.testbeds)) or "none"
-            return (1.0, min(1.0, math.exp(-1.96 * sd)), 1.0,
+            # Where this very pair was measured, its interplay there bounds the interval:
+            # the pair's behaviour may come along to this testbed, or may not.
+            elsewhere = {tb: self.busy(server, client, tb) for tb, other in
+                         sorted(self.testbeds.items()) if f"{server}|{client}" in other.pair_effect}
+            seen = "; ".join(f"busy {b[0]:.2f} on {tb}" for tb, b in elsewhere.items())
+            if elsewhere:
+                lo = min(lo, *(b[1] for b in elsewhere.values()))
+            return (1.0, lo, 1.0,
                     f"none: no pair interplay fitted on testbed {testbed} (fitted on: "
-                    f"{fitted}); the interval spans theirs")
+                    f"{fitted}); the interval spans theirs"
+                    + (f"; this pair: {seen}" if seen else ""))
         s = fx.server_effect.get(server, 0.0)
         c = fx.client_effect.get(client, 0.0)
         key = f"{server}|{client}"

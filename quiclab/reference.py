@@ -67,6 +67,9 @@ SCENARIO_DOCS: dict[str, str] = {
     "requests": "requests to complete (request workloads)",
     "connections": "concurrent connections (`handshakes`: connections open at a time)",
     "client_core": "core the client is pinned to, as `server_core` for the server",
+    "lro": "large receive offload on the receiver's NIC (kernel TCP; QUIC stacks ignore it)",
+    "csum_offload": "checksum offload on both NICs (kernel TCP; without it TSO is off)",
+    "tcp_wmem_bytes": "kernel TCP's largest autotuned send buffer (tcp_wmem[2]), bytes",
     "seed": "seed of every random draw (loss, reordering, receiver stalls); with `run`, "
             "as ns-3's SetSeed/SetRun",
     "run": "run number: the packet engines draw a new sample per run",

@@ -87,6 +87,24 @@ def accuracy_page(reports: Path) -> list[str]:
            "[validation explained](../explanation/validation.md).", "",
            "## Calibration", ""]
     folder = reports / "calibration"
+    testbeds = folder / "cv_testbeds.csv"
+    if testbeds.is_file():
+        # The figure a user should read first: the error on a testbed the fit never saw.
+        frame = pd.read_csv(testbeds)
+        out += ["### Leave one testbed out", "",
+                "Fit on every testbed but one, predict the one left out: the error to "
+                "expect on your own testbed. 'stacks seen': its items whose stacks other "
+                "testbeds measured; 'ref': a testbed of unknown CPU with its speed set "
+                "from one reference item.", "", _where(folder), ""]
+        out += [*_table(list(frame.columns), frame.round(1).values.tolist()), ""]
+    coverage = folder / "coverage.csv"
+    if coverage.is_file():
+        frame = pd.read_csv(coverage)
+        out += ["### Coverage of the predictive intervals", "",
+                "Share of held-out items inside their band (cross-conformal folds over the "
+                "cross-validation residuals), and the bands' median width (hi/lo).", "",
+                _where(folder), ""]
+        out += [*_table(list(frame.columns), frame.round(3).values.tolist()), ""]
     headline = folder / "headline.json"
     if headline.is_file():
         data = json.loads(headline.read_text())

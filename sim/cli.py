@@ -183,6 +183,21 @@ def run_predict(args: argparse.Namespace) -> int:
         options["cache_dir"] = args.paths.cache / "ns3"
     elif args.engine == "analytic":
         options["backend"] = args.backend
+    # cpu=this-host or a stored host probe's name: the machine in its probed state (the
+    # probe store, and the catalog behind it, are imported only for such a name).
+    try:
+        known = scenario.cpu != "this-host" and bool(registry.cpus.find(scenario.cpu))
+    except ScenarioError:
+        known = False
+    if not known:
+        from quiclab.models.cpus import CpuCatalog, read_host_cpu
+        from quiclab.testbed.probe_store import attach
+
+        try:
+            registry = attach(registry, scenario.cpu, args.catalog,
+                              read_host_cpu(CpuCatalog.packaged()))
+        except ScenarioError as err:
+            raise _attributed(err, origin) from None
     if runs > 1:
         options["jobs" if args.engine == "ns3" else "workers"] = min(runs, os.cpu_count() or 1)
     engine = get_engine(args.engine, registry, **options)

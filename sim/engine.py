@@ -61,6 +61,19 @@ def unmodelled_notes(scenario: Scenario, engine: str, reordering: bool) -> list[
     return notes
 
 
+def prefix_transient(completed: bool, total_events: float, window_events: float,
+                     min_events: int, simulated_s: float) -> str | None:
+    """The ``loss-cycle-not-reached`` mechanism of a packet engine's prefix (the DES's and
+    ns-3's), or None: a prefix with congestion events, but fewer than ``min_events`` in
+    its measurement window, extrapolates a transient (experiments/agreement.py)."""
+    if completed or total_events <= 0 or window_events >= min_events:
+        return None
+    return (f"loss-cycle-not-reached: the simulated prefix ({simulated_s:.3g} s) has "
+            f"{window_events:.0f} congestion events in its measurement window (< "
+            f"{min_events}); the extrapolated rate is not a loss-driven steady state, "
+            "which the analytic engine takes as its average loss cycle")
+
+
 @runtime_checkable
 class Engine(Protocol):
     """``predict(scenario) -> Prediction`` plus a batch form."""

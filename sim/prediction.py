@@ -86,6 +86,10 @@ class Prediction:
     model_versions: dict[str, str] = field(default_factory=dict)
     cpu_rule: str = ""
     notes: tuple[str, ...] = ()
+    #: Mechanisms that decide this prediction and that the other engines model
+    #: differently or not at all, each "name: what" (experiments/agreement.py): where
+    #: the engines disagree on a Scenario, these say why. Empty when none applies.
+    engine_specific: tuple[str, ...] = ()
     timeseries: dict[str, list[float]] | None = None
 
     def __post_init__(self) -> None:

@@ -223,7 +223,7 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
     if scenario.app == "h3":
         framing = math.ceil(stream_bytes * H3_FRAME_BYTES_PER_16K / 16384)
         stream_bytes = max(1, stream_bytes - framing)
-    f = scale.factor
+    f, part = scale.factor, scale.part
     offload = (scenario.gso and beh.supports_gso) if role_name == "sender" else (
         scenario.gro and beh.supports_gro)
     segments = gso_segments(beh, payload) if offload else 1
@@ -238,12 +238,18 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
         udp_payload_bytes=payload,
         stream_bytes=stream_bytes,
         segments_per_call=segments,
-        ns_protocol=f * (role.ns_per_packet.value + role.ns_per_byte.value * payload),
-        ns_crypto=f * (crypto.ns_per_packet.value + crypto.ns_per_byte.value * payload),
-        ns_app=f * _app_cost(role, scenario.app, model.implementation, field) * stream_bytes,
-        ns_segment=f * role.ns_per_segment.value,
-        ns_per_call=f * role.ns_per_syscall.value,
-        ns_per_ack=f * role.ns_per_ack.value,
+        # Each part moves by its own factor under the probe rule (models/cpus.py);
+        # under clock × IPC every part() is f.
+        ns_protocol=_packet_and_bytes(scale, ("protocol", role.ns_per_packet.value),
+                                      ("byte", role.ns_per_byte.value * payload)),
+        ns_crypto=_packet_and_bytes(
+            scale, (f"crypto_packet:{scenario.cipher}", crypto.ns_per_packet.value),
+            (f"crypto_byte:{scenario.cipher}", crypto.ns_per_byte.value * payload)),
+        ns_app=part("app") * _app_cost(role, scenario.app, model.implementation, field)
+        * stream_bytes,
+        ns_segment=part(f"segment:{role_name}") * role.ns_per_segment.value,
+        ns_per_call=part(f"call:{role_name}") * role.ns_per_syscall.value,
+        ns_per_ack=part("ack") * role.ns_per_ack.value,
         cost_lo=lo * scale.factor_lo / f,
         cost_hi=hi * scale.factor_hi / f,
         cores=role.cores.value,
@@ -268,6 +274,15 @@ def _endpoint(model: CostModel, role_name: str, scenario: Scenario, scale: CpuSc
         **endpoint_fields(model, role_name, scenario.cipher, scenario.app,
                           scenario.connections, f),
     )
+
+
+def _packet_and_bytes(scale: CpuScaling, packet: tuple[str, float],
+                      per_bytes: tuple[str, float]) -> float:
+    """A per-packet and a per-byte cost (ns) on the target CPU, each by its part's
+    factor under the probe rule (one factor for both under clock × IPC)."""
+    if not scale.parts:
+        return scale.factor * (packet[1] + per_bytes[1])
+    return scale.part(packet[0]) * packet[1] + scale.part(per_bytes[0]) * per_bytes[1]
 
 
 def _scaled(ep: Endpoint, factor: float) -> Endpoint:

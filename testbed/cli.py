@@ -27,17 +27,23 @@ from quiclab.errors import QuiclabError
 from quiclab.testbed import stacks as stacks_mod
 from quiclab.testbed.build import Builder
 from quiclab.testbed.config import RunConfig, parse_set
+from quiclab.testbed.hostpair import clean_hosts, probe_hosts
+from quiclab.testbed.inventory import Inventory
 from quiclab.testbed.runner import Paths, Testbed
 from quiclab.testbed.session import Session, matrix, noise, sweep_plan, sweep_summary
 from quiclab.testbed.topology import clean_stale, exclusive, require_root
+
+#: The stacks ``testbed noise`` measures when none are named.
+NOISE_STACKS = ("quic-go", "quinn", "s2n-quic", "aioquic")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``testbed`` and its subcommands on the main CLI's subparsers."""
     tb = subparsers.add_parser(
-        "testbed", help="fresh runs of real QUIC stacks between network namespaces",
-        description="Build QUIC peers, run transfers between two network namespaces with "
-                    "per-run link knobs, and record every run in the catalog (source 'fresh').")
+        "testbed", help="fresh runs of real QUIC stacks between network namespaces or two hosts",
+        description="Build QUIC peers, run transfers between two network namespaces (or two "
+                    "hosts of an inventory over SSH, --hosts) with per-run link knobs, and "
+                    "record every run in the catalog (source 'fresh').")
     tb.add_argument("--build-dir", type=Path, default=None,
                     help="where builds go (default: testbed/.build beside the package)")
     tb.add_argument("--runs-dir", type=Path, default=None,
@@ -54,6 +60,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--server", required=True, help="server stack (the sender)")
     p.add_argument("--client", required=True, help="client stack (the receiver)")
     _common_run_options(p)
+    _hosts_option(p)
     p.add_argument("--repeat", type=int, default=1, help="repetitions (default 1)")
     p.add_argument("--experiment", default="adhoc", help="experiment name in the catalog")
     p.add_argument("--json", action="store_true",
@@ -64,12 +71,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("spec", type=Path, help="sweep YAML")
     p.add_argument("--repeat", type=int, default=None, help="repetitions per point")
     p.add_argument("--bytes", type=int, default=None, help="bytes per transfer")
+    p.add_argument("--experiment", default=None,
+                   help="experiment name in the catalog (default: the spec's name); another "
+                        "name measures the spec again instead of resuming it")
+    _probe_option(p)
+    p.add_argument("--probe-points", action="store_true",
+                   help="also a short host probe (~3 s) before each point: a state per cell")
+    _hosts_option(p)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("matrix", help="every client × every server (interop matrix)")
     p.add_argument("--stacks", action="extend", nargs="+", metavar="STACK",
                    help="stacks (default: all built)")
     _common_run_options(p)
+    _hosts_option(p)
     p.add_argument("--repeat", type=int, default=3, help="repetitions per pair (default 3)")
     p.add_argument("--experiment", default="interop-matrix",
                    help="experiment name in the catalog (a rerun under the same name "
@@ -78,14 +93,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser("noise", help="goodput CV over repetitions, pinned and unpinned")
+    # No default list here: argparse's "extend" would add the stacks given to it.
     p.add_argument("--stacks", action="extend", nargs="+", metavar="STACK",
-                   default=["quic-go", "quinn", "s2n-quic", "aioquic"], help="stacks")
+                   help=f"stacks (default: {' '.join(NOISE_STACKS)})")
     p.add_argument("--repeat", type=int, default=10, help="repetitions per setting (default 10)")
     p.add_argument("--bytes", type=int, default=None, help="bytes per transfer")
     p.add_argument("--experiment", default="noise",
                    help="experiment name in the catalog (a rerun under the same name "
                         "skips the repetitions already recorded ok)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    _probe_option(p)
+    _hosts_option(p)
     p.set_defaults(func=cmd_noise)
 
     p = sub.add_parser("stacks", help="the stacks and the knobs each honours")
@@ -98,11 +116,41 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "another tool, or a reused pid)")
     p.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
                    help="how long to wait for a live run's lock (default 10)")
+    _hosts_option(p, "also undo, on each host of INVENTORY, what runs whose agent is gone "
+                     "left changed (MTU, offloads, qdiscs, sysctls, IRQ affinity)")
     p.set_defaults(func=cmd_clean)
+
+    p = sub.add_parser("hosts", help="check an inventory: reach each host and show what "
+                                     "it is (CPU, kernel, NIC, tools)")
+    _hosts_option(p, required=True)
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(func=cmd_hosts)
+
+    p = sub.add_parser("lab", help="two SSH hosts on this machine (namespaces with sshd), "
+                                   "for trying and testing the SSH mode")
+    p.add_argument("action", choices=("up", "down"), help="make them, or remove them")
+    p.add_argument("--dir", type=Path, default=None,
+                   help="where keys, sshd configurations and inventory.yaml go "
+                        "(default: <data dir>/ssh-lab)")
+    p.set_defaults(func=cmd_lab)
     return tb
 
 
+def _hosts_option(p: argparse.ArgumentParser, help_text: str | None = None,
+                  required: bool = False) -> None:
+    p.add_argument("--hosts", type=Path, default=None, metavar="INVENTORY", required=required,
+                   help=help_text or "run on the two hosts of this inventory (YAML) over SSH "
+                                     "instead of two namespaces here")
+
+
+def _probe_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-probe", action="store_true",
+                   help="take no host probes (by default the session probes this host at its "
+                        "start, middle and end: `quiclab host probe`)")
+
+
 def _common_run_options(p: argparse.ArgumentParser) -> None:
+    _probe_option(p)
     p.add_argument("--set", action="extend", nargs="+", default=[], metavar="FIELD=VALUE",
                    help="Scenario fields (mtu_bytes=9000 gso=false rtt_ms=10 loss_pct=0.5 "
                         "link_gbps=1 rcvbuf_bytes=… cc=… cipher=… pin=true …) and testbed "
@@ -177,12 +225,21 @@ def cmd_build(args: argparse.Namespace) -> int:
     return _guarded(body)
 
 
-def _session(args: argparse.Namespace, quiet: bool = False) -> Session:
+def _inventory(args: argparse.Namespace) -> Inventory | None:
+    """The ``--hosts`` inventory, checked (one line naming the file, key and value)."""
+    path = getattr(args, "hosts", None)
+    return Inventory.load(path) if path is not None else None
+
+
+def _session(args: argparse.Namespace, quiet: bool = False,
+             inventory: Inventory | None = None) -> Session:
     require_root()
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if quiet else (
         lambda line: print(line, flush=True))
-    testbed = Testbed(_paths(args), log=log)
-    return Session(testbed, _catalog(args), log=log)
+    testbed = Testbed(_paths(args), log=log, inventory=inventory)
+    return Session(testbed, _catalog(args), log=log,
+                   probing=not getattr(args, "no_probe", True),
+                   probe_points=bool(getattr(args, "probe_points", False)))
 
 
 @contextlib.contextmanager
@@ -201,16 +258,21 @@ def _check_repeat(repeat: int | None) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     def body() -> int:
+        inventory = _inventory(args)
         changes, knobs = parse_set(args.set)
         config = RunConfig.build(args.server, args.client, changes, knobs,
                                  transfer_bytes=args.bytes, experiment=args.experiment)
-        # Refuse what a stack cannot honour before creating anything.
+        # Refuse what a stack cannot honour before creating anything (cores: on the
+        # hosts themselves, in SSH mode).
         from quiclab.testbed.config import resolve
-        resolve(config, stacks_mod.get(args.server), stacks_mod.get(args.client))
+        resolve(config, stacks_mod.get(args.server), stacks_mod.get(args.client),
+                cores={} if inventory is not None else None)
         _check_repeat(args.repeat)
-        session = _session(args, quiet=args.json)
+        session = _session(args, quiet=args.json, inventory=inventory)
         with _locked():
+            session.probe("start")
             results = session.run(config, args.repeat)
+            session.probe("end")
         ok = [r for r in results if r.status == "ok"]
         if args.json:
             last = results[-1].summary()
@@ -228,8 +290,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     def body() -> int:
         _check_repeat(args.repeat)
-        plan = sweep_plan(args.spec, args.repeat, args.bytes)  # the whole spec, before any run
-        session = _session(args)
+        inventory = _inventory(args)
+        # The whole spec, before any run.
+        plan = sweep_plan(args.spec, args.repeat, args.bytes, experiment=args.experiment)
+        session = _session(args, inventory=inventory)
         with _locked():
             done = sweep_summary(session, args.spec, repeat=args.repeat,
                                  transfer_bytes=args.bytes, plan=plan)
@@ -241,10 +305,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     def body() -> int:
+        inventory = _inventory(args)
         changes, knobs = parse_set(args.set)
         _check_repeat(args.repeat)
         stacks_mod.select(args.stacks)  # every name known, before anything is created
-        session = _session(args, quiet=args.json)
+        session = _session(args, quiet=args.json, inventory=inventory)
         names = args.stacks or [s.name for s in stacks_mod.select(None)
                                 if session.testbed.builder.is_built(s)]
         with _locked():
@@ -270,11 +335,13 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def cmd_noise(args: argparse.Namespace) -> int:
     def body() -> int:
+        inventory = _inventory(args)
         _check_repeat(args.repeat)
-        stacks_mod.select(args.stacks)  # every name known, before anything is created
-        session = _session(args, quiet=args.json)
+        stacks = list(dict.fromkeys(args.stacks or NOISE_STACKS))
+        stacks_mod.select(stacks)  # every name known, before anything is created
+        session = _session(args, quiet=args.json, inventory=inventory)
         with _locked():
-            rows = noise(session, args.stacks, repeat=args.repeat, transfer_bytes=args.bytes,
+            rows = noise(session, stacks, repeat=args.repeat, transfer_bytes=args.bytes,
                          experiment=args.experiment)
         if args.json:
             print(json.dumps(rows))
@@ -308,11 +375,70 @@ def cmd_clean(args: argparse.Namespace) -> int:
     """Remove what killed runs left, holding the lock (so never a live run's
     namespaces or sysctls); ``--force`` also removes namespaces whose owner is alive."""
     def body() -> int:
+        inventory = _inventory(args)
         require_root()
         with exclusive(wait_s=args.wait):
             removed = clean_stale(everything=args.force)
-        print(f"removed {len(removed)} namespace(s)" + (f": {', '.join(removed)}"
-                                                         if removed else ""))
+            print(f"removed {len(removed)} namespace(s)" + (f": {', '.join(removed)}"
+                                                             if removed else ""))
+            if inventory is not None and inventory.ssh:
+                paths = _paths(args)
+                restored = clean_hosts(inventory, Builder(paths.build_dir, paths.peers_dir,
+                                                          paths.bpf_dir),
+                                       paths.runs_dir / "clean", lock_wait_s=args.wait)
+                for role, journals in restored.items():
+                    spec = inventory.host(role)
+                    undone = sum(int(j.get("undone", 0)) for j in journals)
+                    failed = [f for j in journals for f in j.get("failed", [])]
+                    print(f"{role} host {spec.name}: {len(journals)} journal(s) of gone agents, "
+                          f"{undone} change(s) undone"
+                          + (f"; failed: {'; '.join(failed)}" if failed else ""))
+        return 0
+    return _guarded(body)
+
+
+def cmd_hosts(args: argparse.Namespace) -> int:
+    """Reach both hosts of an inventory and say what they are; nothing is changed."""
+    def body() -> int:
+        inventory = Inventory.load(args.hosts)
+        paths = _paths(args)
+        records = probe_hosts(inventory, Builder(paths.build_dir, paths.peers_dir,
+                                                 paths.bpf_dir), paths.runs_dir / "hosts")
+        if args.json:
+            print(json.dumps(records, default=str))
+            return 0
+        for role, rec in records.items():
+            cpu, nic = rec["cpu"], rec["nic"]
+            rings = (nic.get("rings") or {}).get("current")
+            print(f"{role}: {rec['label']} ({rec['hostname']}, {rec['machine']}, kernel "
+                  f"{rec['kernel']})")
+            print(f"  cpu: {cpu['name']}, {cpu['microarchitecture']}, {cpu['cores']} cores, "
+                  f"{cpu['max_ghz']:.2f} GHz, {rec['numa_nodes']} NUMA node(s)")
+            print(f"  nic: {nic['interface']} {nic.get('driver')} firmware "
+                  f"{nic.get('firmware') or '-'}, {nic.get('speed_mbps') or '?'} Mbit/s, "
+                  f"NUMA node {nic.get('numa_node')}, mtu {nic.get('mtu')}, rings "
+                  f"{rings or 'n/a'}, coalescing {'yes' if nic.get('coalesce') else 'n/a'}")
+            print(f"  peer cores {rec['peer_cores'] or 'any'}, irq cores "
+                  f"{rec['irq_cores'] or 'left alone'}, perf {'yes' if rec['perf'] else 'no'}")
+        return 0
+    return _guarded(body)
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    """``testbed lab up|down``: the two namespaced SSH hosts and their inventory."""
+    def body() -> int:
+        from quiclab.testbed.lab import SshLab
+
+        main_paths = getattr(args, "paths", None)
+        directory = args.dir or (Path(main_paths.data_dir) / "ssh-lab" if main_paths
+                                 else Path("/run/quiclab/ssh-lab"))
+        lab = SshLab(directory)
+        if args.action == "down":
+            lab.down()
+            print(f"removed the SSH lab of {directory}")
+            return 0
+        inventory = lab.up()
+        print(f"two SSH hosts up; inventory: {inventory}")
         return 0
     return _guarded(body)
 

@@ -189,7 +189,11 @@ class CpuSampler:
         seen: set[int] = set()
         for pid in tree(self.pid):
             user, system, _ = stat_times(pid)
-            if user or system:
+            # A process is kept from its first reading on, even at 0 CPU ticks (a C peer
+            # that has only listened yet): if it then does all its work and exits between
+            # two readings, the tree is incomplete (the caller falls back to wait4's
+            # rusage) rather than silently missing it.
+            if user or system or pid not in self._last:
                 self._last[pid] = (user, system)
             if Path(f"/proc/{pid}/stat").exists():
                 alive = True
@@ -368,6 +372,25 @@ def stop_peer(proc: subprocess.Popen[bytes], sig: int) -> None:
 def kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
+
+
+def port_bound(pid: int, port: int, transport: str = "udp") -> bool:
+    """Whether the network namespace of ``pid`` has a UDP socket on ``port`` (IPv4 or a
+    dual-stack IPv6 socket, as MsQuic opens), or for ``transport="tcp"`` a TCP socket
+    listening there (state 0A, TCP_LISTEN)."""
+    lines: list[str] = []
+    for table in (transport, transport + "6"):
+        with contextlib.suppress(OSError):
+            lines += Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+    hex_port = f":{port:04X}"
+    return any(line.split()[1].endswith(hex_port)
+               and (transport != "tcp" or line.split()[3] == "0A")
+               for line in lines if len(line.split()) > 3)
+
+
+def udp_port_bound(pid: int, port: int) -> bool:
+    """:func:`port_bound` for UDP."""
+    return port_bound(pid, port, "udp")
 
 
 def perf_available() -> bool:

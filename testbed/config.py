@@ -20,7 +20,7 @@ from typing import Any
 from quiclab.errors import ScenarioError
 from quiclab.sim.scenario import Scenario, parse_assignments
 from quiclab.testbed.errors import TestbedError
-from quiclab.testbed.stacks import TESTBED_KNOBS, Stack
+from quiclab.testbed.stacks import HOST_KNOBS, TESTBED_KNOBS, Stack
 
 #: Bytes per run when neither --bytes nor transfer_bytes is given (a few seconds
 #: for the slowest stack; the Scenario default of 8 GiB is the QIR's file size).
@@ -52,6 +52,8 @@ KNOB_RANGES: dict[str, tuple[float, float, str]] = {
     "conn_window_bytes": (0, 2**32 - 1, "0 (the stack's default) … 4294967295 (MsQuic's u32)"),
     "relay_queue_bytes": (0, 2**34, "0 (2 × BDP, at least 1 MiB) … 17179869184 (16 GiB)"),
     "timeout_s": (0, 86_400, "0 (derived from the expected transfer time) … 86400 (a day)"),
+    "rx_ring": (0, 1 << 20, "0 (leave the NIC's) … 1048576 descriptors"),
+    "tx_ring": (0, 1 << 20, "0 (leave the NIC's) … 1048576 descriptors"),
     "app_write_bytes": (0, 1 << 30, "0 (the peer's default) … 1073741824"),
     "app_read_bytes": (0, 1 << 30, "0 (the peer's default) … 1073741824"),
     "nice": (-20, 19, "-20 … 19 (nice(1)'s range; 0: as started)"),
@@ -180,12 +182,14 @@ class RunConfig:
     def key(self) -> str:
         """16 hex digits naming this configuration (stable across processes).
 
-        Knobs added since catalogs held run ids are hashed only when set (LATER_KNOBS),
-        and ``tso``, a knob before it became a Scenario field, is hashed among the
-        knobs as it was (Scenario.key_dict leaves it out at its default), so that a run
-        of an earlier configuration keeps its id and a rerun resumes it."""
+        Knobs added since catalogs held run ids are hashed only when set (LATER_KNOBS
+        when not at their default, HOST_KNOBS when given explicitly), and ``tso``, a
+        knob before it became a Scenario field, is hashed among the knobs as it was
+        (Scenario.key_dict leaves it out at its default), so that a run of an earlier
+        configuration keeps its id and a rerun resumes it."""
         knobs = {k: v for k, v in self.knobs.items()
-                 if k not in LATER_KNOBS or v != TESTBED_KNOBS[k]}
+                 if (k not in LATER_KNOBS or v != TESTBED_KNOBS[k])
+                 and (k not in HOST_KNOBS or k in self.explicit)}
         knobs["tso"] = self.scenario.tso
         scenario = self.scenario.key_dict()
         scenario.pop("tso", None)
@@ -215,16 +219,26 @@ def _offload(stack: Stack, name: str, wanted: bool, explicit: bool) -> bool:
     return in_effect
 
 
-def resolve(config: RunConfig, server: Stack, client: Stack) -> Resolved:
-    """Map the configuration onto each peer's flags, refusing what a stack cannot do."""
+def resolve(config: RunConfig, server: Stack, client: Stack,
+            cores: dict[str, int] | None = None,
+            peer_cores: dict[str, tuple[int, ...]] | None = None,
+            restrict: bool = False) -> Resolved:
+    """Map the configuration onto each peer's flags, refusing what a stack cannot do.
+
+    Cores (``pin``, ``server_core``, ``client_core``) are checked against ``cores`` per
+    role (None: this host's for both, the namespace pair, where ``irq_core`` is refused)
+    and the hosts' ``peer_cores`` (:func:`pinned_cores`)."""
     s = config.scenario
     ex = config.explicit
     if (reason := client.can_talk_to(server)) is not None:
         raise TestbedError(reason)
+    if s.irq_core >= 0 and cores is None:
+        raise TestbedError(f"irq_core={s.irq_core} cannot be honoured: the namespace pair's "
+                           "veth has no NIC interrupts to steer")
     if server.transport == "tcp":
         from quiclab.testbed import tcp
 
-        return tcp.resolve(config, server, client)
+        return tcp.resolve(config, server, client, cores, peer_cores, restrict)
     for name in ("lro", "csum_offload"):
         if name in ex and getattr(s, name) != getattr(Scenario(), name):
             raise TestbedError(f"{name}={str(getattr(s, name)).lower()} cannot be honoured by "
@@ -342,7 +356,7 @@ def resolve(config: RunConfig, server: Stack, client: Stack) -> Resolved:
         eff.update(requests=n, request_bytes=s.request_bytes, connections=s.connections,
                    streams=streams)
 
-    pinning(s, eff)
+    pinning(s, eff, cores, peer_cores, restrict)
     return Resolved(args["server"] + list(server.server_args),
                     args["client"] + list(client.client_args), eff)
 
@@ -355,18 +369,46 @@ _NOT_QUIC = {
 }
 
 
-def pinning(s: Scenario, eff: dict[str, Any]) -> None:
-    """Pinning: explicit cores (server_core/client_core), else pin=true puts the server
-    on core 0 and the client on core 1. Writes ``<role>_pinned_core`` into ``eff``."""
-    cores = os.cpu_count() or 1
+def pinning(s: Scenario, eff: dict[str, Any], cores: dict[str, int] | None = None,
+            peer_cores: dict[str, tuple[int, ...]] | None = None,
+            restrict: bool = False) -> None:
+    """Pinning: explicit cores (server_core/client_core), else pin=true puts each side on
+    its host's first peer core (one host: the server on core 0, the client on core 1).
+    Writes ``<role>_pinned_core`` into ``eff``; ``cores`` None: this host's for both
+    (:func:`pinned_cores`)."""
+    eff.update(pinned_cores(s, {r: os.cpu_count() or 1 for r in ("server", "client")})
+               if cores is None else pinned_cores(s, cores, peer_cores or {}, restrict))
+
+
+def pinned_cores(s: Scenario, cores: dict[str, int],
+                 peer_cores: dict[str, tuple[int, ...]] | None = None,
+                 restrict: bool = False) -> dict[str, int | None]:
+    """``{role}_pinned_core`` per side: ``server_core``/``client_core`` when set, else
+    with ``pin=true`` the first of the host's ``peer_cores`` (the namespace pair on one
+    host: the server on core 0, the client on core 1), else None. ``cores``: each
+    host's core count (a role missing: its host is not reached yet, and is checked once
+    it is); ``restrict``: an explicit core must be one of ``peer_cores`` (an
+    inventory's hosts). Raises TestbedError naming the field."""
+    out: dict[str, int | None] = {}
+    defaults = {"server": 0, "client": min(1, max(cores.get("client", 2) - 1, 0))}
     for role, field_name in (("server", "server_core"), ("client", "client_core")):
         core = getattr(s, field_name)
-        if core >= cores:
-            raise TestbedError(f"{field_name}={core} cannot be honoured: this host has "
-                               f"{cores} core(s), 0 … {cores - 1}")
+        n = cores.get(role, 1 << 20)  # a host not reached yet: checked once it is
+        allowed = (peer_cores or {}).get(role, ())
+        host = f"the {role}'s host" if restrict else "this host"
+        if core >= n:
+            raise TestbedError(f"{field_name}={core} cannot be honoured: {host} has "
+                               f"{n} core(s), 0 … {n - 1}")
+        if core >= 0 and restrict and allowed and core not in allowed:
+            raise TestbedError(f"{field_name}={core} cannot be honoured: the inventory gives "
+                               f"the {role}'s peer cores {', '.join(map(str, allowed))}")
         if core < 0 and s.pin:
-            core = 0 if role == "server" else min(1, cores - 1)
-        eff[f"{role}_pinned_core"] = core if core >= 0 else None
+            core = allowed[0] if allowed else defaults[role]
+            if core >= n:
+                raise TestbedError(f"pin=true cannot be honoured: the {role}'s peer core "
+                                   f"{core} is not on its host ({n} core(s))")
+        out[f"{role}_pinned_core"] = core if core >= 0 else None
+    return out
 
 
 def expected_seconds(config: RunConfig, server: Stack, client: Stack) -> float:

@@ -13,6 +13,16 @@ has them (``data_packets``), else, when the server sent without GSO, from its
 ``OutDatagrams`` (one datagram is one packet; ``ack_packets`` likewise from the
 client's), else bytes ÷ UDP payload (``extra.wire_packets_est``).
 
+The hosts: ``testbed`` is ``fresh-<this machine's hostname>`` for the namespace
+pair and ``fresh-<hostpair>`` for an inventory's hosts; ``hostpair``, ``server_host``
+and ``client_host`` name them (``veth`` and ``netns:<role>`` for the namespace pair,
+the inventory's names over SSH), ``cpu`` is the server host's CPU,
+``extra.hosts.<role>`` what each host was (CPU model, microarchitecture, cores, clock,
+kernel, the test NIC's driver, firmware, rings, coalescing and offloads;
+:func:`~quiclab.testbed.hosts.host_record`) and ``extra.nic.<role>.counters_delta``
+its ``ethtool -S`` counters over the run. The ``hosts`` table keeps one row per host
+and state (:func:`host_rows`).
+
 Request workloads fill ``workload``, ``request_bytes``,
 ``requests``, ``connections``, ``streams``, ``requests_per_s`` and the latency
 percentiles from the client's report; ``runtime_s`` is then the completion
@@ -48,9 +58,13 @@ def experiment_slug(experiment: str) -> str:
     return f"{slug}-{hashlib.sha256(experiment.encode()).hexdigest()[:8]}"
 
 
-def run_id(experiment: str, config_key: str, repetition: int) -> str:
-    """Stable and unique: the same experiment, configuration and repetition give the same id."""
-    return f"fresh-{experiment_slug(experiment)}-{config_key}-r{repetition}"
+def run_id(experiment: str, config_key: str, repetition: int, hostpair: str = "veth") -> str:
+    """Stable and unique: the same experiment, configuration, repetition and hosts give the
+    same id. The namespace pair's hosts (``veth``) are left out (the ids runs had before
+    there were others); another pair's name follows the configuration key, so the same
+    spec run on two testbeds into one catalog keeps both."""
+    hosts = "" if hostpair == "veth" else f"-{experiment_slug(hostpair)}"
+    return f"fresh-{experiment_slug(experiment)}-{config_key}{hosts}-r{repetition}"
 
 
 def host_cpu(cpuinfo: str | None = None) -> tuple[str, bool]:
@@ -117,11 +131,20 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
     requests = s.workload != "bulk"
     data_packets, data_from = _packets(result, srv, "server")
     ack_packets, ack_from = _packets(result, cli, "client")
+    hosts = result.hosts
+    server_host = hosts.get("server") or {}
+    if server_host.get("kind") == "ssh":
+        # The sender's CPU is the run's, as the published rows have it (its host's).
+        cpu_name = str(server_host["cpu"]["name"])
+        aes_ni = bool(server_host["cpu"].get("aes_ni", aes_ni))
     row: dict[str, Any] = {
-        "run_id": result.run_id, "source": "fresh", "testbed": fresh_id(socket.gethostname()),
+        "run_id": result.run_id, "source": "fresh",
+        "testbed": fresh_id(socket.gethostname() if result.hostpair == "veth"
+                            else result.hostpair),
         "experiment": result.config.experiment,
-        "setting": s.describe(), "logdir": result.logdir, "hostpair": "veth",
-        "server_host": "netns:server", "client_host": "netns:client",
+        "setting": s.describe(), "logdir": result.logdir, "hostpair": result.hostpair,
+        "server_host": _host_column(hosts.get("server"), "netns:server"),
+        "client_host": _host_column(hosts.get("client"), "netns:client"),
         "cpu": cpu_name, "server_impl": s.server, "client_impl": s.client,
         "server_build": (provenance or {}).get("builds", {}).get(s.server),
         "client_build": (provenance or {}).get("builds", {}).get(s.client),
@@ -194,6 +217,8 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
         "window_cpu_s": {role: None if side.window_cpu is None else
                          {"user": side.window_cpu[0], "system": side.window_cpu[1]}
                          for role, side in (("server", srv), ("client", cli))},
+        "hosts": hosts,
+        "nic": {"server": srv.nic, "client": cli.nic},
         "server_exit": srv.exit.__dict__ if srv.exit else None,
         "client_exit": cli.exit.__dict__ if cli.exit else None,
         "provenance": provenance or {},
@@ -206,6 +231,35 @@ def run_row(result: RunResult, cpu_name: str, aes_ni: bool,
                                    {"server": srv.link, "client": cli.link}, s.transfer_bytes)
     row["extra"] = json.dumps(extra, sort_keys=True, default=str)
     return row
+
+
+def _host_column(host: dict[str, Any] | None, default: str) -> str:
+    """``server_host``/``client_host``: an SSH host's inventory name (as the published
+    runs name their nodes), ``netns:<role>`` for the namespace pair."""
+    if host and host.get("kind") == "ssh":
+        return str(host["name"])
+    return default
+
+
+def host_rows(result: RunResult) -> list[dict[str, Any]]:
+    """``hosts`` rows: each host a run was made on, in the state it was in (host_id)."""
+    rows = []
+    for host in result.hosts.values():
+        cpu, nic = host.get("cpu") or {}, host.get("nic") or {}
+        rows.append({
+            "host_id": host["host_id"], "name": host.get("name"), "kind": host.get("kind"),
+            "ssh": host.get("ssh"), "hostname": host.get("hostname"), "cpu": cpu.get("name"),
+            "vendor": cpu.get("vendor"), "microarchitecture": cpu.get("microarchitecture"),
+            "cores": cpu.get("cores"), "max_ghz": cpu.get("max_ghz"),
+            "aes_ni": cpu.get("aes_ni"), "numa_nodes": host.get("numa_nodes"),
+            "kernel": host.get("kernel"), "machine": host.get("machine"),
+            "interface": nic.get("interface"), "nic_driver": nic.get("driver"),
+            "nic_firmware": nic.get("firmware"), "nic_speed_mbps": nic.get("speed_mbps"),
+            "nic_numa_node": nic.get("numa_node"), "first_run_ns": result.start_ns,
+            "last_run_ns": result.start_ns,
+            "facts": json.dumps({k: v for k, v in host.items() if k != "boot_id"},
+                                sort_keys=True, default=str)})
+    return rows
 
 
 def sample_rows(result: RunResult) -> list[dict[str, Any]]:

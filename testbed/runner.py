@@ -13,18 +13,29 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from quiclab.testbed import collect
 from quiclab.testbed.build import Builder
-from quiclab.testbed.config import Resolved, RunConfig, expected_seconds, resolve, timeout_seconds
+from quiclab.testbed.config import (
+    Resolved,
+    RunConfig,
+    expected_seconds,
+    pinned_cores,
+    resolve,
+    timeout_seconds,
+)
 from quiclab.testbed.errors import TestbedError
+from quiclab.testbed.hostpair import HostPair
+from quiclab.testbed.hosts import Host, host_record
+from quiclab.testbed.inventory import Inventory
+from quiclab.testbed.nic import FEATURES, parse_snmp
+from quiclab.testbed.remote import Deployer
 from quiclab.testbed.stacks import STACKS, Stack
-from quiclab.testbed.topology import PORT, LinkConfig, Topology
+from quiclab.testbed.topology import PORT, LinkConfig, Topology, relay_queue_bytes
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: The window before each transfer over which the host's background load is read
@@ -74,6 +85,9 @@ class Side:
     #: client's whole life; for the server, its sampler's readings at the window's
     #: edges (its start-up and the background window before are left out).
     window_cpu: tuple[float, float] | None = None
+    #: The NIC's own counters over the run (``ethtool -S`` after − before; None where
+    #: the driver has none).
+    nic: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -96,8 +110,13 @@ class RunResult:
     logdir: str = ""
     #: The host's busy cores before the transfer (``background_cores``: the server
     #: waiting, nothing of this run moving) and during it (``busy_cores``), and
-    #: ``cores`` (collect.HostLoad).
+    #: ``cores`` (collect.HostLoad); on two machines also the client's; ``per_core``
+    #: (collect.CoreLoad over the transfer) and, for TCP runs, ``bench``.
     host: dict[str, Any] = field(default_factory=dict)
+    #: Each side's host: CPU, kernel, NIC (driver, firmware, rings, coalescing, …).
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The inventory's hostpair (``veth`` for the namespace pair).
+    hostpair: str = "veth"
 
     @property
     def goodput_mbps(self) -> float | None:
@@ -179,41 +198,66 @@ def _head(path: Path) -> str:
     return lines[0][:300] if lines else ""
 
 
-def _udp_port_bound(pid: int, port: int) -> bool:
-    """Whether the network namespace of ``pid`` has a UDP socket on ``port`` (IPv4 or a
-    dual-stack IPv6 socket, as MsQuic opens)."""
-    return _port_bound(pid, port, "udp")
+def link_config(config: RunConfig, resolved: Resolved, transport: str = "udp") -> LinkConfig:
+    """The path knobs of a run (what :meth:`Testbed.run` sets up). Offloads, rings and
+    the IRQ core are set only where the run asks for them (a knob set explicitly, or
+    one loss forces); otherwise the interface keeps its own setting, which the row
+    records. A kernel TCP run sets every offload it has a field for (tso, gso, gro,
+    checksums): they are its Scenario's, and its model reads them."""
+    s, eff, ex = config.scenario, resolved.effective, config.explicit
+    tcp = transport == "tcp"
 
+    def offload(knob: str) -> bool | None:
+        forced = s.loss_pct > 0 and knob in ("veth_segmentation", "nic_gro") and \
+            eff.get(knob) is False and not s.rtt_ms and not s.reorder_pct
+        if tcp and knob in ("veth_segmentation", "nic_gro", "tso"):
+            return bool(eff[knob])
+        return bool(eff.get(knob, config.knob(knob))) if knob in ex or forced else None
 
-def _port_bound(pid: int, port: int, transport: str = "udp") -> bool:
-    """Whether the network namespace of ``pid`` has a UDP socket on ``port``, or for
-    ``transport="tcp"`` a TCP socket listening there (state 0A, TCP_LISTEN)."""
-    lines: list[str] = []
-    for table in ((transport, transport + "6")):
-        with contextlib.suppress(OSError):
-            lines += Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-    hex_port = f":{port:04X}"
-    return any(line.split()[1].endswith(hex_port)
-               and (transport != "tcp" or line.split()[3] == "0A")
-               for line in lines if len(line.split()) > 3)
+    return LinkConfig(
+        mtu_bytes=s.mtu_bytes, veth_segmentation=offload("veth_segmentation"),
+        nic_gro=offload("nic_gro"), tso=offload("tso"), nic_lro=offload("nic_lro"),
+        nic_gso=bool(eff.get("gso", True)) if tcp else offload("nic_gso"),
+        csum_offload=bool(eff.get("csum_offload", True)) if tcp else None,
+        rx_ring=int(config.knob("rx_ring")), tx_ring=int(config.knob("tx_ring")),
+        irq_core=s.irq_core,
+        rate_gbps=s.link_gbps if "link_gbps" in config.explicit else 0.0,
+        queue_bytes=s.queue_bytes, loss_pct=s.loss_pct, rtt_ms=s.rtt_ms,
+        reorder_pct=s.reorder_pct, relay_queue_bytes=int(config.knob("relay_queue_bytes")),
+        # The UDP buffers are host-wide sysctls; kernel TCP sizes its own buffers
+        # (tcp_rmem/tcp_wmem of its namespaces), so a TCP run leaves them alone.
+        rcvbuf_bytes=0 if tcp else s.rcvbuf_bytes, sndbuf_bytes=0 if tcp else s.sndbuf_bytes,
+        seed=s.seed, transport=transport,
+        tcp_rmem_bytes=int(eff.get("tcp_rmem_bytes") or 0) if tcp else 0,
+        tcp_wmem_bytes=int(eff.get("tcp_wmem_bytes") or 0) if tcp else 0,
+        tcp_cc=str(eff.get("cc", "")) if tcp else "")
 
 
 class Testbed:
-    """Runs transfers. ``stacks`` may be replaced (tests add a hanging peer)."""
+    """Runs transfers. ``stacks`` may be replaced (tests add a hanging peer).
+
+    ``inventory``: the two hosts (default: the namespace pair on this host); with an
+    SSH inventory every run deploys to and runs on those hosts, through the same
+    steps (:class:`~quiclab.testbed.hostpair.HostPair` instead of
+    :class:`~quiclab.testbed.topology.Topology`)."""
 
     __test__ = False  # not a pytest test class despite the name
 
     def __init__(self, paths: Paths, stacks: dict[str, Stack] | None = None,
                  builder: Builder | None = None, startup_s: float = 15.0,
-                 log: Any = None):
+                 log: Any = None, inventory: Inventory | None = None):
         self.paths = paths
         self.stacks = dict(STACKS if stacks is None else stacks)
         self.builder = builder or Builder(paths.build_dir, paths.peers_dir, paths.bpf_dir)
         self.startup_s = startup_s
         self.log = log or (lambda line: None)
+        self.inventory = inventory or Inventory.namespaces(os.cpu_count() or 1)
+        self.deployer = Deployer()
         self._perf: bool | None = None
 
     def perf_ok(self) -> bool:
+        """Whether ``perf stat`` counts system calls on this machine (each host's agent
+        says so for itself: ``facts["perf"]``)."""
         if self._perf is None:
             self._perf = collect.perf_available()
         return self._perf
@@ -224,19 +268,23 @@ class Testbed:
         server, client = self.stacks.get(s.server), self.stacks.get(s.client)
         result = RunResult(run_id, config, repetition, "failed", None,
                            Side(s.server), Side(s.client), start_ns=time.time_ns())
+        result.hostpair = self.inventory.hostpair
         if server is None or client is None:
             missing = s.server if server is None else s.client
             result.failure_reason = f"stack {missing!r} is unknown"
             return result
+        ssh = self.inventory.ssh
         try:
-            resolved = resolve(config, server, client)
+            # Cores are checked on the hosts themselves (below) in SSH mode.
+            resolved = resolve(config, server, client, cores={} if ssh else None)
         except TestbedError as err:
             result.failure_reason = f"refused: {err}"
             return result
         result.effective = resolved.effective
         for stack in (server, client):
             absent = [p for p in self.builder.outputs(stack) if not p.exists()]
-            if absent:
+            if absent and not any(self.inventory.host(r).quiclab_dir for r in ("server",
+                                                                               "client")):
                 result.failure_reason = (f"{stack.name} is not built ({absent[0]} missing): "
                                          "run `quiclab testbed build`")
                 return result
@@ -245,45 +293,65 @@ class Testbed:
         logdir = self.paths.runs_dir / run_id
         logdir.mkdir(parents=True, exist_ok=True)
         result.logdir = str(logdir)
-        eff = resolved.effective
-        tcp = server.transport == "tcp"
-        link = LinkConfig(
-            mtu_bytes=s.mtu_bytes, veth_segmentation=eff["veth_segmentation"],
-            nic_gro=eff["nic_gro"], tso=eff["tso"],
-            rate_gbps=s.link_gbps if "link_gbps" in config.explicit else 0.0,
-            queue_bytes=s.queue_bytes, loss_pct=s.loss_pct, rtt_ms=s.rtt_ms,
-            reorder_pct=s.reorder_pct, relay_queue_bytes=int(config.knob("relay_queue_bytes")),
-            # The UDP buffers are host-wide sysctls; kernel TCP sizes its own buffers
-            # (tcp_rmem/tcp_wmem of its namespaces), so a TCP run leaves them alone.
-            rcvbuf_bytes=0 if tcp else s.rcvbuf_bytes, sndbuf_bytes=0 if tcp else s.sndbuf_bytes,
-            seed=s.seed, transport=server.transport, gso=eff.get("gso", True) if tcp else True,
-            csum_offload=eff.get("csum_offload", True),
-            tcp_rmem_bytes=eff.get("tcp_rmem_bytes") or 0 if tcp else 0,
-            tcp_wmem_bytes=eff.get("tcp_wmem_bytes") or 0 if tcp else 0,
-            tcp_cc=eff.get("cc", "") if tcp else "")
+        link = link_config(config, resolved, server.transport)
+        topo: Topology | HostPair
+        if ssh:
+            topo = HostPair(link, self.inventory, self.builder, self.deployer,
+                            {"server": server, "client": client}, run_id, logdir)
+        else:
+            topo = Topology(link, self.paths.state_dir, self.builder.loss_object,
+                            log_dir=logdir, inventory=self.inventory,
+                            build_dir=self.paths.build_dir, peers_dir=self.paths.peers_dir)
         try:
-            with Topology(link, self.paths.state_dir, self.builder.loss_object) as topo:
+            with topo:
+                self._on_hosts(topo, config, resolved, server, client)
                 self._transfer(topo, config, resolved, server, client, result, logdir)
         except TestbedError as err:
             result.status, result.failure_reason = "failed", str(err)
+        if topo.restore_failed:
+            result.topology["restore_failed"] = topo.restore_failed
+            if result.status == "ok":
+                result.status = "failed"
+                result.failure_reason = ("restore failed: " + "; ".join(
+                    f"{role}: {lines[0]}" for role, lines in topo.restore_failed.items()))
         result.end_ns = result.end_ns or time.time_ns()
         (logdir / "result.json").write_text(json.dumps(result.summary(), indent=2))
         return result
 
+    def _on_hosts(self, topo: Topology | HostPair, config: RunConfig, resolved: Resolved,
+                  server: Stack, client: Stack) -> None:
+        """What the hosts decide: the cores the peers go on (each host's own count and
+        the inventory's peer cores), and the offloads in effect as the interfaces have
+        them (recorded for the knobs the run left alone)."""
+        cores = {r: int(topo.hosts[r].facts.get("cores") or 1) for r in ("server", "client")}
+        resolved.effective.update(pinned_cores(
+            config.scenario, cores,
+            {r: self.inventory.host(r).peer_cores for r in ("server", "client")},
+            restrict=self.inventory.ssh))
+        features = {r: topo.applied.get(f"{r}.{topo.interface(r).dev}", {})
+                    for r in ("server", "client")}
+        for knob, role in (("veth_segmentation", "server"), ("nic_gro", "client"),
+                           ("tso", "server"), ("nic_lro", "client"), ("nic_gso", "server")):
+            long = FEATURES[knob][1]
+            if knob not in config.explicit and long in features[role]:
+                resolved.effective[knob] = features[role][long] == "on"
+
     # ------------------------------------------------------------------
-    def _command(self, topo: Topology, role: str, stack: Stack, resolved: Resolved,
-                 logdir: Path, config: RunConfig) -> list[str]:
-        argv = [*topo.exec_prefix(role)]
+    def _command(self, topo: Topology | HostPair, role: str, stack: Stack, resolved: Resolved,
+                 config: RunConfig) -> list[str]:
+        host = topo.hosts[role]
+        argv: list[str] = []
         if config.knob("nice"):
             argv += ["nice", "-n", str(int(config.knob("nice")))]
         core = resolved.effective.get(f"{role}_pinned_core")
         if core is not None:
             argv += ["taskset", "-c", str(core)]
-        if config.knob("count_syscalls") and self.perf_ok():
-            argv += collect.perf_prefix(logdir / f"{role}.perf")
+        there = PurePosixPath(topo.logdir(role))
+        if config.knob("count_syscalls") and host.facts.get("perf"):
+            argv += collect.perf_prefix(Path(str(there / f"{role}.perf")))
         argv += collect.NO_NET_ADMIN
-        argv += stack.argv(self.paths.build_dir, self.paths.peers_dir)
-        cert, key = self.builder.certs()
+        argv += topo.peer_argv(role, stack)
+        cert, key = (topo.place(role, p) for p in self.builder.certs())
         s = config.scenario
         # --bytes: one transfer's size, or one response's in request mode.
         nbytes = s.transfer_bytes if s.workload == "bulk" else s.request_bytes
@@ -295,152 +363,181 @@ class Testbed:
             argv += ["--role=client", f"--addr={topo.client_target}", f"--ca={cert}",
                      "--server-name=quiclab", f"--bytes={nbytes}"]
         if config.knob("qlog"):
-            qlog = logdir / f"qlog-{role}"
-            qlog.mkdir(exist_ok=True)
+            qlog = there / f"qlog-{role}"
+            host.run(["mkdir", "-p", str(qlog)])
             argv.append(f"--qlog={qlog}")
         return argv + (resolved.server_args if role == "server" else resolved.client_args)
 
-    def _start(self, argv: list[str], logdir: Path, name: str,
-               stack: Stack | None) -> subprocess.Popen[bytes]:
-        (logdir / f"{name}.cmd").write_text(" ".join(argv) + "\n")
-        env = dict(os.environ)
-        for key, value in (stack.env if stack else ()):
-            env[key] = value.format(build=self.paths.build_dir, peers=self.paths.peers_dir)
-        with open(logdir / f"{name}.out", "wb") as out, open(logdir / f"{name}.err", "wb") as err:
-            return subprocess.Popen(argv, stdout=out, stderr=err, env=env,
-                                    start_new_session=True)
+    @staticmethod
+    def _spawn(host: Host, name: str, argv: list[str], logdir: str, env: dict[str, str],
+               sample: bool = True, nice: int = 0) -> None:
+        """Start a peer through its host's agent; ``nice`` also goes to the peer's
+        autogroup (its own session: collect.set_autogroup_nice)."""
+        host.agent.request("spawn", name=name, argv=argv, env=env, logdir=logdir,
+                           sample=sample, **({"autogroup_nice": nice} if nice else {}))
 
-    def _transfer(self, topo: Topology, config: RunConfig, resolved: Resolved, server: Stack,
-                  client: Stack, result: RunResult, logdir: Path) -> None:
-        if server.transport == "tcp":
-            result.host["bench"] = self._bench(topo, server, resolved, int(config.knob("nice")))
-        relay = None
-        if topo.link.relayed:
-            relay = self._start(self._relay_argv(topo), logdir, "relay", None)
-        srv = self._start(self._command(topo, "server", server, resolved, logdir, config),
-                          logdir, "server", server)
+    def _transfer(self, topo: Topology | HostPair, config: RunConfig, resolved: Resolved,
+                  server: Stack, client: Stack, result: RunResult, logdir: Path) -> None:
+        srv, cli = topo.hosts["server"], topo.hosts["client"]
+        relay_host = topo.hosts.get("relay") if topo.relayed else None
         nice = int(config.knob("nice"))
-        if nice:
-            collect.set_autogroup_nice(srv.pid, nice)
-        cli: subprocess.Popen[bytes] | None = None
+        if server.transport == "tcp":
+            result.host["bench"] = self._bench(topo, server, resolved, nice)
+        nic_before = {r: topo.interface(r).counters() for r in ("server", "client")}
+        if relay_host is not None:
+            self._spawn(relay_host, "relay", self._relay_argv(topo), topo.logdir("relay"), {},
+                        sample=False)
+        self._spawn(srv, "server", self._command(topo, "server", server, resolved, config),
+                    topo.logdir("server"), topo.peer_env("server", server), nice=nice)
+        hosts = [srv, cli] + ([relay_host] if relay_host is not None else [])
+        two_machines = srv.facts.get("boot_id") != cli.facts.get("boot_id")
         try:
-            srv_sampler = collect.CpuSampler(srv.pid).start()
-            started = time.monotonic()
-            while not _port_bound(srv.pid, PORT, server.transport):
-                if srv.poll() is not None or time.monotonic() - started > 10:
-                    report = last_json((logdir / "server.out").read_text(errors="replace"))
-                    why = report.get("error") or _head(logdir / "server.err") or "no output"
-                    raise TestbedError(f"server {server.name} did not start: {why}")
-                time.sleep(0.02)
-            # What else keeps this host busy (the server only waits meanwhile).
-            ncores = os.cpu_count() or 1
-            background = collect.HostLoad(ncores)
+            bound = srv.agent.request("bound", wait_s=40, name="server", port=PORT,
+                                      timeout_s=10.0, transport=server.transport)
+            if not bound["bound"]:
+                topo.fetch_logs(logdir)
+                report = last_json(_read(logdir / "server.out"))
+                why = report.get("error") or _head(logdir / "server.err") or "no output"
+                raise TestbedError(f"server {server.name} did not start: {why}")
+            # What else keeps the hosts busy (the server only waits meanwhile).
+            srv.agent.request("load_begin", key="background")
             time.sleep(BACKGROUND_WINDOW_S)
-            result.host = {**result.host, "background_cores": round(background.cores(), 3),
-                           "cores": float(ncores)}
-            during = collect.HostLoad(ncores)
-            cores_during = collect.CoreLoad()
+            background = srv.agent.request("load", key="background")
+            result.host = {**result.host, "background_cores": round(background["cores"], 3),
+                           "cores": float(background["ncores"]),
+                           "nice": float(os.getpriority(os.PRIO_PROCESS, 0))}
+            for host in {id(h): h for h in (srv, cli)}.values():
+                host.agent.request("load_begin", key="during", per_core=True)
             # The server's samples start afresh here: the window's first edge.
-            srv_start = srv_sampler.cut()
-            result.start_ns = srv_start.time_ns
-            t0 = time.monotonic()
-            cli = self._start(self._command(topo, "client", client, resolved, logdir, config),
-                              logdir, "client", client)
-            if nice:
-                collect.set_autogroup_nice(cli.pid, nice)
-            cli_sampler = collect.CpuSampler(cli.pid).start()
-            cli_exit = collect.wait(cli, result.timeout_s, t0)
-            srv_end = srv_sampler.cut()
-            result.end_ns = srv_end.time_ns
-            result.host["busy_cores"] = round(during.cores(), 3)
-            result.host["per_core"] = cores_during.read()
-            result.client.samples = cli_sampler.stop()
+            srv_start = srv.agent.request("cut", name="server")
+            result.start_ns = srv.local_ns(srv_start["time_ns"])
+            self._spawn(cli, "client", self._command(topo, "client", client, resolved, config),
+                        topo.logdir("client"), topo.peer_env("client", client), nice=nice)
+            reply = cli.agent.request("wait", wait_s=result.timeout_s + 60, name="client",
+                                      timeout_s=result.timeout_s, since_start=True)
+            cli_exit = collect.Exit(**reply["exit"])
+            srv_end = srv.agent.request("cut", name="server")
+            result.end_ns = srv.local_ns(srv_end["time_ns"])
+            during = srv.agent.request("load", key="during")
+            result.host["busy_cores"] = round(during["cores"], 3)
+            result.host["per_core"] = during.get("per_core") or {}
+            if two_machines:
+                during = cli.agent.request("load", key="during")
+                result.host.update(client_busy_cores=round(during["cores"], 3),
+                                   client_cores=float(during["ncores"]),
+                                   client_per_core=during.get("per_core") or {})
+            cli_cores = cli.agent.request("stop_sampler", name="client")
             # Perf peers exit by themselves (--once) once the client has closed the
             # connection; wrapped tools serve forever and are stopped here.
             if not server.server_exits:
                 time.sleep(0.3)
-                collect.stop_peer(srv, signal.SIGTERM)
-            srv_exit = collect.wait(srv, 5.0, t0)
+                srv.agent.request("signal", name="server", signal=int(signal.SIGTERM),
+                                  peer_only=True)
+            reply = srv.agent.request("wait", wait_s=60, name="server", timeout_s=5.0,
+                                      since_start=True)
+            srv_exit = collect.Exit(**reply["exit"])
             if srv_exit.timed_out:
                 srv_exit.extra["killed"] = 1.0
-            result.server.samples = srv_sampler.stop()
-            if relay is not None:
+            srv_cores = srv.agent.request("stop_sampler", name="server")
+            relay_exit = None
+            if relay_host is not None:
                 # SIGTERM makes the relay print its counters; wait4 gives its CPU time.
-                collect.kill_group(relay, signal.SIGTERM)
-                relay_exit = collect.wait(relay, 3.0, t0)
+                relay_host.agent.request("signal", name="relay", signal=int(signal.SIGTERM))
+                relay_exit = collect.Exit(**relay_host.agent.request(
+                    "wait", wait_s=60, name="relay", timeout_s=3.0)["exit"])
         finally:
-            for proc in (cli, srv, relay):
-                if proc is not None and proc.returncode is None:
-                    collect.kill_group(proc, signal.SIGTERM)
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        proc.wait(timeout=2)
-                    collect.kill_group(proc, signal.SIGKILL)
-                    proc.wait()
-        if config.knob("count_syscalls") and self.perf_ok():
+            for host in hosts:
+                with contextlib.suppress(TestbedError):
+                    host.agent.request("reap", wait_s=60)
+        topo.fetch_logs(logdir)
+        if config.knob("count_syscalls") and srv.facts.get("perf"):
             # perf reaps the peer: a peer killed by a signal is in its stderr, not its exit.
             for peer_exit, role in ((cli_exit, "client"), (srv_exit, "server")):
-                err_text = (logdir / f"{role}.err").read_text(errors="replace")
-                collect.perf_child_status(peer_exit, err_text, collect.NO_NET_ADMIN[0])
+                collect.perf_child_status(peer_exit, _read(logdir / f"{role}.err"),
+                                          collect.NO_NET_ADMIN[0])
         result.client.exit, result.server.exit = cli_exit, srv_exit
         result.client.window_cpu = (cli_exit.user_s, cli_exit.system_s)
-        if srv_end.complete:
-            result.server.window_cpu = (max(0.0, srv_end.user_s - srv_start.user_s),
-                                        max(0.0, srv_end.system_s - srv_start.system_s))
+        if srv_end["complete"]:
+            result.server.window_cpu = (max(0.0, srv_end["user_s"] - srv_start["user_s"]),
+                                        max(0.0, srv_end["system_s"] - srv_start["system_s"]))
         else:  # the server had exited by the window's end: all it used since is inside
-            result.server.window_cpu = (max(0.0, srv_exit.user_s - srv_start.user_s),
-                                        max(0.0, srv_exit.system_s - srv_start.system_s))
-        for side, role, sampler in ((result.server, "server", srv_sampler),
-                                    (result.client, "client", cli_sampler)):
-            side.report = last_json((logdir / f"{role}.out").read_text(errors="replace"))
+            result.server.window_cpu = (max(0.0, srv_exit.user_s - srv_start["user_s"]),
+                                        max(0.0, srv_exit.system_s - srv_start["system_s"]))
+        for side, role, host, cores in ((result.server, "server", srv, srv_cores),
+                                        (result.client, "client", cli, cli_cores)):
+            side.samples = [collect.CpuSample(**{**c, "start_ns": host.local_ns(c["start_ns"]),
+                                                 "end_ns": host.local_ns(c["end_ns"])})
+                            for c in cores["samples"]]
+            side.report = last_json(_read(logdir / f"{role}.out"))
             side.stderr_tail = _tail(logdir / f"{role}.err", 2)
             side.syscalls = collect.parse_perf(logdir / f"{role}.perf")
-            side.snmp = topo.snmp(role)
-            side.link = topo.link_stats(role)
-            side.core_shares = sampler.core_shares()
+            iface = topo.interface(role)
+            side.snmp = parse_snmp("\n".join(
+                host.read(f) or "" for f in ("/proc/net/snmp", *(
+                    ("/proc/net/netstat",) if server.transport == "tcp" else ()))))
+            side.link = iface.link_stats()
+            side.core_shares = {int(c): v for c, v in cores["core_shares"].items()}
             pinned = resolved.effective.get(f"{role}_pinned_core")
             if pinned is not None:
                 side.core, side.core_source = int(pinned), "pinned"
-            elif (observed := sampler.main_core()) is not None:
-                side.core, side.core_source = observed, "observed"
-            elif (seen := sampler.last_core()) is not None:
-                side.core, side.core_source = seen, "last-seen"
-        result.topology = {"mode": "relayed" if topo.link.relayed else "direct",
-                           "namespaces": list(topo.ns.values()), "applied": topo.applied,
-                           "qdisc": topo.qdisc_stats("server")}
-        if relay is not None:
-            counters = last_json((logdir / "relay.out").read_text()).get("relay") or {}
+            elif cores["main_core"] is not None:
+                side.core, side.core_source = int(cores["main_core"]), "observed"
+            elif cores["last_core"] is not None:
+                side.core, side.core_source = int(cores["last_core"]), "last-seen"
+            after = iface.counters()
+            before = nic_before[role]
+            side.nic = {"counters_delta": None if before is None or after is None else
+                        {k: v - before.get(k, 0) for k, v in after.items()
+                         if v - before.get(k, 0)}}
+        result.topology = {"mode": "relayed" if topo.relayed else "direct",
+                           "hosts": self.inventory.kind, "applied": topo.applied,
+                           "qdisc": topo.interface("server").qdisc_stats()}
+        if isinstance(topo, Topology):
+            result.topology["namespaces"] = list(topo.ns.values())
+        else:
+            result.topology["netem"] = topo.netem
+        result.hosts = {r: host_record(topo.hosts[r], topo.interface(r).info())
+                        for r in ("server", "client")}
+        if relay_exit is not None:
+            counters = last_json(_read(logdir / "relay.out")).get("relay") or {}
             counters["cpu_s"] = relay_exit.cpu_s
             result.topology["relay"] = counters
         result.status, result.failure_reason = _verdict(result, cli_exit, srv_exit, client,
                                                         server, config)
 
-    def _bench(self, topo: Topology, stack: Stack, resolved: Resolved,
+    def _bench(self, topo: Topology | HostPair, stack: Stack, resolved: Resolved,
                nice: int = 0) -> dict[str, Any]:
         """The TCP peer's micro-benchmark on each side's core, just before the transfer
         (AES-GCM and memcpy ns per byte, a multiply-add step: how fast the core is for
-        this run, whatever else the host does; ``peers/tcp-tls`` ``--role=bench``)."""
+        this run, whatever else the host does; ``peers/tcp-tls`` ``--role=bench``), run
+        by each host's agent."""
         out: dict[str, Any] = {}
         for role in ("server", "client"):
             core = resolved.effective.get(f"{role}_pinned_core")
-            argv = [*topo.exec_prefix(role), *(["nice", "-n", str(nice)] if nice else []),
+            argv = [*(["nice", "-n", str(nice)] if nice else []),
                     *(["taskset", "-c", str(core)] if core is not None else []),
-                    *stack.argv(self.paths.build_dir, self.paths.peers_dir),
-                    "--role=bench", f"--bytes={BENCH_BYTES}"]
-            proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
-            report = last_json(proc.stdout)
+                    *topo.peer_argv(role, stack), "--role=bench", f"--bytes={BENCH_BYTES}"]
+            done = topo.hosts[role].run(argv, timeout_s=30.0)
+            report = last_json(done.stdout)
             out[role] = {k: v for k, v in report.items() if "_ns" in k}
         return out
 
-    def _relay_argv(self, topo: Topology) -> list[str]:
+    def _relay_argv(self, topo: Topology | HostPair) -> list[str]:
         link = topo.link
         one_way_s = link.rtt_ms / 2e3
         # Bound: 2 × what is in flight in the delay line at the relay's top rate (or the link's).
-        rate_bps = min(link.rate_gbps * 1e9 if link.rate_gbps else 2e9, 2e9)
-        queue = link.relay_queue_bytes or max(1 << 20, int(2 * rate_bps / 8 * one_way_s))
-        return [*topo.exec_prefix("relay"), str(self.builder.relay()),
+        queue = relay_queue_bytes(link)
+        return [topo.place("relay", self.builder.relay()),
                 f"-listen={topo.client_target}", f"-server={topo.server_listen}",
                 f"-delay={one_way_s * 1e6:.0f}us", f"-reorder-pct={link.reorder_pct}",
                 f"-queue-bytes={queue}", f"-seed={link.seed + 1}"]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _server_problem(srv_exit: collect.Exit, server: Stack) -> str | None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import platform
 import re
 import statistics
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,10 +48,27 @@ class Session:
     results: list[RunResult] = field(default_factory=list)
     #: Runs not made because the catalog already had them ``ok`` (``resume=True``).
     skipped: int = 0
+    #: Take host probes (testbed/probe.py) at the session's start, middle and end
+    #: (:meth:`probe`); the command line turns it on unless ``--no-probe``.
+    probing: bool = False
+    #: Also a short probe (one round, one 50 MB transfer: ~3 s) before each point of a
+    #: sweep, so that each cell has a state of its own minutes (``--probe-points``).
+    probe_points: bool = False
+    #: This session's id, carried by its runs (``extra.provenance.session``) and probes.
+    session_id: str = ""
+    #: The ids of the probes this session took.
+    probes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.cpu_name:
             self.cpu_name, self.aes_ni = record.host_cpu()
+        if not self.session_id:
+            self.session_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+
+    def run_id(self, config: RunConfig, repetition: int) -> str:
+        """The id of one repetition of ``config`` on this session's hosts."""
+        return record.run_id(config.experiment, config.key(), repetition,
+                             self.testbed.inventory.hostpair)
 
     def provenance(self) -> dict[str, Any]:
         records = self.testbed.builder.records()
@@ -58,7 +77,51 @@ class Session:
             "builds": {k: v.get("source_hash") for k, v in records.items()},
             "versions": {k: s.version for k, s in self.testbed.stacks.items()},
             "kernel": platform.release(), "python": platform.python_version(),
+            "session": self.session_id,
         }
+
+    def probe(self, phase: str, light: bool = False) -> str | None:
+        """Take a host probe (when :attr:`probing`) and store it with this session's id;
+        ``light``: one round and one 50 MB transfer (a point's probe).
+
+        The caller holds the testbed lock. A probe that fails is logged and the
+        session goes on (its runs are worth more than the reference beside them).
+        Returns the probe's id, or None.
+        """
+        if not self.probing:
+            return None
+        if self.testbed.inventory.ssh:
+            # The probe measures the machine it runs on (its micro-benchmarks and UDP
+            # pairs are local): not the inventory's hosts, whose runs it would describe.
+            if phase == "start":
+                self.log("host probes skipped: they measure this machine, not the "
+                         "inventory's hosts")
+            return None
+        from quiclab.testbed import probe as probe_mod
+        from quiclab.testbed import probe_store
+
+        try:
+            if light:
+                found = probe_mod.run_probe(testbed=self.testbed, session=self.session_id,
+                                            phase=phase, state_dir=self.testbed.paths.state_dir,
+                                            rounds=1, quic_transfers=1, quic_bytes=50_000_000)
+            else:
+                found = probe_mod.run_probe(testbed=self.testbed, session=self.session_id,
+                                            phase=phase, state_dir=self.testbed.paths.state_dir)
+        except (QuiclabError, OSError) as err:
+            self.log(f"host probe ({phase}) failed: {err}")
+            return None
+        if self.catalog_path is not None:
+            probe_store.store(self.catalog_path, found)
+        self.probes.append(found.probe_id)
+        quic = found.figures.get("quic_packet")
+        self.log(f"host probe {found.probe_id} ({phase}, session {self.session_id}): "
+                 f"{found.duration_s:.1f} s, AES-GCM {found.ns('aes_gcm_packet'):.0f} ns/packet, "
+                 f"UDP send {found.ns('udp_send'):.0f} ns"
+                 + (f", {found.quic.get('stack')} {quic.ns:.0f} ns/packet" if quic else "")
+                 + f", other busy cores {found.state.other_busy_cores:.2f}, "
+                 f"steal {found.state.steal_cores:.3f}")
+        return found.probe_id
 
     def _existing(self, run_ids: list[str]) -> dict[str, str]:
         if self.catalog_path is None or not Path(self.catalog_path).exists() or not run_ids:
@@ -77,7 +140,7 @@ class Session:
             return 0
         from quiclab.datasets.catalog import Catalog
 
-        prefix = record.run_id(config.experiment, config.key(), 0)[:-1]
+        prefix = self.run_id(config, 0)[:-1]
         with Catalog(self.catalog_path) as cat:
             row = cat.con.execute("SELECT max(repetition) FROM runs WHERE starts_with(run_id, ?)",
                                   [prefix]).fetchone()
@@ -86,7 +149,7 @@ class Session:
     def outcomes(self, config: RunConfig, repeat: int) -> list[dict[str, Any]]:
         """Repetitions 0 … repeat−1 of ``config`` that have a result: this session's,
         else the catalog's (status, goodput_mbps, failure_reason, server_cpu_s)."""
-        ids = [record.run_id(config.experiment, config.key(), r) for r in range(repeat)]
+        ids = [self.run_id(config, r) for r in range(repeat)]
         mine = {r.run_id: r for r in self.results}
         stored: dict[str, dict[str, Any]] = {}
         missing = [rid for rid in ids if rid not in mine]
@@ -120,13 +183,41 @@ class Session:
             cat.con.execute("DELETE FROM cpu_samples WHERE run_id = ?", [result.run_id])
             cat.upsert("runs", [row])
             cat.upsert("cpu_samples", record.sample_rows(result))
+            hosts = record.host_rows(result)
+            for host in hosts:
+                first = cat.con.execute("SELECT min(first_run_ns) FROM hosts WHERE host_id = ?",
+                                        [host["host_id"]]).fetchone()
+                if first and first[0] is not None:
+                    host["first_run_ns"] = min(int(first[0]), host["first_run_ns"])
+            cat.upsert("hosts", hosts)
+        if result.logdir and result.config.knob("qlog"):
+            self.store_qlog(result)
+
+    def store_qlog(self, result: RunResult) -> None:
+        """The run's qlog traces into ``qlog_*`` (``datasets/qlog.py``), after the run
+        row is stored: a damaged trace is one ``ingest_issues`` line, the run stays."""
+        from quiclab.datasets import qlog
+        from quiclab.datasets.catalog import Catalog
+
+        assert self.catalog_path is not None
+        s = result.config.scenario
+        parquet_root = Path(self.catalog_path).parent / "qlog"
+        try:
+            with Catalog(self.catalog_path) as cat, cat.transaction():
+                rows = qlog.ingest_run(cat, result.run_id, Path(result.logdir),
+                                       server=s.server, client=s.client,
+                                       parquet_root=parquet_root, log=self.log)
+            self.log(f"{result.run_id}: {len(rows)} qlog trace(s), "
+                     f"{sum(r['events'] for r in rows)} events")
+        except Exception as err:
+            self.log(f"{result.run_id}: qlog not ingested: {type(err).__name__}: {err}")
 
     def run(self, config: RunConfig, repeat: int = 1, first: int | None = None,
             resume: bool = False) -> list[RunResult]:
         """Run ``repeat`` repetitions; with ``resume``, skip ones already ``ok`` in the catalog."""
         start = self.next_repetition(config) if first is None else first
         reps = list(range(start, start + repeat))
-        ids = [record.run_id(config.experiment, config.key(), r) for r in reps]
+        ids = [self.run_id(config, r) for r in reps]
         done = self._existing(ids) if resume else {}
         out = []
         for rep, rid in zip(reps, ids, strict=True):
@@ -457,12 +548,17 @@ def sweep(session: Session, spec_path: Path, repeat: int | None = None,
 
 
 def sweep_plan(spec_path: Path, repeat: int | None = None, transfer_bytes: int | None = None,
-               stacks: dict[str, Any] | None = None
+               stacks: dict[str, Any] | None = None, experiment: str | None = None
                ) -> tuple[int, list[tuple[SweepPoint, RunConfig]]]:
     """(repetitions per point, every point with its RunConfig) of a sweep spec, all
-    checked; raises SpecError in one line. Nothing is created or run."""
+    checked; raises SpecError in one line. Nothing is created or run. ``experiment``
+    replaces the spec's name (the runs' experiment)."""
     where = str(spec_path)
     spec = load_spec(spec_path)
+    if experiment is not None:
+        if not experiment.strip():
+            raise SpecError(f"--experiment={experiment!r}: allowed a non-empty name")
+        spec["name"] = experiment
     tb = spec.get("testbed") or {}
     if repeat is not None and not 1 <= repeat <= MAX_REPEAT:
         raise SpecError(f"--repeat={repeat}: allowed 1 … {MAX_REPEAT}")
@@ -483,10 +579,16 @@ def sweep_summary(session: Session, spec_path: Path, repeat: int | None = None,
                                       session.testbed.stacks)
     out: list[RunResult] = []
     before = session.skipped
+    session.probe("start")
     for i, (point, config) in enumerate(points, 1):
+        if i == len(points) // 2 + 1 and len(points) > 1:
+            session.probe("middle")
+        elif i > 1 and session.probe_points:
+            session.probe("point", light=True)
         session.log(f"[{i}/{len(points)}] {point.server} → {point.client} "
                     f"{point.changes or ''} {point.knobs or ''}".rstrip())
         out += session.run(config, reps, first=0, resume=True)
+    session.probe("end")
     return SweepSummary(out, len(points), session.skipped - before)
 
 
@@ -511,7 +613,10 @@ def matrix(session: Session, stacks: Iterable[str], repeat: int = 3,
                 server, client, changes, knobs, transfer_bytes=transfer_bytes,
                 experiment=experiment)
     cells: dict[tuple[str, str], dict[str, Any]] = {}
-    for (server, client), config in planned.items():
+    session.probe("start")
+    for i, ((server, client), config) in enumerate(planned.items(), 1):
+        if i == len(planned) // 2 + 1 and len(planned) > 1:
+            session.probe("middle")
         if isinstance(config, str):
             cells[(server, client)] = {"status": "incompatible", "reason": config}
             session.log(f"{server} → {client}: cannot talk ({config})")
@@ -525,6 +630,7 @@ def matrix(session: Session, stacks: Iterable[str], repeat: int = 3,
             "status": "ok" if ok else "failed", "runs": len(runs), "new_runs": len(new),
             "median_mbps": statistics.median(ok) if ok else None,
             "reason": failed[0] if failed and not ok else None}
+    session.probe("end")
     return cells
 
 
@@ -554,7 +660,10 @@ def noise(session: Session, stacks: Iterable[str], repeat: int = 10,
                                             experiment=experiment)
                for name in names for pin in (False, True)}
     rows = []
-    for name in names:
+    session.probe("start")
+    for i, name in enumerate(names, 1):
+        if i == len(names) // 2 + 1 and len(names) > 1:
+            session.probe("middle")
         row: dict[str, Any] = {"stack": name}
         for pin in (False, True):
             config = planned[(name, pin)]
@@ -569,4 +678,5 @@ def noise(session: Session, stacks: Iterable[str], repeat: int = 10,
             row[f"{key}_server_cpu_cv"] = cv([float(r["server_cpu_s"]) for r in ok
                                               if r["server_cpu_s"] is not None])
         rows.append(row)
+    session.probe("end")
     return rows

@@ -61,6 +61,13 @@ TESTBED_KNOBS: dict[str, Any] = {
     "relay_queue_bytes": 0,
     # Per-run timeout in seconds (0 = derived from the expected transfer time).
     "timeout_s": 0.0,
+    # Host knobs (real NICs; refused where an interface lacks them, as a veth does):
+    # ethtool -K lro / gso on both interfaces and ring sizes (ethtool -G; 0 = leave).
+    # The core the NIC's interrupts go to is the Scenario's irq_core.
+    "nic_lro": False,
+    "nic_gso": True,
+    "rx_ring": 0,
+    "tx_ring": 0,
     # TCP peers: bytes per application write (SSL_write or write()) and read buffer
     # (0 = the peer's default: one TLS record, or iperf3's 128 KiB for plain TCP).
     "app_write_bytes": 0,
@@ -72,6 +79,9 @@ TESTBED_KNOBS: dict[str, Any] = {
     # measured, not the host's load.
     "nice": 0,
 }
+#: Knobs that enter a configuration's key (its run ids) only when set explicitly: added
+#: after runs were recorded, whose ids must stay as they were.
+HOST_KNOBS = ("nic_lro", "nic_gso", "rx_ring", "tx_ring")
 
 
 @dataclass(frozen=True)
@@ -251,7 +261,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         build="cargo", source="quinn", command=("{peers}/quinn/target/release/quinn-peer",),
         version="quinn 0.11.12", default_udp_payload_bytes=1452,
         gso="switch", gro="on", gso_max_payload_bytes=6500, ccs=("cubic", "reno", "bbr"),
-        ciphers=("aes-ni", "chacha20"), min_goodput_mbps=200.0,
+        ciphers=("aes-ni", "chacha20"), min_goodput_mbps=200.0, qlog=True,
         pacing_source="quinn-proto: poll_transmit waits on Pacer::delay, a token bucket at 1.25 × "
                       "cwnd / RTT (connection/pacing.rs); no switch",
         pacing_burst=(1.6, 10, 256, 1.0),
@@ -349,7 +359,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
         build="cargo", source="quiche", command=("{peers}/quiche/target/release/quiche-peer",),
         version="quiche 0.30.0", default_udp_payload_bytes=1472, gso="switch", gro="switch",
         ccs=("cubic", "reno", "bbr"), ciphers=("aes-ni",), apt=("libclang-dev", "cmake"),
-        min_goodput_mbps=100.0, pacing=False,
+        min_goodput_mbps=100.0, pacing=False, qlog=True,
         fc_window_bytes=16 << 20,
         fc_window_source="peers/quiche/src/main.rs config(): max stream window 16 MiB, "
                          "connection window 24 MiB unless --stream-window / --conn-window",

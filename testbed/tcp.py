@@ -67,9 +67,12 @@ def _refuse(field: str, value: Any, stack: Stack, why: str) -> TestbedError:
     return TestbedError(f"{field}={shown} cannot be honoured by {stack.name}: {why}")
 
 
-def resolve(config: Any, server: Stack, client: Stack) -> Any:
+def resolve(config: Any, server: Stack, client: Stack, cores: dict[str, int] | None = None,
+            peer_cores: dict[str, tuple[int, ...]] | None = None,
+            restrict: bool = False) -> Any:
     """Peer flags and the values in effect for a run of two TCP peers (one line refuses
-    what the kernel or the veth cannot do). ``config`` is a testbed RunConfig."""
+    what the kernel or the veth cannot do). ``config`` is a testbed RunConfig; ``cores``,
+    ``peer_cores``, ``restrict``: the hosts' cores, as for config.resolve."""
     from quiclab.testbed.config import Resolved, pinning
 
     s: Scenario = config.scenario
@@ -147,7 +150,7 @@ def resolve(config: Any, server: Stack, client: Stack) -> Any:
         args.append(f"--write-bytes={eff['app_write_bytes']}")
     if eff["app_read_bytes"]:
         args.append(f"--read-bytes={eff['app_read_bytes']}")
-    pinning(s, eff)
+    pinning(s, eff, cores, peer_cores, restrict)
     return Resolved(args + list(server.server_args), args + list(client.client_args), eff)
 
 

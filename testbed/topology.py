@@ -1,4 +1,4 @@
-"""Network namespaces, veth links and the per-run link knobs.
+"""Network namespaces, veth links, the per-run link knobs, and the testbed lock.
 
 Two namespaces joined by one veth pair (``direct``), or three with a
 userspace UDP relay in the middle when delay or reordering is asked for
@@ -12,10 +12,13 @@ Addresses are from 198.18.0.0/15 (RFC 2544, reserved for benchmarking
 network devices) and live only inside these namespaces, which have no
 default route.
 
-Per run (:class:`LinkConfig`): veth MTU; NIC offloads with ``ethtool -K``
-(``tx-udp-segmentation``, ``gro``, ``tso``); link rate with ``tc tbf`` on the
-server's egress (the data direction); random loss with a tc eBPF classifier
-on the client's ingress (``bpf/loss.bpf.c``); UDP buffer sizes through the
+Each namespace is a host with an agent in it (:mod:`~quiclab.testbed.hosts`), and
+the run's knobs are set by :func:`apply_knobs`, the code that also sets them on
+two servers over SSH (:mod:`~quiclab.testbed.hostpair`): MTU, offloads with
+``ethtool -K`` (``tx-udp-segmentation``, ``gro``, ``tso``, …), ring sizes and IRQ
+affinity where the interface has them, the link rate with ``tc tbf`` on the
+server's egress (the data direction), random loss with a tc eBPF classifier on
+the client's ingress (``bpf/loss.bpf.c``). The UDP buffer sizes go through the
 host-wide ``net.core.{r,w}mem_{max,default}`` (they cannot be set inside a
 namespace), restored afterwards.
 """
@@ -23,6 +26,7 @@ namespace), restored afterwards.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -30,11 +34,25 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from quiclab.testbed.errors import TestbedError
+from quiclab.testbed.hosts import AgentClient, Host, netns_agent_argv
+from quiclab.testbed.inventory import Inventory
+
+# The path knobs and their code live in link.py; imported from here as before.
+from quiclab.testbed.link import (  # noqa: F401
+    MAX_GSO_SKB_BYTES,
+    MIN_TBF_LIMIT_BYTES,
+    LinkConfig,
+    NoNetem,
+    apply_knobs,
+    netem_limit_packets,
+)
+from quiclab.testbed.nic import Interface
+from quiclab.testbed.stacks import Stack
 
 PREFIX = "quiclab-"
 DEFAULT_STATE_DIR = Path("/run/quiclab")
@@ -46,54 +64,6 @@ PORT = 4433
 #: (host-wide; a namespace cannot set its own default to one outside it either). A TCP
 #: run whose controller is missing adds it for the run and restores the list after.
 ALLOWED_CC = "net.ipv4.tcp_allowed_congestion_control"
-
-
-#: The largest UDP GSO skb as tc counts it: a 64 KiB datagram plus, for each further
-#: segment, the Ethernet/IP/UDP headers it will carry (qdisc_pkt_len; 54 segments at the
-#: smallest payload the stacks send, 1200 B).
-MAX_GSO_SKB_BYTES = 65535 + 14 + 53 * 42
-#: The default tbf queue floor, two of those (136 KiB). A bfifo admits an skb whole or
-#: drops it whole, so a 64 KiB limit refuses every full-size GSO batch (44 × 1472 B counts
-#: 66.6 KB): quiche at 1 Gbit/s then moved 277 Mbit/s with a 27 ms PTO after each refused
-#: batch (19 in 0.6 s, strace), and 942 Mbit/s with this floor (README "Rate").
-MIN_TBF_LIMIT_BYTES = 136 * 1024
-
-
-@dataclass(frozen=True)
-class LinkConfig:
-    """The knobs of one run's path. Units in the names; 0 means "not set"."""
-
-    mtu_bytes: int = 1500
-    #: tx-udp-segmentation on the veths: on passes GSO batches unsegmented.
-    veth_segmentation: bool = True
-    nic_gro: bool = False
-    tso: bool = True
-    rate_gbps: float = 0.0
-    #: tbf queue limit in bytes (0 = 1 × BDP at the rate, at least MIN_TBF_LIMIT_BYTES).
-    queue_bytes: int = 0
-    loss_pct: float = 0.0
-    #: Added round-trip delay (half each way, in the relay).
-    rtt_ms: float = 0.0
-    reorder_pct: float = 0.0
-    relay_queue_bytes: int = 0
-    rcvbuf_bytes: int = 0
-    sndbuf_bytes: int = 0
-    seed: int = 0
-    #: "udp" (the QUIC peers) or "tcp" (kernel TCP peers: the fields below apply,
-    #: and the loss classifier drops TCP segments).
-    transport: str = "udp"
-    #: generic-segmentation-offload and tx/rx checksumming on both veths (TCP runs).
-    gso: bool = True
-    csum_offload: bool = True
-    #: The namespaces' net.ipv4.tcp_rmem[2] / tcp_wmem[2] and tcp_congestion_control
-    #: (0 / "": left as the kernel has them).
-    tcp_rmem_bytes: int = 0
-    tcp_wmem_bytes: int = 0
-    tcp_cc: str = ""
-
-    @property
-    def relayed(self) -> bool:
-        return self.rtt_ms > 0 or self.reorder_pct > 0
 
 
 def _run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -187,7 +157,23 @@ def clean_stale(state_dir: Path = DEFAULT_STATE_DIR, everything: bool = False) -
         if everything or owner is None or (owner != os.getpid() and not _pid_alive(owner)):
             _kill_namespace(ns)
             removed.append(ns)
+    _drop_orphan_journals(state_dir / "agent")
     return removed
+
+
+def _drop_orphan_journals(journal_dir: Path) -> None:
+    """Remove agents' journals whose network namespace is gone (a killed run's
+    namespaces, deleted above: what the journal would undo went with them)."""
+    if not journal_dir.is_dir():
+        return
+    alive: set[str] = set()
+    for path in [Path("/proc/1/ns/net"), *Path("/run/netns").glob("*")]:
+        with contextlib.suppress(OSError):
+            alive.add(str(os.stat(path).st_ino))
+    for journal in journal_dir.glob("agent-*.json"):
+        netns = journal.name.split("-")[1] if journal.name.count("-") >= 2 else ""
+        if netns not in alive:
+            journal.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -221,11 +207,27 @@ def exclusive(state_dir: Path = DEFAULT_STATE_DIR, wait_s: float = 600.0) -> Ite
 _COUNTER = iter(range(1, 1 << 30))
 
 
+def tbf_limit_bytes(link: LinkConfig) -> int:
+    """The ``tc tbf`` queue limit a rate-limited run gets: ``queue_bytes``, else 1 × BDP
+    at the rate (RTT at least 0.1 ms), at least :data:`MIN_TBF_LIMIT_BYTES`."""
+    rate_bps = link.rate_gbps * 1e9
+    return link.queue_bytes or max(MIN_TBF_LIMIT_BYTES, int(
+        rate_bps / 8 * max(link.rtt_ms, 0.1) / 1e3))
+
+
+def relay_queue_bytes(link: LinkConfig) -> int:
+    """The delay relay's queue bound per direction: ``relay_queue_bytes``, else 2 × what
+    the delay line holds at the relay's top rate (or the link's), at least 1 MiB."""
+    one_way_s = link.rtt_ms / 2e3
+    rate_bps = min(link.rate_gbps * 1e9 if link.rate_gbps else 2e9, 2e9)
+    return link.relay_queue_bytes or max(1 << 20, int(2 * rate_bps / 8 * one_way_s))
+
+
 class Topology:
     """The namespaces of one run. Use as a context manager: always torn down.
 
     ``exec_prefix(role)`` gives the argv prefix that runs a command inside the
-    ``server``, ``client`` or ``relay`` namespace.
+    ``server``, ``client`` or ``relay`` namespace; ``hosts[role]`` is the agent there.
     """
 
     SERVER_IP = "198.18.0.1"
@@ -233,9 +235,12 @@ class Topology:
     # Relayed: server 198.18.1.1 — .1.2 relay .2.2 — 198.18.2.1 client.
     RELAY_SERVER_SIDE = ("198.18.1.1", "198.18.1.2")
     RELAY_CLIENT_SIDE = ("198.18.2.1", "198.18.2.2")
+    DEV = "eth0"
 
     def __init__(self, link: LinkConfig, state_dir: Path = DEFAULT_STATE_DIR,
-                 loss_object: Callable[..., Path] | None = None):
+                 loss_object: Callable[..., Path] | None = None,
+                 log_dir: Path | None = None, inventory: Inventory | None = None,
+                 build_dir: Path = Path("/"), peers_dir: Path = Path("/")):
         self.link = link
         self.state_dir = state_dir
         self.loss_object = loss_object
@@ -245,6 +250,28 @@ class Topology:
         self.state_file = state_dir / f"{self.tag}.json"
         self.saved_sysctl: dict[str, str] = {}
         self.applied: dict[str, Any] = {}
+        self.inventory = inventory or Inventory.namespaces(os.cpu_count() or 1)
+        self.log_dir = log_dir or state_dir / "agent-logs"
+        self.hosts: dict[str, Host] = {}
+        self.build_dir, self.peers_dir = build_dir, peers_dir
+        #: Undos that failed at the end, per host (none expected: the namespaces go).
+        self.restore_failed: dict[str, list[str]] = {}
+
+    # -- where things are on the hosts: this machine's paths -------------------------
+    def place(self, role: str, local: Path) -> str:
+        return str(local)
+
+    def logdir(self, role: str) -> str:
+        return str(self.log_dir)
+
+    def peer_argv(self, role: str, stack: Stack) -> list[str]:
+        return stack.argv(self.build_dir, self.peers_dir)
+
+    def peer_env(self, role: str, stack: Stack) -> dict[str, str]:
+        return {k: v.format(build=self.build_dir, peers=self.peers_dir) for k, v in stack.env}
+
+    def fetch_logs(self, local: Path) -> None:
+        """The peers wrote into the run's log directory already (this machine)."""
 
     # -- addresses -------------------------------------------------------
     @property
@@ -258,11 +285,18 @@ class Topology:
         ip = self.RELAY_CLIENT_SIDE[1] if self.link.relayed else self.SERVER_IP
         return f"{ip}:{PORT}"
 
+    @property
+    def relayed(self) -> bool:
+        return self.link.relayed
+
     def namespace(self, role: str) -> str:
         return self.ns[{"server": "srv", "client": "cli", "relay": "rly"}[role]]
 
     def exec_prefix(self, role: str) -> list[str]:
         return ["ip", "netns", "exec", self.namespace(role)]
+
+    def interface(self, role: str) -> Interface:
+        return Interface(self.hosts[role], self.DEV, role)
 
     def _ip(self, role: str, *args: str) -> None:
         _run(["ip", "-n", self.namespace(role), *args])
@@ -282,7 +316,8 @@ class Topology:
         self.down()
 
     def up(self) -> None:
-        """Create namespaces, links, addresses and apply the link knobs."""
+        """Create namespaces, links and addresses, start an agent in each namespace and
+        apply the link knobs."""
         require_root()
         if self.link.rcvbuf_bytes or self.link.sndbuf_bytes:
             self.saved_sysctl = {n: read_sysctl(n) for n in BUFFER_SYSCTLS}
@@ -299,16 +334,26 @@ class Topology:
                 self._pair("server", "eth0", "relay", "eth1", *self.RELAY_SERVER_SIDE)
                 self._pair("client", "eth0", "relay", "eth2",
                            self.RELAY_CLIENT_SIDE[0], self.RELAY_CLIENT_SIDE[1])
-                self._offloads("relay", "eth1", segmentation=True, gro=False)
-                self._offloads("relay", "eth2", segmentation=True, gro=False)
+                for dev in ("eth1", "eth2"):
+                    _run([*self.exec_prefix("relay"), "ethtool", "-K", dev,
+                          "tx-udp-segmentation", "on", "gro", "off"])
             else:
                 self._pair("server", "eth0", "client", "eth0", self.SERVER_IP, self.CLIENT_IP)
-            self._offloads("server", "eth0", self.link.veth_segmentation, self.link.nic_gro)
-            self._offloads("client", "eth0", self.link.veth_segmentation, self.link.nic_gro)
-            if self.link.rate_gbps:
-                self._rate()
-            if self.link.loss_pct:
-                self._loss()
+            roles = ("server", "client") + (("relay",) if self.link.relayed else ())
+            for role in roles:
+                spec = self.inventory.host(role) if role != "relay" else dataclasses.replace(
+                    self.inventory.client, role="relay", name="relay")
+                agent = AgentClient(netns_agent_argv(self.namespace(role), self.state_dir),
+                                    f"netns:{role}", self.log_dir / f"agent-{role}.log")
+                self.hosts[role] = Host(spec, agent.start())
+                self.hosts[role].hello({"pid": os.getpid(), "topology": self.tag})
+            loss = (str(self.loss_object(self.link.loss_pct, self.link.transport))
+                    if self.link.loss_pct and self.loss_object else None)
+            if self.link.loss_pct and loss is None:
+                raise TestbedError("loss_pct needs the eBPF loss classifier (clang); "
+                                   "run `quiclab testbed build`")
+            self.applied.update(apply_knobs(self.interface("server"), self.interface("client"),
+                                            self.link, loss))
             self._buffers()
             if self.link.transport == "tcp":
                 self._tcp_sysctls()
@@ -324,70 +369,15 @@ class Topology:
             self._ip(role, "addr", "add", f"{ip}/24", "dev", dev)
             self._ip(role, "link", "set", dev, "up")
 
-    def _offloads(self, role: str, dev: str, segmentation: bool, gro: bool) -> None:
-        onoff = {True: "on", False: "off"}
-        extra: list[str] = []
-        if self.link.transport == "tcp":
-            # Checksums first: without tx-checksumming the kernel drops TSO itself.
-            extra = ["tx", onoff[self.link.csum_offload], "rx", onoff[self.link.csum_offload],
-                     "gso", onoff[self.link.gso]]
-        _run([*self.exec_prefix(role), "ethtool", "-K", dev, *extra,
-              "tx-udp-segmentation", onoff[segmentation], "gro", onoff[gro],
-              "tso", onoff[self.link.tso and (self.link.csum_offload
-                                             or self.link.transport != "tcp")]])
-        features = _run([*self.exec_prefix(role), "ethtool", "-k", dev]).stdout
-        state = {}
-        for line in features.splitlines():
-            key, _, value = line.strip().partition(":")
-            if key in ("tx-udp-segmentation", "generic-receive-offload",
-                       "tcp-segmentation-offload", "generic-segmentation-offload",
-                       "large-receive-offload", "tx-checksumming", "rx-checksumming"):
-                state[key] = value.split()[0] if value.split() else value
-        self.applied[f"{role}.{dev}"] = state
-
-    def _rate(self) -> None:
-        rate_bps = self.link.rate_gbps * 1e9
-        # Burst: at least one 64 KiB GSO batch, or 2 ms at the rate (one timer tick).
-        burst = max(64 * 1024 + 2 * self.link.mtu_bytes, int(rate_bps / 8 * 0.002))
-        limit = self.link.queue_bytes or max(MIN_TBF_LIMIT_BYTES, int(
-            rate_bps / 8 * max(self.link.rtt_ms, 0.1) / 1e3))
-        _run([*self.exec_prefix("server"), "tc", "qdisc", "replace", "dev", "eth0", "root",
-              "tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "limit", str(limit)])
-        self.applied["tbf"] = {"rate_bps": int(rate_bps), "burst_bytes": burst,
-                               "limit_bytes": limit}
-
-    def _loss(self) -> None:
-        if self.loss_object is None:
-            raise TestbedError("loss_pct needs the eBPF loss classifier (clang); "
-                               "run `quiclab testbed build`")
-        obj = (self.loss_object(self.link.loss_pct, "tcp") if self.link.transport == "tcp"
-               else self.loss_object(self.link.loss_pct))
-        prefix = self.exec_prefix("client")
-        _run([*prefix, "tc", "qdisc", "replace", "dev", "eth0", "clsact"])
-        _run([*prefix, "tc", "filter", "replace", "dev", "eth0", "ingress", "bpf",
-              "direct-action", "obj", str(obj), "sec", "tc"])
-        self.applied["loss"] = {"where": "client eth0 ingress (tc bpf)", "object": obj.name,
-                                "loss_pct": self.link.loss_pct}
-
     def _buffers(self) -> None:
-        if self.link.rcvbuf_bytes:
-            write_sysctl("net.core.rmem_max", self.link.rcvbuf_bytes)
-            write_sysctl("net.core.rmem_default", self.link.rcvbuf_bytes)
-        if self.link.sndbuf_bytes:
-            write_sysctl("net.core.wmem_max", self.link.sndbuf_bytes)
-            write_sysctl("net.core.wmem_default", self.link.sndbuf_bytes)
+        for name, value in self.link.buffer_sysctls().items():
+            write_sysctl(name, value)
         self.applied["sysctl"] = {n: read_sysctl(n) for n in BUFFER_SYSCTLS}
 
     def _tcp_sysctls(self) -> None:
         """The namespaces' own TCP settings (net.ipv4.tcp_* are per network namespace):
         the largest autotuned buffers and the default congestion controller."""
-        settings: dict[str, str] = {}
-        if self.link.tcp_rmem_bytes:
-            r = self.link.tcp_rmem_bytes
-            settings["net.ipv4.tcp_rmem"] = f"4096 {min(131072, r)} {r}"
-        if self.link.tcp_wmem_bytes:
-            w = self.link.tcp_wmem_bytes
-            settings["net.ipv4.tcp_wmem"] = f"4096 {min(16384, w)} {w}"
+        settings = self.link.tcp_sysctls()
         if ALLOWED_CC in self.saved_sysctl:
             # The peers run without CAP_NET_ADMIN: they may pick only an allowed controller.
             write_sysctl(ALLOWED_CC, f"{self.saved_sysctl[ALLOWED_CC]} {self.link.tcp_cc}")
@@ -404,7 +394,13 @@ class Topology:
         self.applied["tcp_sysctl"] = applied
 
     def down(self) -> None:
-        """Kill what runs inside, delete the namespaces, restore sysctls. Idempotent."""
+        """Stop the agents (each undoes its changes), kill what runs inside, delete the
+        namespaces, restore sysctls. Idempotent."""
+        for host in self.hosts.values():
+            if host.agent.usable:  # (an interrupted one undoes its changes as it exits)
+                with contextlib.suppress(TestbedError):
+                    host.restore()
+            host.agent.close()
         present = set(list_namespaces())
         for ns in self.ns.values():
             if ns in present:
@@ -420,35 +416,18 @@ class Topology:
         runs also ``/proc/net/netstat`` (TcpExt, IpExt: the counters ``nstat`` reads)."""
         files = ["/proc/net/snmp"] + (["/proc/net/netstat"] if self.link.transport == "tcp"
                                       else [])
-        text = _run([*self.exec_prefix(role), "cat", *files]).stdout
-        return parse_snmp(text)
+        return parse_snmp("\n".join(self.hosts[role].read(f) or "" for f in files))
 
     def link_stats(self, role: str, dev: str = "eth0") -> dict[str, int]:
         """The veth's own counters (``ip -s -j link``): packets here are GSO batches."""
-        out = _run(["ip", "-n", self.namespace(role), "-s", "-j", "link", "show",
-                    "dev", dev]).stdout
-        data = json.loads(out)[0].get("stats64", {})
-        rx, tx = data.get("rx", {}), data.get("tx", {})
-        return {"rx_packets": rx.get("packets", 0), "rx_bytes": rx.get("bytes", 0),
-                "rx_dropped": rx.get("dropped", 0), "tx_packets": tx.get("packets", 0),
-                "tx_bytes": tx.get("bytes", 0), "tx_dropped": tx.get("dropped", 0)}
+        return Interface(self.hosts[role], dev, role).link_stats()
 
     def qdisc_stats(self, role: str = "server") -> list[dict[str, Any]]:
-        out = _run([*self.exec_prefix(role), "tc", "-s", "-j", "qdisc", "show", "dev", "eth0"],
-                   check=False).stdout
-        try:
-            return [{k: q.get(k) for k in ("kind", "bytes", "packets", "drops", "overlimits",
-                                            "requeues", "backlog")} for q in json.loads(out)]
-        except ValueError:
-            return []
+        return self.interface(role).qdisc_stats()
 
 
 def parse_snmp(text: str) -> dict[str, dict[str, int]]:
     """Parse ``/proc/net/snmp`` (pairs of header and value lines per protocol)."""
-    lines = [line.split() for line in text.splitlines() if line.strip()]
-    out: dict[str, dict[str, int]] = {}
-    for header, values in zip(lines[::2], lines[1::2], strict=False):
-        section = header[0].rstrip(":")
-        with contextlib.suppress(ValueError):
-            out[section] = {k: int(v) for k, v in zip(header[1:], values[1:], strict=False)}
-    return out
+    from quiclab.testbed.nic import parse_snmp as parse
+
+    return parse(text)

@@ -55,3 +55,21 @@ def test_missing_reports_and_catalog_are_named_with_the_command_that_makes_them(
     assert "`quiclab data ingest`" in (out / "fresh.md").read_text()
     assert sorted(p.name for p in out.iterdir()) == [
         "accuracy.md", "fresh.md", "index.md", "reproductions.md", "speed.md"]
+
+
+def test_leave_one_testbed_out_comes_first_then_coverage(tmp_path: Path) -> None:
+    reports = _reports(tmp_path)
+    (reports / "calibration" / "cv_testbeds.csv").write_text(
+        "fold,items,median_ape_pct,p95_ape_pct\nuclouvain,46,21.94,42.41\nALL,46,21.94,42.41\n")
+    (reports / "calibration" / "coverage.csv").write_text(
+        "source,regime,items,coverage_90,coverage_50,median_width_90\n"
+        "dataset,all,262,0.912,0.51,1.21\n")
+    out = tmp_path / "results"
+    write(out, reports, tmp_path / "no-catalog.duckdb")
+    accuracy = (out / "accuracy.md").read_text()
+    assert "| uclouvain | 46 | 21.9 | 42.4 |" in accuracy
+    assert "| dataset | all | 262 | 0.912 | 0.51 | 1.21 |" in accuracy
+    testbed, coverage, headline = (accuracy.index("Leave one testbed out"),
+                                   accuracy.index("Coverage of the predictive"),
+                                   accuracy.index("in sample dataset median"))
+    assert testbed < coverage < headline

@@ -264,6 +264,7 @@ class AnalyticEngine:
             notes.append("kernel TCP under loss: CUBIC's average window (RFC 9438 §5.1, its "
                          "Reno-friendly region) over the loss rate; SACK, RACK-TLP and the "
                          "retransmission timeout are the DES's, not this closed form's")
+        cycle = few_loss_cycles(r, sent, duration) if limit in ("rcvbuf", "cwnd") else None
         return annotate(Prediction(
             scenario=s,
             engine=self.name,
@@ -296,5 +297,34 @@ class AnalyticEngine:
             model_versions=r.model_versions,
             cpu_rule=r.describe_cpu(),
             notes=tuple(notes),
+            engine_specific=(cycle,) if cycle else (),
         ), r)
 
+
+#: Fewer loss events than this over a transfer are not a steady state (the packet
+#: engines' prefix asks for as many in its measurement window).
+FEW_LOSS_EVENTS = 20
+
+
+def few_loss_cycles(r: Resolved, sent: float, duration_s: float) -> str | None:
+    """The ``average-loss-cycle`` mechanism (experiments/agreement.py), or None: this
+    engine's window is the mean of a loss cycle (Mathis; CUBIC's cycle, RFC 9438), which
+    a transfer with only a handful of loss events never reaches — the packet engines
+    simulate those few events (and the loss-free rate between them) instead."""
+    from quiclab.sim.analytic.core import rcvbuf_charge_bytes, stall_event_rate
+
+    snd, rcv = r.sender, r.receiver
+    charge = rcvbuf_charge_bytes(snd.udp_payload_bytes, snd.segments_per_call,
+                                 rcv.segments_per_call)
+    arrival = sent / max(duration_s, 1e-9) * charge
+    stalls = float(stall_event_rate(np.asarray([arrival]), np.asarray([r.path.rcvbuf_bytes]),
+                                    np.asarray([rcv.rx_stall_rate_hz]),
+                                    np.asarray([rcv.rx_stall_min_s]),
+                                    np.asarray([rcv.rx_stall_alpha]))[0]) * duration_s
+    expected = r.path.loss_prob * sent + stalls
+    if expected <= 0 or expected >= FEW_LOSS_EVENTS:
+        return None
+    return (f"average-loss-cycle: the rate is the mean of a loss cycle, but this transfer "
+            f"expects {expected:.3g} loss events in {duration_s:.3g} s (< {FEW_LOSS_EVENTS}: "
+            f"{stalls:.3g} receive-buffer overflows, {r.path.loss_prob * sent:.3g} path "
+            "losses); the DES and ns-3 simulate those few events instead")

@@ -67,6 +67,10 @@ class RunConfig:
     cwnd_validation: str = "app"
     timeseries_interval_s: float = 0.0
     max_sim_s: float = 36_000.0
+    #: Write the sender's qlog here (sim/des/qlog.py; packet granularity only), at most
+    #: ``qlog_max_events`` packet events; "" = none.
+    qlog_path: str = ""
+    qlog_max_events: int = 200_000
 
 
 @dataclass
@@ -131,6 +135,16 @@ class Connection:
         self.recorder: Recorder | None = None
         if config.timeseries_interval_s > 0:
             self.recorder = Recorder(self, config.timeseries_interval_s)
+        if config.qlog_path:
+            if unit > 1:
+                raise ValueError("qlog_path: the DES writes qlog at packet granularity only "
+                                 "(a batch unit stands for many packets)")
+            from quiclab.sim.des.qlog import QlogWriter
+
+            self.sender.qlog = QlogWriter(
+                config.qlog_path, title=f"quiclab DES: {s.describe()}",
+                description=f"seed={s.seed} run={s.run}; sender (server) view",
+                max_events=config.qlog_max_events)
 
     # ------------------------------------------------------------------ run
     def run(self) -> RunResult:
@@ -152,6 +166,8 @@ class Connection:
             raise EngineError(f"des: {self.resolved.scenario.describe()}: not finished after "
                               f"max_sim_s={self.config.max_sim_s} s of simulated time")
         notes: list[str] = []
+        if self.sender.qlog is not None:
+            notes.append(self.sender.qlog.close())
         if self.config.ack_window_fraction != 0.25:
             notes.append(f"not TRANSPORT.md: the receiver's ACK threshold is capped at "
                          f"{self.config.ack_window_fraction:g} × the sender's cwnd "

@@ -27,7 +27,7 @@ from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.bands import with_band
 from quiclab.sim.des.connection import Connection, RunConfig, RunResult
 from quiclab.sim.des.recovery import VALIDATIONS
-from quiclab.sim.engine import unmodelled_notes, versioned
+from quiclab.sim.engine import prefix_transient, unmodelled_notes, versioned
 from quiclab.sim.prediction import Prediction
 from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
@@ -56,6 +56,8 @@ class DesEngine:
     ``max_units`` the prefix length in records (0 = no limit); ``timeseries``
     and ``timeseries_interval_s`` for per-interval series in the Prediction;
     ``workers`` processes for ``predict_batch`` (1 = in this process);
+    ``qlog_path`` a file for the sender's qlog of each run (packet granularity;
+    at most ``qlog_max_events`` packet events, ``sim/des/qlog.py``);
     ``ack_window_fraction`` the receiver's ACK-threshold cap as a fraction of
     the sender's cwnd (TRANSPORT.md: 0.25; 0 switches the cap off, noted in
     the Prediction); ``cwnd_validation`` RFC 9002 §7.8's rule for cwnd growth:
@@ -72,7 +74,8 @@ class DesEngine:
                  max_units: int = DEFAULT_MAX_UNITS, unit_cwnd_divisor: int = 8,
                  timeseries: bool = False, timeseries_interval_s: float = 0.01,
                  workers: int = 1, max_sim_s: float = 36_000.0,
-                 ack_window_fraction: float = 0.25, cwnd_validation: str = "app"):
+                 ack_window_fraction: float = 0.25, cwnd_validation: str = "app",
+                 qlog_path: str = "", qlog_max_events: int = 200_000):
         if granularity not in GRANULARITIES:
             raise ValueError(f'granularity={granularity!r}: allowed "packet" | "batch"')
         if max_packets is not None and max_packets < 0:
@@ -99,6 +102,13 @@ class DesEngine:
             raise ValueError(f'cwnd_validation={cwnd_validation!r}: allowed '
                              + " | ".join(f'"{v}"' for v in VALIDATIONS))
         self.cwnd_validation = cwnd_validation
+        if qlog_path and granularity != "packet":
+            raise ValueError('"qlog_path": qlog is written at granularity="packet" only')
+        if qlog_max_events < 1:
+            raise ValueError(f'"qlog_max_events" must be ≥ 1, got {qlog_max_events!r}')
+        #: Write the sender's qlog of each run here (sim/des/qlog.py); "" = none.
+        self.qlog_path = qlog_path
+        self.qlog_max_events = qlog_max_events
 
     def options(self) -> dict[str, Any]:
         """Constructor arguments (to rebuild the engine in a worker process)."""
@@ -107,7 +117,8 @@ class DesEngine:
                 "unit_cwnd_divisor": self.unit_cwnd_divisor, "timeseries": self.timeseries,
                 "timeseries_interval_s": self.timeseries_interval_s, "workers": 1,
                 "max_sim_s": self.max_sim_s, "ack_window_fraction": self.ack_window_fraction,
-                "cwnd_validation": self.cwnd_validation}
+                "cwnd_validation": self.cwnd_validation, "qlog_path": self.qlog_path,
+                "qlog_max_events": self.qlog_max_events}
 
     # ------------------------------------------------------------------ API
     def predict(self, scenario: Scenario) -> Prediction:
@@ -147,7 +158,8 @@ class DesEngine:
             prefix_bytes=prefix, prefix_records=self.max_units,
             timeseries_interval_s=self.timeseries_interval_s if self.timeseries else 0.0,
             max_sim_s=self.max_sim_s, ack_window_fraction=self.ack_window_fraction,
-            cwnd_validation=self.cwnd_validation)
+            cwnd_validation=self.cwnd_validation, qlog_path=self.qlog_path,
+            qlog_max_events=self.qlog_max_events)
         return Connection(resolved, config).run()
 
     def predict_resolved(self, resolved: Resolved) -> Prediction:
@@ -280,6 +292,9 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
                      f"{closed_form / (goodput / 1e6):,.1f}× the simulated goodput; the "
                      f"limit's rate is the goodput simulated here")
     losses = tot["rcvbuf_drops"] + tot["queue_drops"] + tot["path_losses"]
+    window = result.end["congestion_events"] - result.window_start["congestion_events"]
+    transient = prefix_transient(result.completed, result.end["congestion_events"], window,
+                                 RunConfig.min_window_events, result.end["t_s"])
     # Busy polling, runtime threads and placement notes (sim/cores.py).
     return annotate(Prediction(
         scenario=s,
@@ -308,5 +323,6 @@ def prediction_from_run(resolved: Resolved, result: RunResult, engine: str, vers
         model_versions=resolved.model_versions,
         cpu_rule=resolved.describe_cpu(),
         notes=tuple(notes),
+        engine_specific=(transient,) if transient else (),
         timeseries=result.timeseries,
     ), resolved)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Final
+from typing import Any, Final
 
 from quiclab.sim.des.cc import (
     PACKET_THRESHOLD,
@@ -100,6 +100,7 @@ class Recovery:
     declared_lost: int
     pto_fired: int
     events_by_cause: list[int]
+    qlog: Any
 
     def open_stream(self, sid: int, size: int) -> None:  # pragma: no cover - Sender's
         raise NotImplementedError
@@ -253,9 +254,12 @@ class Recovery:
         first_s = last_s = 0.0
         causes = self.causes
         cause = causes.pop(lost[0], 0)
+        qlog = self.qlog
         for pn in lost:
             pending.discard(pn)
             rec = sent.pop(pn)
+            if qlog is not None:
+                qlog.lost(t, pn, rec[R_SIZE], pn <= largest - PACKET_THRESHOLD)
             self.inflight -= rec[R_SIZE]
             self.declared_lost += rec[R_COUNT]
             self._lost_data(rec[R_SID], rec[R_OFF], rec[R_LEN])
@@ -286,6 +290,8 @@ class Recovery:
             self.recovery_start_s = t
             self.cc.on_congestion(t)
             self.events_by_cause[cause] += 1
+            if self.qlog is not None:
+                self.qlog.congestion(t, self)
 
     # ----------------------------------------------------------------- timers
     def arm_timer(self) -> None:
@@ -310,6 +316,8 @@ class Recovery:
             # with nothing new to send, the oldest unacknowledged data goes again.
             self.pto_count += 1
             self.pto_fired += 1
+            if self.qlog is not None:
+                self.qlog.pto(t, self.pto_count)
             self.probes = PTO_PROBES
             if self.rtt.tcp:
                 # RFC 8985 §7.3: a tail-loss probe sends one segment; a retransmission

@@ -26,7 +26,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import simpy
 from simpy.events import Timeout
@@ -175,6 +175,9 @@ class Sender(Recovery):
         self._wake_at = math.inf
         self._token = 0
         self._waiting = True
+        #: A qlog writer (sim/des/qlog.py) when the run writes one; None costs one test
+        #: per packet and per ACK.
+        self.qlog: Any = None
 
     # ------------------------------------------------------------------ wiring
     def open_stream(self, sid: int, size: int) -> None:
@@ -274,6 +277,7 @@ class Sender(Recovery):
         pacer_next = self.pacer_next
         pace_last = self.pace_last
         pace_min_delay = self.pace_min_delay
+        qlog = self.qlog
         while True:
             ts = free_at[cpu.next]
             if ts < t:
@@ -302,6 +306,8 @@ class Sender(Recovery):
                 if (not ranges or pending or ranges[0][1] <= la or ranges[0][0] > la + 1
                         or ack[5] or ack[6] or ack[7]):
                     self.process_ack(te, ack)
+                    if qlog is not None:
+                        qlog.ack(te, ranges, ack[3], self)
                     t = ts
                     continue
                 # process_ack()'s in-order case inlined: everything up to `largest`
@@ -359,6 +365,8 @@ class Sender(Recovery):
                        + mad) * (1 << self.pto_count)
                 self.pto_backoff_s = pto
                 self.timer_at = self.last_sent_s + pto if inflight > 0 else math.inf
+                if qlog is not None:
+                    qlog.ack(te, ranges, ack[3], self)
                 t = ts
                 continue
             if ts >= self.timer_at:
@@ -481,6 +489,8 @@ class Sender(Recovery):
                             each = size / count if count > 1 else size
                             sent[pn] = rec
                             inflight += size
+                            if qlog is not None:
+                                qlog.sent(release, pn, size, sid, off, length)
                             if count == 1 and inline_link:
                                 # link.transmit() inlined for one packet (the same
                                 # arithmetic and the same random draws).

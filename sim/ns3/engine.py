@@ -27,7 +27,7 @@ from quiclab.errors import EngineError, ScenarioError
 from quiclab.models.registry import Registry
 from quiclab.sim.analytic.pipeline import annotate
 from quiclab.sim.bands import with_band
-from quiclab.sim.engine import unmodelled_notes, versioned
+from quiclab.sim.engine import prefix_transient, unmodelled_notes, versioned
 from quiclab.sim.ns3.build import ensure_binary
 from quiclab.sim.ns3.results import RunResult, limit_fractions, limit_of
 from quiclab.sim.prediction import Prediction
@@ -286,6 +286,9 @@ class Ns3Engine:
         notes.append("limit fractions: " + ", ".join(f"{k} {v:.2f}" for k, v in fractions.items()))
         total = res.extrapolated
         duration = res.duration_s
+        transient = prefix_transient(res.completed, float(res.end["congestion_events"]),
+                                     res.delta("congestion_events"), self.min_window_events,
+                                     float(res.end["time_s"]))
         # Busy polling, runtime threads and placement (sim/cores.py).
         return annotate(Prediction(
             scenario=s,
@@ -314,4 +317,5 @@ class Ns3Engine:
             model_versions=r.model_versions,
             cpu_rule=r.describe_cpu(),
             notes=tuple(notes),
+            engine_specific=(transient,) if transient else (),
         ), r)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from quiclab.calibration.cpu import CpuCostEstimator, tcp_costs
+from quiclab.calibration.cpu import CpuCostEstimator
 
 #: True costs (µs per data packet on the dataset's CPU) and noise.
 SENDER = {"aes-ni": 3.0, "chacha20": 3.6}
@@ -130,19 +130,3 @@ def test_only_clean_same_pair_runs_count_and_too_few_runs_give_nothing():
     assert len(table) == 6 and set(table["runs"]) == {RUNS_PER_CIPHER, 2 * RUNS_PER_CIPHER}
     assert "Huber" in clean.summary() or "RLM" in clean.summary()
 
-
-def test_tcp_costs_are_the_median_cpu_per_byte_by_cipher():
-    size = 10**9
-    runs = pd.DataFrame([
-        {"status": "ok", "server_impl": "tcp+tls", "cipher": "aes-ni", "server_cpu_s": s,
-         "client_cpu_s": c, "filesize_bytes": size, "goodput_mbps": g}
-        for s, c, g in ((0.6, 1.0, 9000.0), (0.7, 1.2, 9100.0), (0.9, 0.8, 9200.0))
-    ] + [{"status": "failed", "server_impl": "tcp+tls", "cipher": "aes-ni", "server_cpu_s": 50.0,
-          "client_cpu_s": 50.0, "filesize_bytes": size, "goodput_mbps": 1.0},
-         {"status": "ok", "server_impl": "lsquic", "cipher": "aes-ni", "server_cpu_s": 50.0,
-          "client_cpu_s": 50.0, "filesize_bytes": size, "goodput_mbps": 1.0}])
-    out = tcp_costs(runs)
-    # Medians of 0.6/0.7/0.9 s and 1.0/1.2/0.8 s over 1e9 bytes: 0.7 and 1.0 ns per byte.
-    assert out == {"aes-ni": {"sender_ns_per_byte": pytest.approx(0.7),
-                              "receiver_ns_per_byte": pytest.approx(1.0),
-                              "goodput_mbps": pytest.approx(9100.0), "runs": 3}}

@@ -142,6 +142,14 @@ def test_the_stored_model_is_deterministic_and_round_trips(residuals: pd.DataFra
     assert len(stored_residuals(again)) == len(residuals)
     assert a.provenance["residuals"] == len(residuals)
     assert a.provenance["fold_kinds"] == {"experiments": len(residuals)}
+    # The stored percentiles are crepes' own, so a loaded model answers at the usual
+    # levels without recomputing them, and with the same numbers.
+    assert set(again.precomputed) >= {0.5, 0.9, 0.95}
+    fresh = IntervalModel.from_json({k: v for k, v in a.to_json().items()
+                                     if k != "percentiles"}, "test")
+    for level in (0.5, 0.9):
+        assert again.alphas(level) == fresh.alphas(level)
+        assert again.bands([50.0], s, level)[0] == fresh.bands([50.0], s, level)[0]
 
 
 def test_levels_and_thin_bins(residuals: pd.DataFrame):

@@ -134,3 +134,19 @@ def test_testbed_names_are_checked(packaged: Registry) -> None:
         Scenario(testbed="QIR 10G")
     with pytest.raises(ScenarioError, match=r"one of: .*qir10g.*unseen"):
         resolve(Scenario(testbed="nowhere"), packaged)
+
+
+def test_unseen_testbed_interval_spans_the_pairs_interplay_elsewhere() -> None:
+    """A pair measured 0.5 × its CPU rate on one testbed: on an unseen testbed its busy
+    stays 1 (nothing fitted there), but the interval reaches down to that testbed's
+    lower bound, and the source names it; a pair measured nowhere keeps the spread."""
+    interop = Interop({
+        "qir10g": PairEffects(pair_effect={"a|b": math.log(0.5), "c|c": math.log(0.51),
+                                           "d|d": math.log(0.52)},
+                              pair_sd={"a|b": 0.1, "c|c": 0.01, "d|d": 0.01})})
+    busy, lo, hi, source = interop.busy("a", "b", "unseen")
+    assert (busy, hi) == (1.0, 1.0)
+    assert lo == pytest.approx(0.5 * math.exp(-1.96 * 0.1))
+    assert "this pair: busy 0.50 on qir10g" in source
+    spread_lo = interop.busy("x", "y", "unseen")[1]
+    assert spread_lo > lo and "this pair" not in interop.busy("x", "y", "unseen")[3]

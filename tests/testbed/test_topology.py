@@ -210,7 +210,9 @@ def test_interrupted_cli_run_tears_down(root, quic_go, tmp_path, host_sysctls):
     no namespace, no peer process, the buffer sysctls as they were."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "quiclab.testbed", "testbed", "--runs-dir", str(tmp_path),
-         "run", "--server", "quic-go", "--client", "quic-go", "--bytes", "500000000",
+         # --no-probe: the session's host probe would run a transfer of its own first.
+         "run", "--no-probe", "--server", "quic-go", "--client", "quic-go",
+         "--bytes", "500000000",
          "--set", "link_gbps=0.05", "rcvbuf_bytes=262144", "sndbuf_bytes=262144"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20

@@ -54,7 +54,47 @@ impl Opts {
     }
 }
 
+/// The qlog file's buffered writer, shared with quiche's qlog streamer so that it can be
+/// flushed before the process reports and exits (the connection is never dropped).
+#[derive(Clone)]
+struct QlogFile(std::sync::Arc<std::sync::Mutex<std::io::BufWriter<std::fs::File>>>);
+
+impl std::io::Write for QlogFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.lock().unwrap().flush()
+    }
+}
+
+/// `--qlog=DIR` and the side's role, set once in main.
+static QLOG_DIR: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+static QLOG: std::sync::OnceLock<QlogFile> = std::sync::OnceLock::new();
+
+/// Attach a qlog writer (quiche's `qlog` feature: JSON-SEQ, recovery metrics, packets
+/// sent, received and lost) to a new connection when `--qlog=DIR` was given.
+fn attach_qlog(conn: &mut quiche::Connection) {
+    let Some((dir, role)) = QLOG_DIR.get() else { return };
+    if QLOG.get().is_some() {
+        return;
+    }
+    let path = format!("{dir}/quiche-{role}-{}.sqlog", std::process::id());
+    let file = std::fs::File::create(&path).unwrap_or_else(|e| fail(&format!("qlog {path}: {e}")));
+    let shared = QLOG.get_or_init(|| {
+        QlogFile(std::sync::Arc::new(std::sync::Mutex::new(std::io::BufWriter::with_capacity(1 << 20, file))))
+    });
+    conn.set_qlog(Box::new(shared.clone()), format!("quiche {role}"), "quiclab peer".into());
+}
+
+fn flush_qlog() {
+    if let Some(f) = QLOG.get() {
+        let _ = std::io::Write::flush(&mut f.clone());
+    }
+}
+
 fn fail(msg: &str) -> ! {
+    flush_qlog();
     println!("{}", json!({"stack": "quiche", "error": msg}));
     std::process::exit(1)
 }
@@ -286,6 +326,7 @@ fn stats(conn: &quiche::Connection, sock: &Socket) -> Map<String, Value> {
 }
 
 fn emit(mut fields: Map<String, Value>) {
+    flush_qlog();
     fields.insert("stack".into(), json!("quiche"));
     fields.insert("app".into(), json!("perf"));
     println!("{}", Value::Object(fields));
@@ -311,6 +352,9 @@ fn receive(conn: &mut Option<quiche::Connection>, sock: &mut Socket, buf: &mut [
                     if hdr.ty == quiche::Type::Initial {
                         let scid = quiche::ConnectionId::from_vec(random_cid());
                         *conn = quiche::accept(&scid, None, local, from, cfg).ok();
+                        if let Some(c) = conn.as_mut() {
+                            attach_qlog(c);
+                        }
                     }
                 }
             }
@@ -345,6 +389,10 @@ fn main() {
         "client" => false,
         r => fail(&format!("role={r}: allowed server | client")),
     };
+    let qlog_dir = o.str("qlog", "");
+    if !qlog_dir.is_empty() {
+        let _ = QLOG_DIR.set((qlog_dir, o.str("role", "client")));
+    }
     let mut cfg = config(&o, server);
     let mut sock = Socket::new(&o, if server { addr } else { "0.0.0.0:0".parse().unwrap() });
     let local = sock.sock.local_addr().unwrap();
@@ -357,8 +405,9 @@ fn main() {
     let mut conn: Option<quiche::Connection> = None;
     if !server {
         let scid = quiche::ConnectionId::from_vec(random_cid());
-        let c = quiche::connect(Some(&o.str("server-name", "quiclab")), &scid, local, addr, &mut cfg)
+        let mut c = quiche::connect(Some(&o.str("server-name", "quiclab")), &scid, local, addr, &mut cfg)
             .unwrap_or_else(|e| fail(&format!("connect: {e}")));
+        attach_qlog(&mut c);
         conn = Some(c);
     }
     let (mut handshake, mut requested, mut t_req, mut got) = (None::<Duration>, false, t0, 0u64);

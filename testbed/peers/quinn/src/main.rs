@@ -53,12 +53,36 @@ impl Opts {
     }
 }
 
+/// The qlog file's buffered writer, shared with quinn's QlogStreamer so that it can be
+/// flushed before the process reports and exits (the streamer is never dropped).
+#[derive(Clone)]
+struct QlogFile(Arc<std::sync::Mutex<std::io::BufWriter<std::fs::File>>>);
+
+impl std::io::Write for QlogFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.lock().unwrap().flush()
+    }
+}
+
+static QLOG: std::sync::OnceLock<QlogFile> = std::sync::OnceLock::new();
+
+fn flush_qlog() {
+    if let Some(f) = QLOG.get() {
+        let _ = std::io::Write::flush(&mut f.clone());
+    }
+}
+
 fn fail(msg: &str) -> ! {
+    flush_qlog();
     println!("{}", json!({"stack": "quinn", "error": msg}));
     std::process::exit(1)
 }
 
 fn emit(mut fields: Map<String, Value>) {
+    flush_qlog();
     fields.insert("stack".into(), json!("quinn"));
     fields.insert("app".into(), json!("perf"));
     println!("{}", Value::Object(fields));
@@ -108,6 +132,20 @@ fn transport(o: &Opts) -> TransportConfig {
         "reno" => { t.congestion_controller_factory(Arc::new(NewRenoConfig::default())); }
         "bbr" => { t.congestion_controller_factory(Arc::new(BbrConfig::default())); }
         other => fail(&format!("cc={other}: allowed cubic | reno | bbr")),
+    }
+    let dir = o.str("qlog", "");
+    if !dir.is_empty() {
+        // quinn-proto's qlog feature (connection/qlog.rs): packet_sent/received/lost and
+        // recovery metrics (cwnd, bytes in flight, RTTs) as JSON-SEQ, one file per side.
+        let path = format!("{dir}/quinn-{}-{}.sqlog", o.str("role", "client"), std::process::id());
+        let file = std::fs::File::create(&path).unwrap_or_else(|e| fail(&format!("qlog {path}: {e}")));
+        let shared = QLOG.get_or_init(|| {
+            QlogFile(Arc::new(std::sync::Mutex::new(std::io::BufWriter::with_capacity(1 << 20, file))))
+        });
+        let mut q = quinn::QlogConfig::default();
+        q.writer(Box::new(shared.clone()))
+            .title(Some(format!("quinn {}", o.str("role", "client"))));
+        t.qlog_stream(q.into_stream());
     }
     t
 }
@@ -162,9 +200,6 @@ async fn main() {
     let o = Opts::parse();
     if !o.flag("gro", true) {
         fail("gro=false not supported: quinn-udp always enables UDP_GRO where the kernel has it");
-    }
-    if o.0.contains_key("qlog") {
-        fail("qlog not supported by this quinn peer");
     }
     let addr: SocketAddr = o.str("addr", "127.0.0.1:4433").parse().unwrap_or_else(|e| fail(&format!("addr: {e}")));
     match o.str("role", "client").as_str() {
