@@ -276,3 +276,21 @@ def test_results_survive_a_restart_and_ignore_foreign_files(tmp_path: Path) -> N
     assert not store.path(other).exists()
     jobs.forget_errors([("ns3", p.scenario)], store)
     assert store.get(other) is None
+
+
+def test_a_sweep_lists_the_points_where_engines_part() -> None:
+    from quiclab.app.sweep import SweepParams, sweep_disagreements
+
+    params = SweepParams("rtt_ms", 0.0, 40.0, 3, False, None, (), ("analytic", "des"))
+    table = pd.DataFrame({
+        "pair": "lsquic → quiche", "rtt_ms": [0.0, 20.0, 40.0, 0.0, 20.0, 40.0],
+        "engine": ["analytic"] * 3 + ["des"] * 3,
+        "goodput_mbps": [3000.0, 480.0, 440.0, 2950.0, 1300.0, 1290.0],
+        "goodput_lo_mbps": [2700.0, 360.0, 330.0, 2950.0, 1300.0, 1290.0],
+        "goodput_hi_mbps": [3300.0, 560.0, 510.0, 2950.0, 1300.0, 1290.0],
+        "limit": ["sender_cpu", "rcvbuf", "rcvbuf", "sender_cpu", "interop", "interop"]})
+    found = sweep_disagreements(table, params)
+    assert list(found["rtt_ms"]) == [20.0, 40.0]
+    assert set(found["engines"]) == {"analytic vs des"}
+    assert list(found["first_limit"]) == ["rcvbuf", "rcvbuf"]
+    assert list(found["second_limit"]) == ["interop", "interop"]
