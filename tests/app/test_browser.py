@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from quiclab.app import browser
 from quiclab.paths import PROJECT_ROOT
 
-from . import browser
 from .appdata import AppData
 
 pytestmark = pytest.mark.browser

@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
+from quiclab.app import browser
 from quiclab.app.charts import three_digits
 from quiclab.app.labels import limit_name
 from quiclab.app.urlstate import WORKLOAD_DEFAULTS
 
-from . import browser
 from .appdata import AppData
 from .test_browser import artifacts, sync_api  # noqa: F401  (the fixture)
 

@@ -16,6 +16,7 @@ import duckdb
 import numpy as np
 import pytest
 
+from quiclab.app import browser
 from quiclab.app.charts import three_digits
 from quiclab.app.labels import limit_name
 from quiclab.app.measured import measured_points
@@ -23,7 +24,6 @@ from quiclab.models.registry import Registry
 from quiclab.sim.resolve import resolve
 from quiclab.sim.scenario import Scenario
 
-from . import browser
 from .appdata import CPU, CPU_SAMPLES, PERF_SAMPLES, AppData
 from .test_browser import artifacts, sync_api  # noqa: F401  (the fixture)
 from .test_browser_deadends import body_text, chromium, open_whatif, run_button, wait_text  # noqa: F401

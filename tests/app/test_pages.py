@@ -423,7 +423,7 @@ def test_bench_app_times_what_if_changes(app_env: Any) -> None:
 
     paths = Paths.resolve(models=str(app_env.models), catalog=str(app_env.catalog),
                           data_dir=str(app_env.data_dir))
-    result = bench_app(paths, changes=6)
+    result = bench_app(paths, changes=6, browser=False)  # Chromium: test_bench.py
     assert result["changes"] == 6
     assert result["analytic_answer_median_ms"] > 0
     assert result["page_rerun_median_ms"] > 0

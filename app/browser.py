@@ -1,9 +1,10 @@
 """Drive the app in a real browser: Debian's Chromium under Playwright.
 
-Used by ``test_browser.py`` and, as a script, to take screenshots of every
-page for the docs::
+Used by the browser tests (``tests/app/test_browser*.py``), by ``quiclab bench
+app`` (:func:`measure`: key press to new goodput on screen) and, as a script, to
+take screenshots of the pages for the docs::
 
-    python tests/app/browser.py --models DIR --data-dir DIR --out DIR
+    python -m quiclab.app.browser --models DIR --data-dir DIR --out DIR
 
 The app is started the way a user starts it (``quiclab … app --server.port N
 --server.headless true``) in its own process group, which is ended when done.
@@ -160,6 +161,68 @@ def screenshot_pages(page: Any, url: str, out: Path, query: str = "",
     """Open pages and save a full-page PNG of each as ``out/<page><suffix>.png``."""
     out.mkdir(parents=True, exist_ok=True)
     return [shoot(page, url, name, out, query, suffix, run) for name in pages]
+
+
+#: MTUs typed one after the other by :func:`measure`: each changes the goodput.
+MTUS = (9000, 1500, 4000, 1400, 8000, 3000, 1280, 6000, 2000, 1500, 9000)
+#: The What-if answer's targets (README, "Speed"): one pair, and six pairs at once.
+TARGET_ONE_MS, TARGET_SIX_MS = 200.0, 300.0
+
+
+def available() -> str:
+    """'' when Chromium and Playwright are here, else why a browser cannot be driven."""
+    if not CHROMIUM.is_file():
+        return f"no browser: {CHROMIUM} is missing (`make browser` installs Debian's chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError as err:
+        return f"no Playwright: {err} (`pip install -e '.[dev]'` installs it)"
+    return ""
+
+
+def change_mtu(page: Any, mtu: int, timeout_ms: float = 60_000) -> float:
+    """Type an MTU into the What-if sidebar and press Enter; ms from the key press
+    until the first pair's analytic goodput on screen is another."""
+    before = goodput_text(page)
+    box = page.get_by_role("spinbutton", name="MTU (bytes)")
+    box.fill(str(mtu))
+    started = time.perf_counter()
+    box.press("Enter")
+    page.wait_for_function(
+        """(before) => {
+            const metric = [...document.querySelectorAll('[data-testid="stMetric"]')]
+                .find(m => m.innerText.includes('Predicted goodput (analytic)'));
+            const value = metric && metric.querySelector('[data-testid="stMetricValue"]');
+            return value && value.innerText !== before;
+        }""", arg=before, polling="raf", timeout=timeout_ms)
+    return (time.perf_counter() - started) * 1000
+
+
+def measure(paths: Mapping[str, str], pairs: Mapping[str, str], log: Path,
+            mtus: tuple[int, ...] = MTUS) -> dict[str, Any]:
+    """Key press to new goodput on screen, in Chromium, for each selection of
+    ``pairs`` (name → URL query, e.g. ``"six_pairs": "&server=a,b&client=c,d,e"``):
+    the app served by ``quiclab app`` with ``paths``; one MTU typed after another
+    (the first change of each selection is a warm-up, not counted). Returns per
+    selection the times, their median and the target it is held to."""
+    from playwright.sync_api import sync_playwright
+
+    out: dict[str, Any] = {}
+    with running_app(paths, free_port(), log) as url, sync_playwright() as pw:
+        chromium = launch(pw)
+        page = chromium.new_page(viewport={"width": 1500, "height": 2200})
+        for name, query in pairs.items():
+            page.goto(f"{url}/?page=whatif{query}")
+            wait_idle(page)
+            times = []
+            for mtu in mtus:
+                times.append(change_mtu(page, mtu))
+                wait_idle(page)
+            counted = sorted(times[1:])
+            out[f"browser_{name}_ms"] = [round(t, 1) for t in times[1:]]
+            out[f"browser_{name}_median_ms"] = counted[len(counted) // 2]
+        chromium.close()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
