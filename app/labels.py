@@ -12,6 +12,8 @@ percentage of one core (200 % = two cores busy), as the catalog stores it
 from __future__ import annotations
 
 import math
+from os import PathLike
+from pathlib import Path, PurePosixPath
 
 #: Limit and resource code → plain name (what the sentence "limited by …" ends with).
 LIMIT_NAMES = {
@@ -68,3 +70,14 @@ def cpu_pct_text(cores: float) -> str:
         return "—"
     pct = cores * 100.0
     return f"{pct:,.0f} %" if pct == 0 or abs(pct) >= 100 else f"{pct:.3g} %"
+
+
+def place(path: str | PathLike[str], data_dir: str | PathLike[str]) -> str:
+    """Where a file is, without the machine's own folders in the page (a screenshot or
+    a shared page should not carry them): under the data dir as ``<data dir>/…`` (the
+    folder ``--data-dir`` / ``QUICLAB_DATA_DIR`` names), else its name alone."""
+    target, root = Path(path), Path(data_dir)
+    try:
+        return str(PurePosixPath("<data dir>", *target.relative_to(root).parts))
+    except ValueError:
+        return target.name
