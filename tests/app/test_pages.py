@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from quiclab.app import labels
 from quiclab.app.reproductions import VERDICTS
 
 from .appdata import RUNS, AppData, tiny_png
@@ -180,6 +181,27 @@ def test_sweep_with_the_des_on_a_button(app: AppTest, predict: Predict) -> None:
     assert list(table["engine"]) == ["des", "des"]
     expected = predict(engine="des", transfer_bytes=20_000_000, rtt_ms=100.0)
     assert table["goodput_mbps"].iloc[1] == pytest.approx(expected["goodput_mbps"], rel=1e-12)
+
+
+@pytest.mark.timeout(300)
+def test_a_sweep_of_two_engines_says_where_they_part(app: AppTest, predict: Predict) -> None:
+    """lsquic → quiche over 100 MB, +0 and +20 ms: at +20 ms the analytic engine finds
+    the client's CPU, the DES receive-buffer drops, and their bands part."""
+    open_page(app, "sweep", client="quiche", transfer_bytes="100000000")
+    app.number_input(key="w.sweep.hi.rtt_ms").set_value(20.0)
+    app.number_input(key="w.sweep.points").set_value(2)
+    app.multiselect(key="w.sweep.engines").set_value(["analytic", "des"]).run()
+    app.button(key="run_sweep.des").click().run(timeout=240)
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    assert list(frame_with(app, "rtt_ms")["engine"]) == ["analytic"] * 2 + ["des"] * 2
+    fields = {"client": "quiche", "transfer_bytes": 100_000_000, "rtt_ms": 20.0}
+    analytic, des = predict(**fields), predict(engine="des", **fields)
+    (note,) = [w.value for w in app.warning if "engines disagree" in w.value]
+    assert "**lsquic → quiche**, analytic vs des: bands do not overlap at" in note
+    assert f"analytic limited by {labels.limit_name(analytic['limit'])} " \
+        f"(`{analytic['limit']}`)" in note
+    assert f"des by {labels.limit_name(des['limit'])} (`{des['limit']}`)" in note
+    assert "[open this scenario](" in note
 
 
 # -- Reproductions ---------------------------------------------------------------------
