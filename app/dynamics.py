@@ -194,9 +194,10 @@ def _measured(config: AppConfig, run_id: str) -> tuple[pd.DataFrame, pd.DataFram
                             "WHERE run_id = ? ORDER BY side, t_s", (run_id,))
     tables = catalog_table_names(config.catalog, stamp)
     if not {"qlog_events", "qlog_traces"} <= tables:
-        return samples, pd.DataFrame(), ("This catalog holds no qlog (no qlog_events "
-                                         "table): `quiclab testbed run --set qlog=true` "
-                                         "records it.")
+        return samples, pd.DataFrame(), ("This catalog holds no qlog events (no "
+                                         "qlog_events table): a testbed run with qlog=true "
+                                         "writes qlog files into its log folder, which "
+                                         "`quiclab data ingest` does not read yet.")
     try:
         events = catalog_query(
             config.catalog, stamp,
