@@ -632,7 +632,12 @@ class QirCell:
 
 
 def qir_cells(runs: pd.DataFrame) -> dict[str, QirCell]:
-    """The crypto experiment's tcp+tls runs (NGINX 1.18 + OpenSSL, wget), per cipher."""
+    """The crypto experiment's tcp+tls runs (NGINX 1.18 + OpenSSL, wget), per cipher;
+    none where the runs carry no user/system CPU split (the split is what is fitted)."""
+    needed = ("server_cpu_user_pct", "server_cpu_sys_pct", "client_cpu_user_pct",
+              "client_cpu_sys_pct", "runtime_s", "filesize_bytes", "cipher")
+    if any(col not in runs.columns for col in needed):
+        return {}
     df = runs[(runs["status"] == "ok") & (runs["server_impl"] == "tcp+tls")
               & runs["server_cpu_user_pct"].notna()]
     out = {}
