@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from quiclab.app.labels import headroom_text, limit_name
 from quiclab.sim.prediction import Prediction
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
@@ -96,7 +97,10 @@ def prediction_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
             "pair": pair_label(s.server, s.client), "server": s.server, "client": s.client,
             "engine": p.engine, "goodput_mbps": p.goodput_mbps,
             "goodput_lo_mbps": _finite(p.goodput_lo_mbps),
-            "goodput_hi_mbps": _finite(p.goodput_hi_mbps), "limit": p.limit,
+            "goodput_hi_mbps": _finite(p.goodput_hi_mbps),
+            "param_lo_mbps": _finite(p.param_lo_mbps),
+            "param_hi_mbps": _finite(p.param_hi_mbps), "limit": p.limit,
+            "limit_name": limit_name(p.limit),
             # A visible mark where the scenario lies outside its models' evidence.
             "evidence": ("⚠ outside: " + p.extrapolated) if p.extrapolated else "inside",
             "server_cpu_pct": _finite(p.server_cpu_util * 100),
@@ -125,58 +129,127 @@ def limits_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
             headroom = rate / p.goodput_mbps - 1.0 if p.goodput_mbps > 0 else math.inf
             limit = resource == p.limit
             rows.append({
-                "pair": pair, "engine": p.engine, "resource": resource, "rate_mbps": rate,
-                "headroom_pct": headroom * 100, "role": "limit" if limit else "headroom",
-                "label": "limit" if limit else f"{headroom * 100:+.0f} %",
+                "pair": pair, "engine": p.engine, "resource": limit_name(resource),
+                "code": resource, "rate_mbps": rate, "headroom_pct": headroom * 100,
+                "role": "limit" if limit else "headroom",
+                "label": "limit" if limit else headroom_text(headroom),
             })
     return pd.DataFrame(rows)
 
 
+#: Rows of the goodput chart under each pair: the engines, then each measured source.
+MEASURED_PREFIX = "measured · "
+
+
+def measured_summary(measured: pd.DataFrame) -> pd.DataFrame:
+    """Per pair and source: how many measured values, their median, quartiles and the
+    5th–95th percentiles (published bounds are counted but not summarised)."""
+    rows = []
+    if measured.empty:
+        return pd.DataFrame(columns=["pair", "source", "n", "median", "q1", "q3", "p5",
+                                     "p95"])
+    pairs = [pair_label(s, c) for s, c in zip(measured["server"], measured["client"],
+                                              strict=True)]
+    exact = measured.assign(pair=pairs)
+    exact = exact[exact["bound"].isna()]
+    for (pair, source), part in exact.groupby(["pair", "source"], sort=False):
+        values = part["goodput_mbps"].astype(float).to_numpy()
+        q = np.percentile(values, [5, 25, 50, 75, 95])
+        rows.append({"pair": pair, "source": source, "n": len(values), "p5": q[0],
+                     "q1": q[1], "median": q[2], "q3": q[3], "p95": q[4]})
+    return pd.DataFrame(rows, columns=["pair", "source", "n", "median", "q1", "q3", "p5",
+                                       "p95"])
+
+
 def goodput_chart(predicted: pd.DataFrame, measured: pd.DataFrame) -> Spec:
-    """Predicted goodput (diamond, interval as a thick rule) and measured points per pair."""
-    pred = predicted.assign(series=predicted["engine"] + " (predicted)")
-    pred["goodput_lo_mbps"] = pred["goodput_lo_mbps"].fillna(pred["goodput_mbps"])
-    pred["goodput_hi_mbps"] = pred["goodput_hi_mbps"].fillna(pred["goodput_mbps"])
-    domain = [*(f"{e} (predicted)" for e in ENGINE_COLOURS),
-              *(f"{s} (measured)" for s in SOURCE_COLOURS)]
-    colour = {"field": "series", "type": "nominal", "title": None,
-              "scale": {"domain": domain, "range": [*ENGINE_COLOURS.values(),
-                                                    *SOURCE_COLOURS.values()]},
-              "legend": {"orient": "bottom", "columns": 3}}
+    """Per pair, one row per engine — its predictive band (wide bar), the interval of
+    the fitted parameters alone (thin black bar) and the prediction (diamond) — and one
+    row per measured source beside it, not under it: the spread of the matching runs
+    as a box (quartiles; whiskers at the 5th and 95th percentiles; tick at the median)
+    over every value as a faint strip."""
+    pred = predicted.assign(row=predicted["engine"])
+    for side in ("lo", "hi"):
+        pred[f"goodput_{side}_mbps"] = pred[f"goodput_{side}_mbps"].fillna(pred["goodput_mbps"])
+        column = f"param_{side}_mbps"
+        if column not in pred.columns:
+            pred[column] = pred["goodput_mbps"]
+        pred[column] = pred[column].fillna(pred["goodput_mbps"])
+    sources = list(dict.fromkeys(measured["source"].astype(str))) if not measured.empty else []
+    rows = [*[e for e in ENGINE_COLOURS if e in set(pred["engine"])],
+            *[MEASURED_PREFIX + s for s in sources]]
+    colours = {**ENGINE_COLOURS, **{MEASURED_PREFIX + s: SOURCE_COLOURS.get(s, "#888888")
+                                    for s in sources}}
+    colour = {"field": "row", "type": "nominal", "title": None,
+              "scale": {"domain": rows, "range": [colours[r] for r in rows]},
+              "legend": {"orient": "bottom", "columns": 4, "labelLimit": 0}}
     x = {"field": "goodput_mbps", "type": "quantitative", "title": "goodput (Mbit/s)"}
-    y = {"field": "pair", "type": "nominal", "title": None}
-    y_offset = {"field": "engine", "type": "nominal"}
-    pred_values = records(pred, ["pair", "engine", "series", "goodput_mbps",
-                                 "goodput_lo_mbps", "goodput_hi_mbps", "limit"])
+    y = {"field": "pair", "type": "nominal", "title": None, "axis": {"labelLimit": 0}}
+    y_offset = {"field": "row", "type": "nominal", "scale": {"domain": rows}}
+    pred_values = records(pred, ["pair", "engine", "row", "goodput_mbps", "goodput_lo_mbps",
+                                 "goodput_hi_mbps", "param_lo_mbps", "param_hi_mbps",
+                                 "limit", "limit_name"])
     layers: list[Spec] = [
         {"data": {"values": pred_values},
-         "mark": {"type": "rule", "strokeWidth": 6, "opacity": 0.35},
+         "mark": {"type": "rule", "strokeWidth": 9, "opacity": 0.35},
          "encoding": {"x": {"field": "goodput_lo_mbps", "type": "quantitative"},
                       "x2": {"field": "goodput_hi_mbps"}, "y": y, "yOffset": y_offset,
-                      "color": colour}},
+                      "color": colour,
+                      "tooltip": _tooltip("pair", "engine", ("goodput_lo_mbps", ",.0f"),
+                                          ("goodput_hi_mbps", ",.0f"))}},
         {"data": {"values": pred_values},
          "mark": {"type": "point", "shape": "diamond", "size": 160, "filled": True},
          "encoding": {"x": x, "y": y, "yOffset": y_offset, "color": colour,
                       "tooltip": _tooltip("pair", "engine", ("goodput_mbps", ",.0f"),
                                           ("goodput_lo_mbps", ",.0f"),
-                                          ("goodput_hi_mbps", ",.0f"), "limit")}},
+                                          ("goodput_hi_mbps", ",.0f"),
+                                          ("param_lo_mbps", ",.0f"),
+                                          ("param_hi_mbps", ",.0f"), "limit_name",
+                                          "limit")}},
+        {"data": {"values": pred_values},
+         "mark": {"type": "rule", "strokeWidth": 2, "color": "#111111"},
+         "encoding": {"x": {"field": "param_lo_mbps", "type": "quantitative"},
+                      "x2": {"field": "param_hi_mbps"}, "y": y, "yOffset": y_offset}},
     ]
     if not measured.empty:
         meas = measured.assign(
             pair=[pair_label(s, c) for s, c in zip(measured["server"], measured["client"],
                                                    strict=True)],
-            series=measured["source"].astype(str) + " (measured)",
+            row=MEASURED_PREFIX + measured["source"].astype(str),
             bound=measured["bound"].fillna("value"))
         layers.append({
-            "data": {"values": records(meas, ["pair", "series", "source", "id", "detail",
+            "data": {"values": records(meas, ["pair", "row", "source", "id", "detail",
                                               "goodput_mbps", "bound"])},
-            "mark": {"type": "point", "filled": True, "size": 45, "opacity": 0.6},
-            "encoding": {"x": x, "y": y, "color": colour,
+            "mark": {"type": "point", "filled": True, "size": 30, "opacity": 0.3},
+            "encoding": {"x": x, "y": y, "yOffset": y_offset, "color": colour,
+                         # A legend of bound shapes only when some point is a bound.
                          "shape": {"field": "bound", "type": "nominal",
-                                   "title": "published bound"},
+                                   "title": "published bound",
+                                   "legend": {"orient": "bottom"}
+                                   if (meas["bound"] != "value").any() else None},
                          "tooltip": _tooltip("source", "id", "detail",
                                              ("goodput_mbps", ",.0f"), "bound")}})
-    return {"$schema": SCHEMA, "height": {"step": 40}, "layer": layers}
+        box = measured_summary(measured)
+        if not box.empty:
+            box = box.assign(row=MEASURED_PREFIX + box["source"].astype(str))
+            values = records(box)
+            tip = _tooltip("pair", "source", ("n", "d"), ("median", ",.0f"), ("q1", ",.0f"),
+                           ("q3", ",.0f"), ("p5", ",.0f"), ("p95", ",.0f"))
+            layers += [
+                {"data": {"values": values}, "mark": {"type": "rule", "strokeWidth": 1.5},
+                 "encoding": {"x": {"field": "p5", "type": "quantitative"},
+                              "x2": {"field": "p95"}, "y": y, "yOffset": y_offset,
+                              "color": colour, "tooltip": tip}},
+                {"data": {"values": values},
+                 "mark": {"type": "rule", "strokeWidth": 12, "opacity": 0.6},
+                 "encoding": {"x": {"field": "q1", "type": "quantitative"},
+                              "x2": {"field": "q3"}, "y": y, "yOffset": y_offset,
+                              "color": colour, "tooltip": tip}},
+                {"data": {"values": values},
+                 "mark": {"type": "tick", "thickness": 3, "color": "#111111"},
+                 "encoding": {"x": {"field": "median", "type": "quantitative"}, "y": y,
+                              "yOffset": y_offset, "tooltip": tip}},
+            ]
+    return {"$schema": SCHEMA, "height": {"step": 22 * max(len(rows), 1)}, "layer": layers}
 
 
 def limits_chart(limits: pd.DataFrame) -> Spec:
@@ -190,14 +263,14 @@ def limits_chart(limits: pd.DataFrame) -> Spec:
     x = {"field": "rate_mbps", "type": "quantitative", "scale": {"type": "log"},
          "title": "goodput this resource alone allows (Mbit/s)"}
     y = {"field": "resource", "type": "nominal", "title": None,
-         "sort": {"field": "rate_mbps"}}
+         "sort": {"field": "rate_mbps"}, "axis": {"labelLimit": 0}}
     bars = {"mark": "bar", "encoding": {
         "x": x, "x2": {"field": "base"}, "y": y,
         "color": {"field": "role", "type": "nominal", "title": None,
                   "legend": {"orient": "bottom"},
                   "scale": {"domain": ["limit", "headroom"], "range": ["#e45756", "#9ecae9"]}},
-        "tooltip": _tooltip("pair", "engine", "resource", ("rate_mbps", ",.0f"),
-                            ("headroom_pct", "+.0f"))}}
+        "tooltip": _tooltip("pair", "engine", "resource", "code", ("rate_mbps", ",.0f"),
+                            "label")}}
     text = {"mark": {"type": "text", "align": "left", "dx": 4},
             "encoding": {"x": x, "y": y, "text": {"field": "label", "type": "nominal"}}}
     return {"$schema": SCHEMA, "data": {"values": records(data)},
@@ -235,21 +308,29 @@ def sweep_chart(table: pd.DataFrame, measured: pd.DataFrame, axis: str,
          "scale": {"type": "log"} if log_x else {"zero": False}}
     curves = table.assign(curve=table["pair"] if not axis2 else
                           table["pair"] + " · " + axis2 + "=" + table[axis2].astype(str))
+    # Full curve names in the legend, one per line: "lsquic → quiche · loss_pct=0.1".
     colour = {"field": "curve", "type": "nominal", "title": None,
-              "scale": {"scheme": "tableau10"}}
+              "scale": {"scheme": "tableau10"},
+              "legend": {"orient": "bottom", "columns": 2, "labelLimit": 0}}
+    curves = curves.assign(limit_name=curves["limit"].map(limit_name))
     points = records(curves, ["curve", "pair", "engine", axis, *([axis2] if axis2 else []),
-                              "goodput_mbps", "goodput_lo_mbps", "goodput_hi_mbps", "limit"])
+                              "goodput_mbps", "goodput_lo_mbps", "goodput_hi_mbps", "limit",
+                              "limit_name"])
     tooltip = _tooltip("pair", "engine", (axis, ",g"), *([axis2] if axis2 else []),
-                       ("goodput_mbps", ",.0f"), "limit")
+                       ("goodput_mbps", ",.0f"), ("goodput_lo_mbps", ",.0f"),
+                       ("goodput_hi_mbps", ",.0f"), "limit_name", "limit")
+    detail = {"field": "engine", "type": "nominal"}
     layers: list[Spec] = [
         {"data": {"values": points}, "mark": {"type": "area", "opacity": 0.15},
          "encoding": {"x": x, "y": {"field": "goodput_lo_mbps", "type": "quantitative"},
-                      "y2": {"field": "goodput_hi_mbps"}, "color": colour}},
+                      "y2": {"field": "goodput_hi_mbps"}, "color": colour,
+                      "detail": detail}},
         {"data": {"values": points}, "mark": {"type": "line", "point": True},
          "encoding": {"x": x, "y": {"field": "goodput_mbps", "type": "quantitative",
                                     "title": "goodput (Mbit/s)"},
-                      "color": colour,
-                      "strokeDash": {"field": "engine", "type": "nominal", "title": "engine"},
+                      "color": colour, "detail": detail,
+                      "strokeDash": {"field": "engine", "type": "nominal", "title": "engine",
+                                     "legend": {"orient": "bottom"}},
                       "tooltip": tooltip}},
     ]
     if not measured.empty and axis in measured.columns:

@@ -10,10 +10,14 @@ environment variables); they reach the app as script arguments.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import FrameType
 
 from quiclab.app.config import script_arguments
 
@@ -27,6 +31,11 @@ STREAMLIT_DEFAULTS = {
     "STREAMLIT_CLIENT_TOOLBAR_MODE": "viewer",
 }
 HELP_FLAGS = ("-h", "--help")
+#: Signals that end the app: each is passed on to Streamlit's process group.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: Seconds Streamlit gets to shut down before its group is killed (a DES run in the
+#: worker would otherwise hold the server's exit until it finishes).
+STOP_GRACE_S = 10.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,15 +60,42 @@ def command(args: argparse.Namespace) -> list[str]:
 
 
 def run_app(args: argparse.Namespace) -> int:
+    """Run Streamlit in a process group of its own (its worker processes join it), pass
+    SIGTERM, SIGINT and SIGHUP on to the whole group, and kill the group if it has not
+    ended :data:`STOP_GRACE_S` later: stopping ``quiclab app`` stops the server and
+    every simulation it started, which a signal to this process alone did not."""
     if any(a in HELP_FLAGS for a in args.streamlit_args):
         args.app_parser.print_help()
         return 0
     env = dict(os.environ)
     for key, value in STREAMLIT_DEFAULTS.items():
         env.setdefault(key, value)
-    process = subprocess.Popen(command(args), env=env)
+    process = subprocess.Popen(command(args), env=env, start_new_session=True)
+    stopping: list[float] = []  # when the first stop signal came (monotonic s)
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        del frame
+        if not stopping:
+            stopping.append(time.monotonic())
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in STOP_SIGNALS}
     try:
-        return process.wait()
-    except KeyboardInterrupt:
-        # Ctrl-C reaches Streamlit too (same process group); let it shut down.
-        return process.wait()
+        while True:
+            try:
+                code = process.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if stopping and time.monotonic() - stopping[0] > STOP_GRACE_S:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
+                    code = process.wait()
+                    break
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        # Whatever of the group is left (a worker between jobs): it ends with the app.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    return 0 if stopping and code in (0, -signal.SIGTERM, -signal.SIGINT) else code

@@ -32,12 +32,15 @@ class AppConfig:
     data_dir: str
     reports_dir: str
     ns3_cache_dir: str
+    #: Where finished DES and ns-3 results are kept (quiclab.app.jobs).
+    results_dir: str
 
     @classmethod
     def from_paths(cls, paths: Paths) -> AppConfig:
         return cls(models_dir=str(paths.models), catalog=str(paths.catalog),
                    data_dir=str(paths.data_dir), reports_dir=str(paths.reports),
-                   ns3_cache_dir=str(paths.cache / "ns3"))
+                   ns3_cache_dir=str(paths.cache / "ns3"),
+                   results_dir=str(paths.cache / "app-results"))
 
     @property
     def screenshots_dir(self) -> Path:

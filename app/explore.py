@@ -15,6 +15,7 @@ import streamlit as st
 
 from quiclab.app.charts import SCHEMA, Spec, records
 from quiclab.app.config import AppConfig
+from quiclab.app.labels import place
 from quiclab.app.resources import (
     SQL_MAX_ROWS,
     catalog_query,
@@ -100,7 +101,8 @@ def show(config: AppConfig) -> None:
     except (QuiclabError, duckdb.Error) as err:
         st.warning(f"{err}")
         return
-    st.caption(f"Catalog {config.catalog} — tables and columns: docs/reference/catalog.md")
+    st.caption(f"Catalog {place(config.catalog, config.data_dir)} — tables and columns: "
+               "docs/reference/catalog.md")
     left, right = st.columns([1, 3])
     with left:
         st.subheader("Tables")

@@ -11,7 +11,11 @@ change.
 
 Matching rule: a condition a row states must equal the Scenario's; a condition
 it leaves NULL (not stated, not recorded) does not exclude it — the row's
-conditions are returned so that the app shows them. Fields named in ``free``
+conditions are returned so that the app shows them. The testbed is a condition
+too: a Scenario on a named testbed matches that testbed's rows; one on
+``unseen`` (your own hosts) matches rows of any testbed whose CPU is the
+Scenario's — stated by the row or by its testbed (``testbeds.cpu``), so a run of
+a testbed that did not record its CPU (UCLouvain's) matches no CPU. Fields named in ``free``
 (the axes of a sweep) are not constrained at all. The CPU is compared by its
 catalog name. The transfer size is the runs' ``filesize_bytes`` (bulk only: a
 request run's is requests × request_bytes, and request workloads compare
@@ -64,7 +68,9 @@ ANY_AT_DEFAULT = {"udp_payload_bytes": 0, "server_core": -1, "client_core": -1}
 UNRECORDED = ("pipeline", "cpu_ghz", "base_rtt_us", "queue_bytes", "queue_bdp")
 #: Columns of the result (conditions named by Scenario field).
 COLUMNS = ["source", "id", "server", "client", "goodput_mbps", "bound", "detail", "cpu",
-           "workload", *RUN_CONDITIONS]
+           "workload", "testbed", *RUN_CONDITIONS]
+#: The Scenario's testbed of hosts no measurement came from (models/testbeds.py UNSEEN).
+UNSEEN = "unseen"
 _FLOAT_FIELDS = {"link_gbps", "rtt_ms", "loss_pct", "reorder_pct"}
 #: Stored decimals were typed by people: numbers this close are equal.
 _TOLERANCE = 1e-6
@@ -89,34 +95,56 @@ def _frame(df: pd.DataFrame) -> pd.DataFrame:
     return df[COLUMNS]
 
 
-def run_rows(con: Any, server: str, client: str) -> pd.DataFrame:
-    """Successful runs (QIR-10G and fresh) of one pair, with their conditions."""
+def _testbed_sql(con: Any, table: str, available: set[str]) -> tuple[str, str, str]:
+    """(testbed, CPU, join) SQL of a table's rows: the row's testbed, and its CPU or,
+    where the row states none, its testbed's (``testbeds.cpu``; ``unknown`` for a
+    testbed that did not record it, read as not stated)."""
+    if "testbed" not in available:
+        return "NULL", f"{table}.cpu", ""
+    if "testbeds" not in _tables(con):
+        return f"{table}.testbed", f"{table}.cpu", ""
+    return (f"{table}.testbed", f"nullif(coalesce({table}.cpu, tb.cpu), 'unknown')",
+            f"LEFT JOIN testbeds tb ON tb.testbed = {table}.testbed")
+
+
+def run_rows(con: Any, server: str | None, client: str | None) -> pd.DataFrame:
+    """Successful runs (QIR-10G, UCLouvain, fresh) of one pair, with their conditions;
+    with ``server`` and ``client`` None, of every pair of default builds."""
     if "runs" not in _tables(con):
         return pd.DataFrame(columns=COLUMNS)
     available = _columns(con, "runs")
-    select = ", ".join(f"{c} AS {f}" if c in available else f"NULL AS {f}"
+    select = ", ".join(f"runs.{c} AS {f}" if c in available else f"NULL AS {f}"
                        for f, c in RUN_CONDITIONS.items())
-    workload = "workload" if "workload" in available else "NULL"
-    server_impl, _, server_build = server.partition("@")
-    client_impl, _, client_build = client.partition("@")
+    workload = "runs.workload" if "workload" in available else "NULL"
+    testbed, cpu, join = _testbed_sql(con, "runs", available)
+    if server is None or client is None:
+        names = "server_impl AS server, client_impl AS client"
+        pair = "TRUE"
+        params: list[Any] = []
+        server_build = client_build = ""
+    else:
+        names = "? AS server, ? AS client"
+        pair = "server_impl = ? AND client_impl = ?"
+        server_impl, _, server_build = server.partition("@")
+        client_impl, _, client_build = client.partition("@")
+        params = [server, client, server_impl, client_impl]
     sql = f"""
-        SELECT source, run_id AS id, ? AS server, ? AS client, goodput_mbps,
+        SELECT source, run_id AS id, {names}, goodput_mbps,
                NULL AS bound,
                experiment || ' ' || coalesce(setting, '') || ' #' || repetition AS detail,
-               cpu, {workload} AS workload, {select}
-        FROM runs
-        WHERE status = 'ok' AND goodput_mbps IS NOT NULL
-          AND server_impl = ? AND client_impl = ?
+               {cpu} AS cpu, {workload} AS workload, {testbed} AS testbed, {select}
+        FROM runs {join}
+        WHERE status = 'ok' AND goodput_mbps IS NOT NULL AND {pair}
           AND (coalesce(server_build, '') = ? OR (source = 'fresh' AND ? = ''))
           AND (coalesce(client_build, '') = ? OR (source = 'fresh' AND ? = ''))
         ORDER BY source, goodput_mbps"""
-    params = [server, client, server_impl, client_impl, server_build, server_build,
-              client_build, client_build]
+    params += [server_build, server_build, client_build, client_build]
     return _frame(con.execute(sql, params).df())
 
 
-def published_rows(con: Any, server: str, client: str) -> pd.DataFrame:
-    """Goodput numbers the seeds state for one pair, in Mbit/s.
+def published_rows(con: Any, server: str | None, client: str | None) -> pd.DataFrame:
+    """Goodput numbers the seeds state for one pair, in Mbit/s (with ``server`` and
+    ``client`` None, for every pair of names without a variant).
 
     Quantities ``goodput`` and ``throughput`` in Mbit/s or Gbit/s; ``bound`` is
     the point's ``bound=`` condition (``upper_limit``, ``lower_limit``,
@@ -125,21 +153,33 @@ def published_rows(con: Any, server: str, client: str) -> pd.DataFrame:
     if "published_points" not in _tables(con):
         return pd.DataFrame(columns=COLUMNS)
     available = _columns(con, "published_points")
-    select = ", ".join(f"{PUBLISHED_CONDITIONS[f]} AS {f}"
+    select = ", ".join(f"published_points.{PUBLISHED_CONDITIONS[f]} AS {f}"
                        if PUBLISHED_CONDITIONS.get(f) in available else f"NULL AS {f}"
                        for f in RUN_CONDITIONS)
+    testbed, cpu, join = _testbed_sql(con, "published_points", available)
+    if server is None or client is None:
+        pair, params = "server NOT LIKE '%@%' AND client NOT LIKE '%@%'", []
+    else:
+        pair, params = "server = ? AND client = ?", [server, client]
     sql = f"""
         SELECT 'published' AS source, point_id AS id, server, client,
                CASE unit WHEN 'Gbit/s' THEN value * 1000 ELSE value END AS goodput_mbps,
                nullif(regexp_extract(conditions, 'bound=([a-z_]+)', 1), '') AS bound,
                'seed ' || document || ' ' || coalesce(locator, '') || ' §' ||
                    coalesce(section, '') AS detail,
-               cpu, workload, {select}
-        FROM published_points
+               {cpu} AS cpu, workload, {testbed} AS testbed, {select}
+        FROM published_points {join}
         WHERE quantity IN ('goodput', 'throughput') AND unit IN ('Mbit/s', 'Gbit/s')
-          AND server = ? AND client = ?
+          AND {pair}
         ORDER BY goodput_mbps"""
-    return _frame(con.execute(sql, [server, client]).df())
+    return _frame(con.execute(sql, params).df())
+
+
+def all_rows(con: Any) -> pd.DataFrame:
+    """Runs and published points of every pair of default builds (columns COLUMNS)."""
+    parts = [p for p in (run_rows(con, None, None), published_rows(con, None, None))
+             if not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 
 
 def pair_rows(con: Any, server: str, client: str) -> pd.DataFrame:
@@ -171,7 +211,7 @@ def index_rows(frame: pd.DataFrame) -> PairRows:
     """Prepare :func:`pair_rows`' table for matching."""
     stated: dict[str, np.ndarray] = {}
     values: dict[str, np.ndarray] = {}
-    for field in ("cpu", "workload", *RUN_CONDITIONS):
+    for field in ("cpu", "workload", "testbed", *RUN_CONDITIONS):
         column = frame[field]
         stated[field] = ~column.isna().to_numpy(dtype=bool)
         numeric = field in RUN_CONDITIONS and type(getattr(Scenario(), field)) in (int, float)
@@ -230,8 +270,15 @@ def match(rows: PairRows | pd.DataFrame, scenario: Scenario, cpu: str,
     if unrecorded(scenario, free):
         return rows.empty
     keep = np.ones(len(rows.frame), dtype=bool)
+    if scenario.testbed != UNSEEN and "testbed" not in free:
+        # A named testbed: its own measurements (and rows that name none).
+        keep &= _fits(rows, "testbed", scenario.testbed)
     if "cpu" not in free:
         keep &= _fits(rows, "cpu", cpu)
+        if scenario.testbed == UNSEEN:
+            # Hosts the models never saw, with this CPU: a row of unknown CPU (a
+            # testbed that did not record it) cannot be said to have run on it.
+            keep &= rows.stated["cpu"]
     bulk = scenario.workload == "bulk"
     if "workload" not in free:
         # A bulk transfer: published request/handshake workloads are other measurements.

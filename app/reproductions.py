@@ -28,6 +28,7 @@ import pandas as pd
 import streamlit as st
 
 from quiclab.app.config import AppConfig
+from quiclab.app.labels import place
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".json")
 VERDICT_COLUMNS = ("pass", "passed", "ok")
@@ -152,18 +153,19 @@ def show(config: AppConfig) -> None:
     root = Path(config.reports_dir) / "reproductions"
     summary = root / "findings.csv"
     if summary.is_file():
-        _show_findings(root, pd.read_csv(summary))
+        _show_findings(root, pd.read_csv(summary), config.data_dir)
         return
     found = find_reproductions(root)
     if not found:
-        st.info(f"No reproduction results under {root} yet. Run `quiclab reproduce --all` "
+        st.info(f"No reproduction results under {place(root, config.data_dir)} yet. Run "
+                "`quiclab reproduce --all` "
                 "(with the same --data-dir) to make them; this page shows them when they "
                 "exist.")
         return
-    _show_folders(root, found)
+    _show_folders(root, found, config.data_dir)
 
 
-def _show_findings(root: Path, findings: pd.DataFrame) -> None:
+def _show_findings(root: Path, findings: pd.DataFrame, data_dir: str) -> None:
     counts = findings["verdict"].value_counts()
     cols = st.columns(5)
     cols[0].metric("Findings", finding_count(findings))
@@ -171,9 +173,9 @@ def _show_findings(root: Path, findings: pd.DataFrame) -> None:
     cols[2].metric("Pass", int(counts.get("pass", 0)))
     cols[3].metric("Fail", int(counts.get("fail", 0)))
     cols[4].metric("Not covered", int(counts.get("not covered", 0)))
-    st.caption(f"From {root} (`quiclab reproduce`): one verdict per finding and engine its "
-               "spec names; predicted and published as the findings state them, the verdict "
-               "against each finding's tolerance.")
+    st.caption(f"From {place(root, data_dir)} (`quiclab reproduce`): one verdict per finding "
+               "and engine its spec names; predicted and published as the findings state "
+               "them, the verdict against each finding's tolerance.")
     shown, chosen = findings_ui(findings)
     listed = _ordered(findings[findings["verdict"].isin(shown)], FINDING_COLUMNS)
     st.dataframe(listed.style.map(_verdict_colour, subset=["verdict"]), hide_index=True,
@@ -190,7 +192,7 @@ def _show_findings(root: Path, findings: pd.DataFrame) -> None:
             if "status" in frame.columns else frame
         st.dataframe(styled, hide_index=True, width="stretch")
     else:
-        st.info(f"No {checks.name} in {folder}.")
+        st.info(f"No {checks.name} in {folder.name}.")
     mine = findings[findings["reproduction"] == chosen]
     for _, row in mine[mine["verdict"] == "not covered"].iterrows():
         st.caption(f"{row['finding']}: not covered — {row.get('reason', '')}")
@@ -206,7 +208,7 @@ def _verdict_colour(verdict: object) -> str:
     return f"background-color: {colour}" if colour else ""
 
 
-def _show_folders(root: Path, found: list[Reproduction]) -> None:
+def _show_folders(root: Path, found: list[Reproduction], data_dir: str) -> None:
     loaded: list[tuple[Reproduction, list[tuple[Path, pd.DataFrame]]]] = []
     passed = failed = 0
     for rep in found:
@@ -215,7 +217,7 @@ def _show_folders(root: Path, found: list[Reproduction]) -> None:
             try:
                 frames.append((path, read_table(path)))
             except (ValueError, OSError) as err:
-                st.warning(f"{path}: unreadable ({err})")
+                st.warning(f"{path.parent.name}/{path.name}: unreadable ({err})")
                 continue
             verdict = verdicts(frames[-1][1])
             if verdict:
@@ -226,7 +228,7 @@ def _show_folders(root: Path, found: list[Reproduction]) -> None:
     cols[0].metric("Reproductions", len(found))
     cols[1].metric("Findings passed", passed)
     cols[2].metric("Findings failed", failed)
-    st.caption(f"From {root}")
+    st.caption(f"From {place(root, data_dir)}")
     for rep, frames in loaded:
         verdict_texts = [f"{v[0]} pass / {v[1]} fail" for _, f in frames
                          if (v := verdicts(f)) is not None]

@@ -30,12 +30,15 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
+from quiclab.app import jobs
 from quiclab.app.charts import pair_label
-from quiclab.app.measured import PairRows, index_rows, match, pair_rows
+from quiclab.app.config import AppConfig
+from quiclab.app.measured import PairRows, all_rows, index_rows, match, pair_rows
 from quiclab.errors import DataError, QuiclabError
 from quiclab.models.registry import Registry
-from quiclab.sim.engine import Engine, get_engine
+from quiclab.sim.engine import Engine, code_digest, get_engine
 from quiclab.sim.prediction import Prediction
+from quiclab.sim.resolve import Resolved, resolve
 from quiclab.sim.scenario import Scenario
 
 #: Longest a user's SQL may run on the Data page before it is interrupted.
@@ -93,6 +96,22 @@ def analytic_predictions(models_dir: str, stamp: float, scenarios: tuple[Scenari
     """
     engine = load_engine(models_dir, stamp, "analytic")
     return engine.predict_batch(list(scenarios))
+
+
+def resolved_for(models_dir: str, stamp: float, scenario: Scenario) -> Resolved:
+    """The scenario resolved against the models (its per-component costs); raises
+    ScenarioError as the engines do."""
+    return _resolved(models_dir, stamp, scenario)
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved(models_dir: str, stamp: float, scenario: Scenario) -> Resolved:
+    return resolve(scenario, load_registry(models_dir, stamp))
+
+
+def packet_results(config: AppConfig) -> jobs.Results:
+    """The server's DES and ns-3 results for the current models and engine code."""
+    return jobs.results(config.results_dir, models_stamp(config.models_dir), code_digest())
 
 
 def predict_by_pair(predict: Callable[[tuple[Scenario, ...]], list[Prediction]],
@@ -184,6 +203,27 @@ def catalog_query(catalog: str, stamp: float, sql: str,
     del stamp
     with open_catalog(catalog) as con:
         return con.execute(sql, list(params)).df()
+
+
+@st.cache_data(show_spinner=False)
+def catalog_table_names(catalog: str, stamp: float) -> frozenset[str]:
+    """Names of the catalog's tables and views (without counting their rows)."""
+    del stamp
+    with open_catalog(catalog) as con:
+        rows = con.execute("SELECT table_name FROM information_schema.tables "
+                           "WHERE table_schema = 'main'").fetchall()
+    return frozenset(str(r[0]) for r in rows)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def catalog_all_rows(catalog: str, stamp: float) -> dict[tuple[str, str], PairRows]:
+    """Every pair's measurements (:func:`measured.all_rows`), indexed per pair: the
+    Matrix page matches all of them at once without opening the catalog per pair."""
+    del stamp
+    with open_catalog(catalog) as con:
+        frame = all_rows(con)
+    return {(str(server), str(client)): index_rows(part.reset_index(drop=True))
+            for (server, client), part in frame.groupby(["server", "client"], sort=False)}
 
 
 @st.cache_data(show_spinner=False)

@@ -14,19 +14,22 @@ downloads as CSV or Parquet, made only when a download is clicked.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
+from urllib.parse import urlencode
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from quiclab.app import jobs
-from quiclab.app.charts import model_label, pair_label, sweep_chart
+from quiclab.app.charts import model_label, pair_label, sweep_chart, three_digits
 from quiclab.app.config import AppConfig
+from quiclab.app.labels import limit_name
 from quiclab.app.measured import COLUMNS, UNRECORDED, unrecorded, unrecorded_reason
 from quiclab.app.resources import (
     analytic_by_pair,
@@ -35,9 +38,10 @@ from quiclab.app.resources import (
     load_engine,
     load_registry,
     models_stamp,
+    packet_results,
     predict_by_pair,
 )
-from quiclab.app.urlstate import Selection
+from quiclab.app.urlstate import Selection, encode
 from quiclab.errors import QuiclabError, ScenarioError
 from quiclab.sim.engine import ENGINES
 from quiclab.sim.prediction import Prediction
@@ -80,7 +84,7 @@ class SweepParams:
     log: bool
     axis2: str | None
     values2: tuple[object, ...]
-    engine: str
+    engines: tuple[str, ...]
 
 
 #: Session-state key of the last sweep drawn (its URL parameters).
@@ -92,7 +96,7 @@ def _keys(axis: str, axis2: str) -> dict[str, str]:
     return {"axis": "w.sweep.axis", "lo": f"w.sweep.lo.{axis}", "hi": f"w.sweep.hi.{axis}",
             "points": "w.sweep.points", "log": f"w.sweep.log.{axis}",
             "axis2": "w.sweep.axis2", "values": f"w.sweep.values.{axis2}",
-            "engine": "w.sweep.engine"}
+            "engines": "w.sweep.engines"}
 
 
 def seed_from_url(params: dict[str, str]) -> list[str]:
@@ -126,12 +130,12 @@ def seed_from_url(params: dict[str, str]) -> list[str]:
         state[keys["log"]] = params["sweep_log"].lower() in ("1", "true", "yes", "on")
     if "sweep_values" in params and axis2 != "none":
         state[keys["values"]] = params["sweep_values"]
-    engine = params.get("sweep_engine", "analytic")
-    if engine in ENGINES:
-        state[keys["engine"]] = engine
-    else:
-        problems.append(f"URL: sweep_engine={engine!r} is impossible: allowed "
-                        + " | ".join(ENGINES))
+    # sweep_engine (one) is what shared sweeps said before engines could be compared.
+    name = "sweep_engines" if "sweep_engines" in params else "sweep_engine"
+    chosen = [e.strip() for e in params.get(name, "analytic").split(",") if e.strip()]
+    for bad in [e for e in chosen if e not in ENGINES]:
+        problems.append(f"URL: {name}={bad!r} is impossible: allowed " + " | ".join(ENGINES))
+    state[keys["engines"]] = [e for e in ENGINES if e in chosen] or ["analytic"]
     for key, value in state.items():
         st.session_state[key] = value
     return problems
@@ -141,7 +145,8 @@ def url_params(params: SweepParams) -> dict[str, str]:
     """The sweep's part of the URL."""
     out = {"sweep_axis": params.axis, "sweep_from": f"{params.lo:g}",
            "sweep_to": f"{params.hi:g}", "sweep_points": str(params.points),
-           "sweep_log": "true" if params.log else "false", "sweep_engine": params.engine}
+           "sweep_log": "true" if params.log else "false",
+           "sweep_engines": ",".join(params.engines)}
     if params.axis2:
         out["sweep_axis2"] = params.axis2
         out["sweep_values"] = ",".join(str(v).lower() if isinstance(v, bool) else str(v)
@@ -185,7 +190,7 @@ def sweep_ui(base: Scenario | None = None, ccs: tuple[str, ...] = CCS
     lo_default, hi_default, log_default = axis_defaults(axis, base or Scenario())
     for key, default in ((keys["lo"], float(lo_default)), (keys["hi"], float(hi_default)),
                          (keys["points"], 25), (keys["log"], log_default),
-                         (keys["engine"], "analytic")):
+                         (keys["engines"], ["analytic"])):
         state.setdefault(key, default)
     lo = cols[1].number_input("from", key=keys["lo"], format="%g")
     hi = cols[2].number_input("to", key=keys["hi"], format="%g")
@@ -198,8 +203,9 @@ def sweep_ui(base: Scenario | None = None, ccs: tuple[str, ...] = CCS
     state.setdefault(values_key, _default_values(axis2, ccs))
     raw2 = cols[1].text_input("its values (comma-separated)", key=values_key,
                               disabled=axis2 == "none")
-    engine = cols[2].selectbox("Engine", ENGINES, key=keys["engine"],
-                               help="analytic draws at once; des and ns3 run on a button")
+    engines = cols[2].multiselect("Engines", ENGINES, key=keys["engines"],
+                                  help="analytic draws at once; des and ns3 run on a button; "
+                                       "several engines share one chart")
     if hi <= lo:
         return None, f"the axis range is empty: from {lo:g} to {hi:g}"
     if log and lo <= 0:
@@ -215,8 +221,11 @@ def sweep_ui(base: Scenario | None = None, ccs: tuple[str, ...] = CCS
             return None, f"give at least one value of {axis2}"
         if axis2 == axis:
             return None, "the second axis must differ from the first"
+    if not engines:
+        return None, "choose at least one engine"
     return SweepParams(axis, float(lo), float(hi), points, bool(log),
-                       None if axis2 == "none" else axis2, values2, engine), None
+                       None if axis2 == "none" else axis2, values2,
+                       tuple(e for e in ENGINES if e in engines)), None
 
 
 def _default_values(axis2: str, ccs: tuple[str, ...] = CCS) -> str:
@@ -344,38 +353,59 @@ def _draw(config: AppConfig, selection: Selection, params: SweepParams) -> None:
         return
     stamp = models_stamp(config.models_dir)
     errors: list[str] = []
+    tables: list[pd.DataFrame] = []
+    makers: list[Callable[[], pd.DataFrame]] = []
     try:
-        if params.engine == "analytic":
+        scenarios = grid(selection, params)
+        if "analytic" in params.engines:
             table, errors = analytic_sweep(config.models_dir, stamp, selection, params)
             engine = load_engine(config.models_dir, stamp, "analytic")
-
-            def rows() -> pd.DataFrame:
-                return full_rows(predict_by_pair(engine.predict_batch,
-                                                 grid(selection, params))[0])
-        else:
-            done = _packet_predictions(config, stamp, params.engine, grid(selection, params))
-            table = sweep_table(done)
-
-            def rows() -> pd.DataFrame:
-                return full_rows(done)
+            tables.append(table)
+            makers.append(lambda: full_rows(predict_by_pair(engine.predict_batch,
+                                                            scenarios)[0]))
+        for name in params.engines:
+            if name == "analytic":
+                continue
+            done = _packet_predictions(config, stamp, name, scenarios)
+            if done:
+                tables.append(sweep_table(done))
+                makers.append(functools.partial(full_rows, done))
     except ScenarioError as err:
         st.error(str(err))
         return
     for line in errors:
         st.error(line)
-    if table.empty:
+    tables = [t for t in tables if not t.empty]
+    if not tables:
         return
+    table = pd.concat(tables, ignore_index=True)
+
+    def rows() -> pd.DataFrame:
+        return pd.concat([make() for make in makers], ignore_index=True)
+
     measured, reason = _measured(config, selection, params)
     st.vega_lite_chart(spec=sweep_chart(table, measured, params.axis, params.axis2, params.log),
                        width="stretch")
-    st.caption(f"{len(table)} predictions ({params.engine}) · {len(measured)} measured points "
+    engines = " + ".join(sorted(set(table["engine"]), key=ENGINES.index))
+    st.caption(f"{len(table)} predictions ({engines}) · {len(measured)} measured points "
                "with every other condition as in the sidebar" + (f" ({reason})" if reason
                                                                   else ""))
+    if len(set(table["engine"])) > 1:
+        _disagreement_note(table, params)
+    table = table.assign(limit_name=table["limit"].map(limit_name),
+                         server_cpu_pct=table["server_cpu_util"] * 100,
+                         client_cpu_pct=table["client_cpu_util"] * 100)
     st.dataframe(table[["pair", params.axis, *([params.axis2] if params.axis2 else []),
                         "engine", "goodput_mbps", "goodput_lo_mbps", "goodput_hi_mbps",
-                        "extrapolated", "limit", "server_cpu_util", "client_cpu_util",
-                        "engine_version", "server_model", "client_model"]],
-                 hide_index=True, width="stretch")
+                        "extrapolated", "limit_name", "limit", "server_cpu_pct",
+                        "client_cpu_pct", "engine_version", "server_model", "client_model"]],
+                 hide_index=True, width="stretch", column_config={
+                     "limit_name": st.column_config.TextColumn("limited by"),
+                     "limit": st.column_config.TextColumn("limit (engine name)"),
+                     "server_cpu_pct": st.column_config.NumberColumn("server CPU %",
+                                                                     format="%.1f"),
+                     "client_cpu_pct": st.column_config.NumberColumn("client CPU %",
+                                                                     format="%.1f")})
     name = f"sweep-{params.axis}" + (f"-{params.axis2}" if params.axis2 else "")
     cols = st.columns(3)
     # Built only when clicked (Streamlit runs the callable then).
@@ -389,6 +419,78 @@ def _draw(config: AppConfig, selection: Selection, params: SweepParams) -> None:
                                 _download(lambda: measured, "csv"),
                                 file_name=f"{name}-measured.csv", mime="text/csv",
                                 key="dl.measured", on_click="ignore")
+
+
+def sweep_disagreements(table: pd.DataFrame, params: SweepParams) -> pd.DataFrame:
+    """Points of the sweep where two engines' bands do not overlap: one row per point
+    and engine pair, with both goodputs and limits."""
+    keys = ["pair", params.axis, *([params.axis2] if params.axis2 else [])]
+    columns = [*keys, "engine", "goodput_mbps", "goodput_lo_mbps", "goodput_hi_mbps",
+               "limit"]
+    rows = []
+    for _, point in table[columns].groupby(keys, sort=False):
+        point = point.sort_values("engine", key=lambda e: e.map(ENGINES.index))
+        items = list(point.itertuples(index=False))
+        for i, a in enumerate(items):
+            for b in items[i + 1:]:
+                a_lo = min(a.goodput_lo_mbps, a.goodput_mbps)
+                a_hi = max(a.goodput_hi_mbps, a.goodput_mbps)
+                b_lo = min(b.goodput_lo_mbps, b.goodput_mbps)
+                b_hi = max(b.goodput_hi_mbps, b.goodput_mbps)
+                if a_hi < b_lo or b_hi < a_lo:
+                    rows.append({**{k: getattr(a, k) for k in keys},
+                                 "engines": f"{a.engine} vs {b.engine}",
+                                 "first": a.goodput_mbps, "first_limit": a.limit,
+                                 "second": b.goodput_mbps, "second_limit": b.limit})
+    return pd.DataFrame(rows, columns=[*keys, "engines", "first", "first_limit", "second",
+                                       "second_limit"])
+
+
+def _disagreement_note(table: pd.DataFrame, params: SweepParams) -> None:
+    """Say where the engines' bands do not overlap along the sweep, with the limit each
+    found, and link the first such scenario."""
+    found = sweep_disagreements(table, params)
+    if found.empty:
+        st.success("The engines agree along the whole sweep: their bands overlap at "
+                   "every point.")
+        return
+    lines = []
+    for (pair, which), part in found.groupby(["pair", "engines"], sort=False):
+        first, second = which.split(" vs ")
+        values = part[params.axis]
+        limits_a = ", ".join(f"{limit_name(x)} (`{x}`)" for x in
+                             dict.fromkeys(part["first_limit"]))
+        limits_b = ", ".join(f"{limit_name(x)} (`{x}`)" for x in
+                             dict.fromkeys(part["second_limit"]))
+        at = part.iloc[0]
+        link = _point_link(table, at, params)
+        lines.append(f"- **{pair}**, {which}: bands do not overlap at {len(part)} of "
+                     f"{int((table['pair'] == pair).sum() / table['engine'].nunique())} "
+                     f"points ({params.axis} {values.min():g} … {values.max():g}); "
+                     f"{first} limited by {limits_a}, {second} by {limits_b}. "
+                     f"At {params.axis}={at[params.axis]:g}: {first} "
+                     f"{three_digits(at['first'])} Mbit/s, {second} "
+                     f"{three_digits(at['second'])} Mbit/s"
+                     + (f" — [open this scenario]({link})" if link else ""))
+    st.warning("The engines disagree beyond their bands:\n" + "\n".join(lines))
+
+
+def _point_link(table: pd.DataFrame, point: pd.Series, params: SweepParams) -> str:
+    """A What-if URL (all engines) for one sweep point, '' if its row is not found."""
+    mask = (table["pair"] == point["pair"]) & (table[params.axis] == point[params.axis])
+    if params.axis2:
+        mask &= table[params.axis2] == point[params.axis2]
+    rows = table[mask]
+    if rows.empty:
+        return ""
+    fields = {name: rows.iloc[0][name] for name in field_names()}
+    try:
+        scenario = Scenario.from_dict({k: (v.item() if hasattr(v, "item") else v)
+                                       for k, v in fields.items()})
+    except ScenarioError:
+        return ""
+    selection = Selection(scenario, (scenario.server,), (scenario.client,), ENGINES)
+    return "?" + urlencode(encode(selection, "whatif"))
 
 
 def _parquet(table: pd.DataFrame) -> bytes:
@@ -446,7 +548,7 @@ def _packet_predictions(config: AppConfig, stamp: float, engine: str,
                         scenarios: list[Scenario]) -> list[Prediction]:
     """Finished packet-level runs of the grid; offers the button for the rest."""
     job_list = [(engine, s) for s in scenarios]
-    results = jobs.store()
+    results = packet_results(config)
     done, errors = jobs.finished(job_list, results)
     for line in errors[:5]:
         st.error(line)
@@ -456,10 +558,15 @@ def _packet_predictions(config: AppConfig, stamp: float, engine: str,
             st.warning(f"{len(job_list)} runs of {engine} is too many for the app "
                        f"(at most {MAX_PACKET_RUNS}); fewer points or pairs, or "
                        "`quiclab sweep` from the command line.")
-        elif st.button(f"Run {engine} on {missing} point(s)", key="run_sweep", type="primary"):
-            jobs.forget_errors(job_list, results)
-            jobs.submit(job_list, results, config.models_dir, stamp, config.ns3_cache_dir)
         running = jobs.pending(job_list, results)
+        if not running and len(jobs.finished(job_list, results)[0]) > len(done):
+            st.rerun()  # runs finished since ``done`` was read: draw them now
+        if len(job_list) <= MAX_PACKET_RUNS:
+            st.button(f"Running {engine} …" if running else
+                      f"Run {engine} on {missing} point(s)", key=f"run_sweep.{engine}",
+                      type="primary", disabled=bool(running), on_click=jobs.start,
+                      args=(job_list, results, config.models_dir, stamp,
+                            config.ns3_cache_dir))
         if running:
             jobs.wait_with_progress(running, results, f"{engine} sweep")
             st.rerun()

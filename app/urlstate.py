@@ -24,11 +24,20 @@ from quiclab.sim.engine import ENGINES
 from quiclab.sim.scenario import Scenario, coerce, field_names
 
 #: The app's pages: URL name → title.
-PAGES = {"whatif": "What-if", "sweep": "Sweep", "reproductions": "Reproductions",
-         "data": "Data"}
+PAGES = {"whatif": "What-if", "matrix": "Matrix", "dynamics": "Dynamics", "sweep": "Sweep",
+         "reproductions": "Reproductions", "data": "Data"}
 DEFAULT_PAGE = "whatif"
 #: At most this many (server, client) pairs are compared at once (a 6 × 6 matrix).
 MAX_PAIRS = 36
+#: The side of the square sub-matrix compared when both lists are long.
+MAX_SIDE = 6
+#: What a request workload starts from when its fields are unset (0): sizes the seeds
+#: measured, with a request count the packet engines finish in seconds. ``requests``:
+#: seed 004's small object (630 bytes); ``handshakes``: seed 003's 1 KiB response.
+WORKLOAD_DEFAULTS: dict[str, dict[str, int]] = {
+    "requests": {"request_bytes": 630, "requests": 10_000},
+    "handshakes": {"request_bytes": 1024, "requests": 1_000},
+}
 _DEFAULT = Scenario()
 
 
@@ -42,12 +51,38 @@ class Selection:
     engines: tuple[str, ...] = ("analytic",)
 
     def pairs(self) -> list[tuple[str, str]]:
-        """Every (server, client) combination, in selection order, at most MAX_PAIRS."""
-        return list(itertools.product(self.servers, self.clients))[:MAX_PAIRS]
+        """Every (server, client) combination, in selection order; when there are more
+        than MAX_PAIRS, a server × client sub-matrix of the first ones (6 × 6, or all of
+        the shorter list against as many of the other as fit), never a ragged list."""
+        servers, clients = matrix_shape(len(self.servers), len(self.clients))
+        return list(itertools.product(self.servers[:servers], self.clients[:clients]))
 
     def scenarios(self) -> list[Scenario]:
         """One Scenario per pair: the base with that server and client."""
         return [self.base.with_(server=s, client=c) for s, c in self.pairs()]
+
+
+def matrix_shape(servers: int, clients: int) -> tuple[int, int]:
+    """How many of ``servers`` and ``clients`` the compared sub-matrix takes (at most
+    MAX_PAIRS cells): all when they fit, else the shorter side whole if it has at most
+    MAX_SIDE names, else MAX_SIDE × MAX_SIDE."""
+    if servers * clients <= MAX_PAIRS:
+        return servers, clients
+    if clients <= MAX_SIDE:
+        return MAX_PAIRS // clients, clients
+    if servers <= MAX_SIDE:
+        return servers, MAX_PAIRS // servers
+    return MAX_SIDE, MAX_SIDE
+
+
+def with_workload_defaults(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` with :data:`WORKLOAD_DEFAULTS` for a request workload's absent request
+    fields, so that ``workload=requests`` alone is a scenario (a value given, even an
+    impossible 0, is kept and reported)."""
+    out = dict(fields)
+    for name, value in WORKLOAD_DEFAULTS.get(str(out.get("workload", "bulk")), {}).items():
+        out.setdefault(name, value)
+    return out
 
 
 def _text(value: Any) -> str:
@@ -71,13 +106,16 @@ def encode(selection: Selection, page: str = DEFAULT_PAGE) -> dict[str, str]:
 
 
 def scenario_from(fields: Mapping[str, Any], base: Scenario | None = None
-                  ) -> tuple[Scenario, list[ScenarioError]]:
-    """``base`` (the default Scenario) with every field of ``fields``, and the errors.
+                  ) -> tuple[Scenario, list[tuple[str, Any, ScenarioError]]]:
+    """``base`` (the default Scenario) with every field of ``fields``, and what was
+    left out: (field, value, the error applying it gave).
 
     All fields are applied at once, since some need others (``workload=requests``
     needs ``request_bytes``). Only if that is refused are they applied one at a
     time, each tried again after the others, so that one bad value does not
-    discard the rest; each field left out is reported once, with its error.
+    discard the rest; each field left out is reported once, with its error —
+    which may name another field, the one it conflicts with
+    (``mtu_bytes=1280`` left out because ``udp_payload_bytes=1400`` needs more).
     """
     base = base or Scenario()
     try:
@@ -100,8 +138,16 @@ def scenario_from(fields: Mapping[str, Any], base: Scenario | None = None
         try:
             base.with_(**{key: value})
         except ScenarioError as err:
-            refused.append(err)
+            refused.append((key, value, err))
     return base, refused
+
+
+def dropped_text(key: str, value: Any, err: ScenarioError) -> str:
+    """The warning for a URL field left out: it names that field, and the error when
+    the error is about another one (the field it conflicts with)."""
+    if err.field == key:
+        return f"URL: {err}"
+    return f"URL: {key}={_text(value)} was left out: with it, {err}"
 
 
 def _names(raw: str | None) -> tuple[str, ...]:
@@ -132,8 +178,8 @@ def decode(params: Mapping[str, str], known_impls: Sequence[str] | None = None
             fields[key] = coerce(key, raw, source="URL")
         except ScenarioError as err:
             problems.append(str(err))
-    base, refused = scenario_from(fields)
-    problems += [f"URL: {err}" for err in refused]
+    base, refused = scenario_from(with_workload_defaults(fields))
+    problems += [dropped_text(key, value, err) for key, value, err in refused]
 
     def impls(key: str) -> tuple[str, ...]:
         chosen = _names(params.get(key))

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from quiclab.app import jobs
+from quiclab.app import jobs, panels
 from quiclab.app.charts import (
     REQUEST_OUTPUTS,
     cpu_chart,
@@ -32,6 +32,8 @@ from quiclab.app.charts import (
     three_digits,
 )
 from quiclab.app.config import AppConfig
+from quiclab.app.engines import Disagreement, disagreements
+from quiclab.app.labels import cpu_pct_text, limit_help, limit_name
 from quiclab.app.measured import COLUMNS, unrecorded, unrecorded_reason
 from quiclab.app.resources import (
     analytic_by_pair,
@@ -39,6 +41,8 @@ from quiclab.app.resources import (
     catalog_stamp,
     load_registry,
     models_stamp,
+    packet_results,
+    resolved_for,
 )
 from quiclab.app.urlstate import Selection
 from quiclab.errors import QuiclabError
@@ -104,8 +108,11 @@ class Body:
     provenance: pd.DataFrame
     notes: str
     job_list: list[jobs.Job]
-    results: jobs.Store
+    results: jobs.Results
     stamp: float
+    uncertainty: list[str]
+    disagreements: list[Disagreement]
+    breakdown: panels.Breakdown | None
 
 
 def prepare(config: AppConfig, selection: Selection, head: Answer) -> Body:
@@ -117,7 +124,7 @@ def prepare(config: AppConfig, selection: Selection, head: Answer) -> Body:
     packet_engines = [e for e in selection.engines if e != "analytic"]
     accepted = [p.scenario for p in analytic]
     job_list = [(e, s) for e in packet_engines for s in accepted]
-    results = jobs.store()
+    results = packet_results(config)
     packet, errors = jobs.finished(job_list, results)
     predictions = [*analytic, *packet]
     table = prediction_table(predictions)
@@ -130,13 +137,19 @@ def prepare(config: AppConfig, selection: Selection, head: Answer) -> Body:
     limits = limits_table(predictions)
     sides = dict.fromkeys((side, getattr(p.scenario, side))
                           for p in predictions for side in ("server", "client"))
+    try:
+        split = panels.cpu_breakdown(config, resolved_for(config.models_dir, stamp,
+                                                          accepted[0]), analytic[0])
+    except QuiclabError:
+        split = None
     return Body(
         predictions, errors, table, shown, measured, _measured_summary(measured, why),
         problem, (goodput_chart(table, measured), cpu_chart(table),
                   None if limits.empty else limits_chart(limits)),
         model_provenance(registry, accepted[0], list(sides)),
         "\n\n".join(prediction_provenance(registry, p) for p in predictions),
-        job_list, results, stamp)
+        job_list, results, stamp, panels.uncertainty_lines(predictions, measured),
+        disagreements(predictions), split)
 
 
 def show(config: AppConfig, selection: Selection, started: float, first_run: bool = False,
@@ -163,13 +176,25 @@ def show(config: AppConfig, selection: Selection, started: float, first_run: boo
     with left:
         st.subheader("Goodput: predicted and measured")
         st.vega_lite_chart(spec=goodput, width="stretch")
+        st.caption("Per pair, one row per engine: wide bar = predictive band, thin black "
+                   "bar = the fitted parameters alone, diamond = prediction; one row per "
+                   "measured source: box = quartiles, whiskers = 5th–95th percentile, "
+                   "black tick = median, dots = every matching value.")
         st.caption(body.measured_note)
     with right:
         st.subheader("CPU utilisation per side")
         st.vega_lite_chart(spec=cpu, width="stretch")
+    with st.expander("How sure: the band, what it covers, the measured spread",
+                     expanded=True):
+        st.markdown("\n".join(body.uncertainty))
+    st.subheader("Engines side by side")
+    panels.show_engines(body.predictions, body.disagreements)
     st.subheader("Limiting resource and headroom of the others")
     if limits is not None:
         st.vega_lite_chart(spec=limits)
+    if body.breakdown is not None:
+        st.subheader("CPU breakdown per side")
+        panels.show_breakdown(body.breakdown)
     with st.expander(f"Measured points matching these conditions ({len(body.measured)})",
                      expanded=False):
         st.dataframe(body.measured, hide_index=True, width="stretch")
@@ -179,8 +204,15 @@ def show(config: AppConfig, selection: Selection, started: float, first_run: boo
         st.dataframe(body.provenance, hide_index=True, width="stretch")
         st.markdown(body.notes)
 
+    cols = st.columns(3)
+    cols[0].button("Dynamics of this scenario →", key="go.dynamics", on_click=go_to,
+                   args=("dynamics",), help="time series of the packet engines' runs and of "
+                                            "measured runs under these conditions")
+    cols[1].button("All pairs under these conditions (Matrix) →", key="go.matrix",
+                   on_click=go_to, args=("matrix",))
     if body.job_list:
-        _packet_section(config, body.job_list, body.results, body.stamp)
+        _packet_section(config, body.job_list, body.results, body.stamp,
+                        sum(p.engine != "analytic" for p in body.predictions))
 
     def finish() -> None:
         elapsed_ms = (time.perf_counter() - started) * 1000
@@ -188,7 +220,7 @@ def show(config: AppConfig, selection: Selection, started: float, first_run: boo
         head.timing.caption(f"Analytic answer in {elapsed_ms:.0f} ms{cold}: the whole script "
                             "run on the server (sidebar, predictions, measured points, "
                             "charts), before the browser draws it · models: "
-                            f"{config.models_dir} · CPU rule: {first.cpu_rule}")
+                            f"{_models_label(first)} · CPU rule: {first.cpu_rule}")
 
     return finish
 
@@ -204,24 +236,27 @@ def band_text(p: Prediction) -> str:
 
 
 def _metrics(p: Prediction) -> None:
-    cols = st.columns(4)
+    cols = st.columns([3, 4, 2, 2])  # the limit's plain name is the longest value
     interval = band_text(p)
     label = GOODPUT_LABEL if p.engine == "analytic" else f"Predicted goodput ({p.engine})"
+    # The band is not a change: no arrow beside it.
     cols[0].metric(label, f"{three_digits(p.goodput_mbps)} Mbit/s", delta=interval,
-                   delta_color="off",
+                   delta_color="off", delta_arrow="off",
                    help=f"{pair_label(p.scenario.server, p.scenario.client)}; {interval}: "
                         f"{p.interval_source}")
-    cols[1].metric("Limit", p.limit)
-    cols[2].metric("Server CPU", f"{three_digits(p.server_cpu_util * 100)} %")
-    cols[3].metric("Client CPU", f"{three_digits(p.client_cpu_util * 100)} %")
+    cols[1].metric("Limit", limit_name(p.limit), help=limit_help(p.limit))
+    cols[2].metric("Server CPU", cpu_pct_text(p.server_cpu_util),
+                   help="% of one core (200 % = two cores busy)")
+    cols[3].metric("Client CPU", cpu_pct_text(p.client_cpu_util),
+                   help="% of one core (200 % = two cores busy)")
     if p.extrapolated:
         st.warning(f"**Outside the evidence** — {p.extrapolated}", icon="⚠️")
     if p.scenario.workload != "bulk":
-        cols = st.columns(4)
-        cols[0].metric("Requests/s", three_digits(p.requests_per_s))
-        cols[1].metric("Completion", f"{three_digits(p.completion_s)} s")
-        cols[2].metric("Latency p50", f"{three_digits(p.latency_p50_ms)} ms")
-        cols[3].metric("Latency p99", f"{three_digits(p.latency_p99_ms)} ms")
+        rates = st.columns(4)
+        rates[0].metric("Requests/s", three_digits(p.requests_per_s))
+        rates[1].metric("Completion", f"{three_digits(p.completion_s)} s")
+        rates[2].metric("Latency p50", f"{three_digits(p.latency_p50_ms)} ms")
+        rates[3].metric("Latency p99", f"{three_digits(p.latency_p99_ms)} ms")
 
 
 def _table_columns() -> dict[str, Any]:
@@ -230,6 +265,10 @@ def _table_columns() -> dict[str, Any]:
         "goodput_mbps": number("goodput (Mbit/s)", format="%.1f"),
         "goodput_lo_mbps": number("band low", format="%.1f"),
         "goodput_hi_mbps": number("band high", format="%.1f"),
+        "param_lo_mbps": number("parameters low", format="%.1f"),
+        "param_hi_mbps": number("parameters high", format="%.1f"),
+        "limit_name": st.column_config.TextColumn("limited by"),
+        "limit": st.column_config.TextColumn("limit (engine name)"),
         "server_cpu_pct": number("server CPU %", format="%.1f"),
         "client_cpu_pct": number("client CPU %", format="%.1f"),
         "requests_per_s": number("requests/s", format="%.0f"),
@@ -330,22 +369,40 @@ def prediction_provenance(registry: Registry, p: Prediction) -> str:
     return "\n".join(lines)
 
 
-def _packet_section(config: AppConfig, job_list: list[jobs.Job], results: jobs.Store,
-                    stamp: float) -> None:
+def _packet_section(config: AppConfig, job_list: list[jobs.Job], results: jobs.Results,
+                    stamp: float, shown: int) -> None:
+    """The Run button, disabled with a progress bar while runs go. ``shown``: how many
+    packet-level results the page above drew; a run that finished since (between
+    drawing the chart and reaching here) draws the page again, so it is never left
+    out until the next change."""
     st.subheader("Packet-level engines")
     todo = [j for j in job_list if not isinstance(results.get((j[0], j[1].key())),
                                                   Prediction)]
+    if len(job_list) - len(todo) > shown:
+        st.rerun()
     names = sorted({e for e, _ in job_list})
-
     if not todo:
-        st.caption(f"{', '.join(names)}: all {len(job_list)} run(s) done for this scenario.")
+        st.caption(f"{', '.join(names)}: all {len(job_list)} run(s) done for this scenario "
+                   "(kept by scenario: a reload or a shared URL shows them again).")
         return
-    if st.button(f"Run {' and '.join(names)} ({len(todo)} run(s))", key="run_packet",
-                 type="primary", help="seconds to minutes per run; the first ns-3 run "
-                                      "builds the simulator once"):
-        jobs.forget_errors(job_list, results)
-        jobs.submit(job_list, results, config.models_dir, stamp, config.ns3_cache_dir)
     running = jobs.pending(job_list, results)
+    label = (f"Running {' and '.join(names)} …" if running else
+             f"Run {' and '.join(names)} ({len(todo)} run(s))")
+    st.button(label, key="run_packet", type="primary", disabled=bool(running),
+              on_click=jobs.start,
+              args=(job_list, results, config.models_dir, stamp, config.ns3_cache_dir),
+              help="seconds to minutes per run; the first ns-3 run builds the simulator once")
     if running:
         jobs.wait_with_progress(running, results, "packet-level engines")
         st.rerun()
+
+
+def go_to(page: str) -> None:
+    """A button's ``on_click``: switch to ``page`` with the same scenario."""
+    st.session_state["w.page"] = page
+
+
+def _models_label(p: Prediction) -> str:
+    """The models that served a prediction, by name and version (not their folder)."""
+    own = [p.scenario.server.partition("@")[0], p.scenario.client.partition("@")[0]]
+    return ", ".join(f"{name} {p.model_versions.get(name, '?')}" for name in dict.fromkeys(own))

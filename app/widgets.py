@@ -18,11 +18,13 @@ from typing import Any
 
 import streamlit as st
 
-from quiclab.app.urlstate import MAX_PAIRS, Selection
+from quiclab.app.urlstate import WORKLOAD_DEFAULTS, Selection, matrix_shape
 from quiclab.errors import ScenarioError
 from quiclab.models.pipelines import NONE, PipelineCatalog, preset_names
+from quiclab.models.registry import Registry
+from quiclab.models.testbeds import UNSEEN
 from quiclab.sim.engine import ENGINES
-from quiclab.sim.scenario import APPS, CCS, CIPHERS, WORKLOADS, Scenario
+from quiclab.sim.scenario import APPS, CCS, CIPHERS, WORKLOADS, Scenario, field_names
 
 KIB = 1024
 #: The browser holds numbers as doubles: whole numbers beyond 2**53 - 1 are not exact.
@@ -124,6 +126,22 @@ CHECK_LABELS = {"gso": "GSO (send offload)", "gro": "GRO (receive offload)",
 
 
 NUMBERS = (*MAIN_NUMBERS, *WORKLOAD_NUMBERS, *CORE_NUMBERS, *MORE_NUMBERS)
+#: Number fields by Scenario field name.
+NUMBER_BY_FIELD = {spec.field: spec for spec in NUMBERS}
+
+
+def testbed_names(registry: Registry) -> list[str]:
+    """The testbeds a Scenario may name: ``unseen`` (your own hosts) first."""
+    return [UNSEEN, *registry.testbeds.ids()]
+
+
+def mentioned_fields(problem: str | None) -> set[str]:
+    """The Scenario fields a one-line problem names (``udp_payload_bytes=4000 is
+    impossible: allowed … mtu_bytes − 28``: both), to mark them in the sidebar."""
+    if not problem:
+        return set()
+    words = set(problem.replace("=", " ").replace(",", " ").replace("(", " ").split())
+    return {name for name in field_names() if name in words}
 
 
 def pipeline_help() -> str:
@@ -139,7 +157,8 @@ def widget_values(selection: Selection, cpu_name: str) -> dict[str, Any]:
     base = selection.base
     values: dict[str, Any] = {"w.servers": list(selection.servers),
                               "w.clients": list(selection.clients),
-                              "w.engines": list(selection.engines), "w.cpu": cpu_name}
+                              "w.engines": list(selection.engines), "w.cpu": cpu_name,
+                              "w.testbed": base.testbed}
     for spec in NUMBERS:
         values[spec.key] = spec.shown(getattr(base, spec.field))
     for name in (*CHOICES, *CHECKS):
@@ -148,15 +167,57 @@ def widget_values(selection: Selection, cpu_name: str) -> dict[str, Any]:
 
 
 def seed_widgets(selection: Selection, cpu_name: str, impls: Sequence[str],
-                 cpus: Sequence[str]) -> None:
-    """Give every sidebar widget that has no state yet its value from ``selection``."""
+                 cpus: Sequence[str], testbeds: Sequence[str], overwrite: bool = False) -> None:
+    """Give every sidebar widget that has no state yet its value from ``selection``
+    (every widget, with ``overwrite``: the URL changed under the page)."""
     for key, value in widget_values(selection, cpu_name).items():
         if key in ("w.servers", "w.clients"):
             value = [v for v in value if v in impls] or list(impls[:1])
         if key == "w.cpu" and value not in cpus:
             value = cpus[0]
-        if key not in st.session_state:
+        if key == "w.testbed" and value not in testbeds:
+            value = UNSEEN
+        if overwrite or key not in st.session_state:
             st.session_state[key] = value
+
+
+def apply_workload_defaults() -> None:
+    """``on_change`` of the Workload box: a request workload whose request fields are
+    unset (0) gets :data:`~quiclab.app.urlstate.WORKLOAD_DEFAULTS`, so that switching
+    to ``requests`` shows an answer, not a refusal."""
+    state = st.session_state
+    for name, value in WORKLOAD_DEFAULTS.get(str(state.get("w.workload")), {}).items():
+        spec = NUMBER_BY_FIELD[name]
+        if not state.get(spec.key):
+            state[spec.key] = spec.shown(value)
+
+
+def apply_testbed(registry: Registry, cpus: Sequence[str]) -> None:
+    """``on_change`` of the Testbed box: the conditions its measurements ran with (CPU,
+    link rate, buffers, base RTT; ``models/fitted/testbeds.json``) go into the sidebar,
+    as ``quiclab predict --set testbed=…`` applies them. ``unseen`` changes nothing."""
+    state = st.session_state
+    testbed = registry.testbed(str(state.get("w.testbed", UNSEEN)))
+    if testbed is None:
+        return
+    for name, value in testbed.fields.items():
+        if name == "cpu":
+            try:
+                cpu = registry.cpus.find(str(value)).name
+            except ScenarioError:
+                continue
+            if cpu in cpus:
+                state["w.cpu"] = cpu
+        elif name in NUMBER_BY_FIELD:
+            state[NUMBER_BY_FIELD[name].key] = NUMBER_BY_FIELD[name].shown(value)
+        elif name in CHECKS or name in CHOICES:
+            state[f"w.{name}"] = value
+
+
+def _mark(container: Any, field: str, marked: set[str] | frozenset[str]) -> None:
+    """An error line under a widget whose field is part of impossible settings."""
+    if field in marked:
+        container.error(f"⛔ {field} is part of the impossible settings")
 
 
 def _kept(spec: NumberField, current: Any, shown: Any) -> Any:
@@ -166,13 +227,16 @@ def _kept(spec: NumberField, current: Any, shown: Any) -> Any:
     return current if shown == spec.shown(current) else spec.from_widget(shown)
 
 
-def _number(container: Any, spec: NumberField, current: Any, disabled: bool = False) -> None:
-    """The field's widget, and under it a caption when it shows ``current`` rounded."""
+def _number(container: Any, spec: NumberField, current: Any, disabled: bool = False,
+            marked: set[str] | frozenset[str] = frozenset()) -> None:
+    """The field's widget, and under it a caption when it shows ``current`` rounded
+    (an error line when the impossible settings involve it)."""
     lo, hi = spec.bounds()
     step: Any = int(spec.step) if spec.is_int else float(spec.step)
     value = container.number_input(spec.label, min_value=lo, max_value=hi, step=step,
                                    format=spec.fmt, key=spec.key, help=spec.help or None,
                                    disabled=disabled)
+    _mark(container, spec.field, marked)
     if _kept(spec, current, value) != spec.from_widget(value):
         unit = " KiB" if spec.scale == KIB else ""
         container.caption(f"{spec.field}={current} exactly (the widget shows "
@@ -195,7 +259,7 @@ def read_selection(selection: Selection, cpu_name: str, with_engines: bool = Tru
     base = selection.base
     servers, clients = list(state["w.servers"]), list(state["w.clients"])
     engines = list(state["w.engines"]) if with_engines else list(selection.engines)
-    fields: dict[str, Any] = {"cpu": state["w.cpu"]}
+    fields: dict[str, Any] = {"cpu": state["w.cpu"], "testbed": state["w.testbed"]}
     for spec in NUMBERS:
         fields[spec.field] = _kept(spec, getattr(base, spec.field), state[spec.key])
     for name in (*CHOICES, *CHECKS):
@@ -214,49 +278,72 @@ def read_selection(selection: Selection, cpu_name: str, with_engines: bool = Tru
 
 
 def scenario_ui(selection: Selection, impls: Sequence[str], cpus: Sequence[str],
-                cpu_name: str, with_engines: bool = True) -> tuple[Selection | None, str | None]:
-    """Draw the sidebar; return :func:`read_selection` of what it holds."""
+                cpu_name: str, testbeds: Sequence[str], registry: Registry,
+                with_engines: bool = True, marked: set[str] | frozenset[str] = frozenset()
+                ) -> tuple[Selection | None, str | None]:
+    """Draw the sidebar; return :func:`read_selection` of what it holds. ``marked``: the
+    fields of an impossible combination, each marked under its widget."""
     bar = st.sidebar
     base = selection.base
     bar.subheader("Implementations")
     servers = bar.multiselect("Server (sends the data)", impls, key="w.servers")
     clients = bar.multiselect("Client (receives)", impls, key="w.clients")
-    if len(servers) * len(clients) > MAX_PAIRS:
-        bar.caption(f"Comparing the first {MAX_PAIRS} pairs.")
+    if len(servers) * len(clients) > len(selection.pairs()):
+        n_servers, n_clients = matrix_shape(len(servers), len(clients))
+        bar.caption(f"Comparing a {n_servers} × {n_clients} matrix: the first {n_servers} "
+                    f"server(s) and {n_clients} client(s). The Matrix page shows every pair.")
     if with_engines:
         bar.multiselect("Engines", ENGINES, key="w.engines",
                         help="analytic answers at once; des and ns3 run on a button")
     bar.subheader("Hosts and path")
+    bar.selectbox("Testbed", testbeds, key="w.testbed", on_change=apply_testbed,
+                  args=(registry, cpus),
+                  help="where the transfer runs: `unseen` is your own hosts (only "
+                       "mechanisms apply); a named testbed also brings the effects fitted "
+                       "on its measurements (a pair's interplay) and its conditions "
+                       "(docs/explanation/testbeds.md)")
+    _mark(bar, "testbed", marked)
     bar.selectbox("CPU", cpus, key="w.cpu")
+    _mark(bar, "cpu", marked)
     for spec in MAIN_NUMBERS[:4]:
-        _number(bar, spec, getattr(base, spec.field))
+        _number(bar, spec, getattr(base, spec.field), marked=marked)
     cols = bar.columns(2)
     cols[0].checkbox(CHECK_LABELS["gso"], key="w.gso")
     cols[1].checkbox(CHECK_LABELS["gro"], key="w.gro")
+    for name in ("gso", "gro"):
+        _mark(bar, name, marked)
     for spec in MAIN_NUMBERS[4:]:
-        _number(bar, spec, getattr(base, spec.field))
+        _number(bar, spec, getattr(base, spec.field), marked=marked)
     bar.selectbox(CHOICE_LABELS["cipher"], CIPHERS, key="w.cipher")
+    _mark(bar, "cipher", marked)
     bar.selectbox(CHOICE_LABELS["app"], APPS, key="w.app")
+    _mark(bar, "app", marked)
     bar.subheader("Workload")
     workload = bar.selectbox(
         CHOICE_LABELS["workload"], WORKLOADS, key="w.workload",
+        on_change=apply_workload_defaults,
         help="bulk: one transfer of the transfer size; requests: that many requests over "
              "the connections (kept open) × streams; handshakes: a new connection per "
              "request, that many connections at a time")
+    _mark(bar, "workload", marked)
     for spec in WORKLOAD_NUMBERS:
-        _number(bar, spec, getattr(base, spec.field), disabled=workload == "bulk")
+        _number(bar, spec, getattr(base, spec.field), disabled=workload == "bulk",
+                marked=marked)
     bar.subheader("Pipelines and cores")
     bar.selectbox(CHOICE_LABELS["pipeline"], CHOICES["pipeline"], key="w.pipeline",
                   help=pipeline_help())
+    _mark(bar, "pipeline", marked)
     bar.checkbox(CHECK_LABELS["pin"], key="w.pin",
                  help="seed 002 §4.7: pinned on a CPU with several NUMA nodes (four per "
                       "socket), the NIC's node is the fast one; unpinned is the calibrated "
                       "one-node-per-socket cost")
     cols = bar.columns(2)
     for col, spec in zip(cols, CORE_NUMBERS, strict=True):
-        _number(col, spec, getattr(base, spec.field))
-    with bar.expander("More conditions"):
+        _number(col, spec, getattr(base, spec.field), marked=marked)
+    more = marked & {"cc", *(spec.field for spec in MORE_NUMBERS)}
+    with bar.expander("More conditions", expanded=bool(more)):
         st.selectbox(CHOICE_LABELS["cc"], CCS, key="w.cc")
+        _mark(st, "cc", marked)
         for spec in MORE_NUMBERS:
-            _number(st, spec, getattr(base, spec.field))
+            _number(st, spec, getattr(base, spec.field), marked=marked)
     return read_selection(selection, cpu_name, with_engines)

@@ -126,14 +126,16 @@ APP_CHANGES: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
 )
 
 
-def bench_app(paths: Any, changes: int = 30) -> dict[str, Any]:
+def bench_app(paths: Any, changes: int = 30, browser: bool = True) -> dict[str, Any]:
     """Latency of the what-if page: the app script under Streamlit's AppTest with the
     real models and catalog, one widget change at a time (MTU, RTT, loss, link, buffer,
     GSO), each a full rerun. Reports the page's own "Analytic answer in … ms" (read
     from its caption, which times the whole script run on the server: sidebar,
     predictions, matching measured points, charts) and AppTest's rerun around it,
-    median and p95 over ``changes``. What the browser adds to draw it is measured
-    by tests/app/test_browser.py."""
+    median and p95 over ``changes``. Then, where Debian's Chromium and Playwright are
+    installed, what the user sees: the key press to the new goodput on screen in
+    Chromium, for one pair and for six pairs at once (targets 200 and 300 ms,
+    :func:`quiclab.app.browser.measure`)."""
     import logging
     import os
     import re
@@ -181,6 +183,7 @@ def bench_app(paths: Any, changes: int = 30) -> dict[str, Any]:
                 os.environ[k] = v
     return {
         "benchmark": "app",
+        **(_browser_timings(paths) if browser else {"browser": "not asked"}),
         "changes": changes,
         "cold_first_page_ms": cold_ms,
         "analytic_answer_median_ms": float(np.median(answer)) if answer else float("nan"),
@@ -191,6 +194,36 @@ def bench_app(paths: Any, changes: int = 30) -> dict[str, Any]:
         "target_answer_ms": 200.0,
         "target_met": bool(answer) and float(np.max(answer)) < 200.0,
     }
+
+
+def _browser_timings(paths: Any) -> dict[str, Any]:
+    """:func:`quiclab.app.browser.measure` of one pair and of six (two servers × three
+    clients of the models, lsquic, quiche and picoquic first), or why it was skipped."""
+    from quiclab.app import browser
+    from quiclab.models.registry import Registry
+
+    why = browser.available()
+    if why:
+        return {"browser": f"skipped: {why}"}
+    names = Registry.load(paths.models).names()
+    preferred = [n for n in ("lsquic", "quiche", "picoquic") if n in names]
+    chosen = preferred + [n for n in names if n not in preferred]
+    if len(chosen) < 3:
+        return {"browser": f"skipped: six pairs need three implementations, the models "
+                           f"have {len(chosen)}"}
+    pairs = {"one_pair": f"&server={chosen[0]}&client={chosen[0]}",
+             "six_pairs": f"&server={','.join(chosen[:2])}&client={','.join(chosen[:3])}"}
+    global_options = {"--models": str(paths.models), "--catalog": str(paths.catalog),
+                      "--data-dir": str(paths.data_dir)}
+    found = browser.measure(global_options, pairs, paths.reports / "bench" / "app-browser.log")
+    one, six = found["browser_one_pair_median_ms"], found["browser_six_pairs_median_ms"]
+    return {"browser_one_pair_median_ms": one, "browser_six_pairs_median_ms": six,
+            "browser_target_one_pair_ms": browser.TARGET_ONE_MS,
+            "browser_target_six_pairs_ms": browser.TARGET_SIX_MS,
+            "browser_target_met": one <= browser.TARGET_ONE_MS
+            and six <= browser.TARGET_SIX_MS,
+            "browser_one_pair_ms": found["browser_one_pair_ms"],
+            "browser_six_pairs_ms": found["browser_six_pairs_ms"]}
 
 
 #: Commands ``bench cli`` times, with the wall-time target each must meet (None: shown

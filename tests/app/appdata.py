@@ -100,11 +100,33 @@ PUBLISHED = [
 ]
 
 
+#: Per-second CPU of t-base-1's two processes (% of one core); the first and last
+#: seconds are outside the steady window, as the collector marks them.
+CPU_SAMPLES = [
+    {"run_id": "t-base-1", "side": side, "t_s": t, "user_pct": None, "system_pct": None,
+     "total_pct": pct, "core": None, "in_window": 0 < t < 5}
+    for side, series in (("server", (40.0, 97.0, 99.0, 98.0, 100.0, 30.0)),
+                         ("client", (35.0, 80.0, 84.0, 82.0, 86.0, 20.0)))
+    for t, pct in enumerate(series)]
+#: Folded perf samples of t-base-1 by category (the perf_categories view sums them).
+PERF_SAMPLES = {"server": {"PACKET_IO": 500, "CRYPTO": 200, "CONN_MGMT": 300, "IO": 100,
+                           "GENERAL": 400},
+                "client": {"PACKET_IO": 600, "CRYPTO": 150, "CONN_MGMT": 250}}
+PERF_STACKS = [
+    {"run_id": "t-base-1", "side": side, "comm": "lsquic", "stack": f"main;{category}",
+     "samples": samples, "period": samples * 1000, "category": category, "subcategory": "",
+     "in_process": True}
+    for side, categories in PERF_SAMPLES.items() for category, samples in categories.items()]
+
+
 def write_catalog(path: Path) -> Path:
-    """A catalog with :data:`RUNS`, :data:`PUBLISHED` and the packaged CPU catalog."""
+    """A catalog with :data:`RUNS`, :data:`PUBLISHED`, t-base-1's CPU samples and perf
+    stacks, and the packaged CPU catalog."""
     with Catalog(path) as catalog:
         catalog.upsert("runs", RUNS)
         catalog.upsert("published_points", PUBLISHED)
+        catalog.upsert("cpu_samples", CPU_SAMPLES)
+        catalog.upsert("perf_stacks", PERF_STACKS, key=("run_id", "side"))
         catalog.upsert("cpus", [cpu.to_row() for cpu in CpuCatalog.packaged().cpus])
     return path
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from quiclab.app import browser
 from quiclab.paths import PROJECT_ROOT
 
-from . import browser
 from .appdata import AppData
 
 pytestmark = pytest.mark.browser
@@ -133,9 +133,13 @@ def test_a_shared_url_opens_the_same_what_if(page: Any, served: str, predict: Pr
 
 
 @pytest.mark.timeout(300)
-def test_every_page_renders_without_an_exception(page: Any, served: str) -> None:
+def test_every_page_renders_without_an_exception(page: Any, served: str,
+                                                  appdata: AppData) -> None:
     for name in browser.PAGES:
         path = browser.shoot(page, served, name, artifacts())
         assert path.stat().st_size > 10_000, name  # a picture of the page, not a blank one
         assert page.locator('[data-testid="stException"]').count() == 0, name
         assert page.locator("h2").filter(has_text=browser.TITLES[name]).count() == 1, name
+        # No local path on any page: the models', the catalog's, the data dir's.
+        text = str(page.locator("body").inner_text())
+        assert str(appdata.root) not in text, name

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 import altair as alt
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -18,11 +20,13 @@ from quiclab.app.charts import (
     goodput_chart,
     limits_chart,
     limits_table,
+    measured_summary,
     prediction_table,
     sweep_chart,
 )
 from quiclab.app.config import parse_config, script_arguments
 from quiclab.app.explore import ChartParams, quick_chart
+from quiclab.app.labels import limit_name
 from quiclab.app.measured import (
     COLUMNS,
     index_rows,
@@ -73,11 +77,13 @@ def test_url_round_trip_of_a_request_workload() -> None:
 
 
 def test_url_fields_are_applied_together_then_one_by_one() -> None:
-    """A refused value is one warning of its own; the fields that need each other stay."""
+    """A refused value is one warning of its own, naming the field left out and the one
+    it conflicts with; the fields that need each other stay."""
     selection, _, problems = decode({"workload": "requests", "request_bytes": "10000",
                                      "requests": "0", "mtu_bytes": "9000",
                                      "udp_payload_bytes": "8000"}, ["lsquic"])
-    assert problems == ["URL: requests=0 is impossible: allowed > 0 when workload=requests"]
+    assert problems == ["URL: workload=requests was left out: with it, requests=0 is "
+                        "impossible: allowed > 0 when workload=requests"]
     base = selection.base
     assert (base.workload, base.request_bytes, base.requests) == ("bulk", 10000, 0)
     assert (base.mtu_bytes, base.udp_payload_bytes) == (9000, 8000)
@@ -141,24 +147,30 @@ def test_quiclab_app_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "streamlit run" in capsys.readouterr().out
 
 
-def test_quiclab_app_starts_streamlit_with_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    started: dict[str, object] = {}
-
-    class FakeProcess:
-        def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-            started.update(argv=argv, env=env)
-
-        def wait(self) -> int:
-            return 0
-
-    monkeypatch.setattr(app_cli.subprocess, "Popen", FakeProcess)
+def test_quiclab_app_starts_streamlit_with_the_defaults(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    """A real child in place of Streamlit (a Python one-liner) records the environment
+    it was given and whether it leads a process group of its own (so that a stop
+    signal reaches it and everything it starts)."""
+    out = tmp_path / "child.json"
+    child = ("import json, os, sys; json.dump({'env': dict(os.environ), "
+             "'own_group': os.getpgid(0) == os.getpid()}, open(sys.argv[1], 'w'))")
+    monkeypatch.setattr(app_cli, "command", lambda args: [sys.executable, "-c", child,
+                                                          str(out)])
     monkeypatch.delenv("STREAMLIT_SERVER_ADDRESS", raising=False)
     args = argparse.Namespace(streamlit_args=["--server.port", "1"], paths=Paths.resolve())
     assert app_cli.run_app(args) == 0
-    env = started["env"]
-    assert isinstance(env, dict)
-    assert env["STREAMLIT_SERVER_ADDRESS"] == "localhost"
-    assert env["STREAMLIT_BROWSER_GATHER_USAGE_STATS"] == "false"
+    started = json.loads(out.read_text())
+    assert started["env"]["STREAMLIT_SERVER_ADDRESS"] == "localhost"
+    assert started["env"]["STREAMLIT_BROWSER_GATHER_USAGE_STATS"] == "false"
+    assert started["own_group"]
+
+
+def test_quiclab_app_command_runs_the_script_with_the_paths() -> None:
+    args = argparse.Namespace(streamlit_args=["--server.port", "1"], paths=Paths.resolve())
+    argv = app_cli.command(args)
+    assert argv[:4] == [sys.executable, "-m", "streamlit", "run"]
+    assert argv[4].endswith("streamlit_app.py") and argv[5:8] == ["--server.port", "1", "--"]
 
 
 # -- matching measured points ------------------------------------------------------
@@ -265,7 +277,8 @@ def test_limits_table_marks_the_limit_and_the_headroom(predictions: list) -> Non
     for p in predictions:
         rows = table[table["pair"] == f"{p.scenario.server} → {p.scenario.client}"]
         limit = rows[rows["role"] == "limit"]
-        assert list(limit["resource"]) == [p.limit]
+        assert list(limit["code"]) == [p.limit]
+        assert list(limit["resource"]) == [limit_name(p.limit)]
         assert limit["rate_mbps"].iloc[0] == pytest.approx(p.rates_mbps.get(p.limit,
                                                                             p.goodput_mbps))
         for _, row in rows[rows["role"] == "headroom"].iterrows():
@@ -280,7 +293,8 @@ def test_a_limit_outside_the_evaluated_resources_gets_its_own_bar(predictions: l
     p = replace(predictions[0], limit="rcvbuf")  # as the DES names receive-buffer drops
     table = limits_table([p])
     limit = table[table["role"] == "limit"]
-    assert list(limit["resource"]) == ["rcvbuf"]
+    assert list(limit["code"]) == ["rcvbuf"]
+    assert list(limit["resource"]) == ["receive-buffer drops"]
     assert limit["rate_mbps"].iloc[0] == p.goodput_mbps
     assert len(table) == 1 + sum(math.isfinite(v) for v in p.rates_mbps.values())
 
@@ -302,7 +316,7 @@ def test_charts_are_valid_vega_lite(predictions: list, con: duckdb.DuckDBPyConne
     # on its pair's row (y), its interval as a rule from lo to hi, and each measured
     # point at its own goodput.
     spec = goodput_chart(table, measured)
-    rule, diamond, *points = spec["layer"]
+    rule, diamond, params, points, whiskers, box, median = spec["layer"]
     assert diamond["encoding"]["x"]["field"] == "goodput_mbps"
     assert diamond["encoding"]["y"]["field"] == "pair"
     assert (rule["encoding"]["x"]["field"], rule["encoding"]["x2"]["field"]) == (
@@ -313,9 +327,25 @@ def test_charts_are_valid_vega_lite(predictions: list, con: duckdb.DuckDBPyConne
     assert [d[2] for d in drawn] == pytest.approx([w[2] for w in want], rel=1e-9)
     for v in rule["data"]["values"]:
         assert v["goodput_lo_mbps"] <= v["goodput_mbps"] <= v["goodput_hi_mbps"]
-    assert len(points) == 1 and not measured.empty
-    assert sorted(v["goodput_mbps"] for v in points[0]["data"]["values"]) == pytest.approx(
+    assert (params["encoding"]["x"]["field"], params["encoding"]["x2"]["field"]) == (
+        "param_lo_mbps", "param_hi_mbps")
+    # Every measured value is drawn, on its own row beside the engines' (not under the
+    # predicted marker), and its spread as a box: quartiles, 5–95 % whiskers, median.
+    assert not measured.empty
+    assert sorted(v["goodput_mbps"] for v in points["data"]["values"]) == pytest.approx(
         sorted(measured["goodput_mbps"]), rel=1e-9)
+    assert all(v["row"].startswith("measured · ") for v in points["data"]["values"])
+    assert points["encoding"]["yOffset"]["field"] == "row"
+    summary = measured_summary(measured)
+    for layer, (lo, hi) in ((whiskers, ("p5", "p95")), (box, ("q1", "q3"))):
+        assert (layer["encoding"]["x"]["field"], layer["encoding"]["x2"]["field"]) == (lo, hi)
+    assert median["encoding"]["x"]["field"] == "median"
+    exact = measured[measured["bound"].isna()]
+    for v in median["data"]["values"]:
+        values = exact[exact["source"] == v["source"]]["goodput_mbps"].astype(float)
+        assert v["median"] == pytest.approx(float(np.median(values)), rel=1e-9)
+        assert v["n"] == len(values)
+    assert len(median["data"]["values"]) == len(summary)
     sweep = table.assign(rtt_ms=[0.0, 1.0])
     vega_lite_valid(sweep_chart(sweep, measured, "rtt_ms", None))
     vega_lite_valid(sweep_chart(sweep.assign(gso=[True, False]), measured, "rtt_ms", "gso",

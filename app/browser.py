@@ -1,9 +1,10 @@
 """Drive the app in a real browser: Debian's Chromium under Playwright.
 
-Used by ``test_browser.py`` and, as a script, to take screenshots of every
-page for the docs::
+Used by the browser tests (``tests/app/test_browser*.py``), by ``quiclab bench
+app`` (:func:`measure`: key press to new goodput on screen) and, as a script, to
+take screenshots of the pages for the docs::
 
-    python tests/app/browser.py --models DIR --data-dir DIR --out DIR
+    python -m quiclab.app.browser --models DIR --data-dir DIR --out DIR
 
 The app is started the way a user starts it (``quiclab … app --server.port N
 --server.headless true``) in its own process group, which is ended when done.
@@ -32,9 +33,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
-PAGES = ("whatif", "sweep", "reproductions", "data")
-TITLES = {"whatif": "What-if", "sweep": "Sweep", "reproductions": "Reproductions",
-          "data": "Data"}
+PAGES = ("whatif", "matrix", "dynamics", "sweep", "reproductions", "data")
+TITLES = {"whatif": "What-if", "matrix": "Matrix", "dynamics": "Dynamics", "sweep": "Sweep",
+          "reproductions": "Reproductions", "data": "Data"}
 START_TIMEOUT_S = 90.0
 
 
@@ -121,10 +122,33 @@ def goodput_text(page: Any) -> str:
     return str(metric.locator('[data-testid="stMetricValue"]').inner_text())
 
 
-def shoot(page: Any, url: str, name: str, out: Path, query: str = "", suffix: str = "") -> Path:
-    """Open one page, wait for it (and its charts), save ``out/<name><suffix>.png``."""
+def run_packet_engines(page: Any, timeout_ms: float = 900_000) -> None:
+    """Press the page's Run button of the packet-level engines, if it has one, and wait
+    until their runs are done (the button is gone or enabled again)."""
+    import re
+
+    button = page.get_by_role("button", name=re.compile(r"^Run (des|ns3)"))
+    if button.count() == 0:
+        return
+    button.first.click()
+    page.wait_for_function(
+        """() => ![...document.querySelectorAll('button')]
+                .some(b => b.innerText.startsWith('Running '))
+            && !document.querySelector('[data-testid="stProgress"]')""",
+        timeout=timeout_ms, polling=1000)
+    wait_idle(page)
+
+
+def shoot(page: Any, url: str, name: str, out: Path, query: str = "", suffix: str = "",
+          run: bool = False) -> Path:
+    """Open one page, wait for it (and its charts), save ``out/<name><suffix>.png``;
+    with ``run``, run its packet-level engines first."""
     page.goto(f"{url}/?page={name}{query}")
     wait_idle(page)
+    if run:
+        run_packet_engines(page)
+        page.goto(f"{url}/?page={name}{query}")  # from the top, the results kept
+        wait_idle(page)
     page.wait_for_timeout(1500)  # let charts draw
     path = out / f"{name}{suffix}.png"
     page.screenshot(path=str(path), full_page=True)
@@ -132,10 +156,73 @@ def shoot(page: Any, url: str, name: str, out: Path, query: str = "", suffix: st
 
 
 def screenshot_pages(page: Any, url: str, out: Path, query: str = "",
-                     pages: tuple[str, ...] = PAGES, suffix: str = "") -> list[Path]:
+                     pages: tuple[str, ...] = PAGES, suffix: str = "",
+                     run: bool = False) -> list[Path]:
     """Open pages and save a full-page PNG of each as ``out/<page><suffix>.png``."""
     out.mkdir(parents=True, exist_ok=True)
-    return [shoot(page, url, name, out, query, suffix) for name in pages]
+    return [shoot(page, url, name, out, query, suffix, run) for name in pages]
+
+
+#: MTUs typed one after the other by :func:`measure`: each changes the goodput.
+MTUS = (9000, 1500, 4000, 1400, 8000, 3000, 1280, 6000, 2000, 1500, 9000)
+#: The What-if answer's targets (README, "Speed"): one pair, and six pairs at once.
+TARGET_ONE_MS, TARGET_SIX_MS = 200.0, 300.0
+
+
+def available() -> str:
+    """'' when Chromium and Playwright are here, else why a browser cannot be driven."""
+    if not CHROMIUM.is_file():
+        return f"no browser: {CHROMIUM} is missing (`make browser` installs Debian's chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError as err:
+        return f"no Playwright: {err} (`pip install -e '.[dev]'` installs it)"
+    return ""
+
+
+def change_mtu(page: Any, mtu: int, timeout_ms: float = 60_000) -> float:
+    """Type an MTU into the What-if sidebar and press Enter; ms from the key press
+    until the first pair's analytic goodput on screen is another."""
+    before = goodput_text(page)
+    box = page.get_by_role("spinbutton", name="MTU (bytes)")
+    box.fill(str(mtu))
+    started = time.perf_counter()
+    box.press("Enter")
+    page.wait_for_function(
+        """(before) => {
+            const metric = [...document.querySelectorAll('[data-testid="stMetric"]')]
+                .find(m => m.innerText.includes('Predicted goodput (analytic)'));
+            const value = metric && metric.querySelector('[data-testid="stMetricValue"]');
+            return value && value.innerText !== before;
+        }""", arg=before, polling="raf", timeout=timeout_ms)
+    return (time.perf_counter() - started) * 1000
+
+
+def measure(paths: Mapping[str, str], pairs: Mapping[str, str], log: Path,
+            mtus: tuple[int, ...] = MTUS) -> dict[str, Any]:
+    """Key press to new goodput on screen, in Chromium, for each selection of
+    ``pairs`` (name → URL query, e.g. ``"six_pairs": "&server=a,b&client=c,d,e"``):
+    the app served by ``quiclab app`` with ``paths``; one MTU typed after another
+    (the first change of each selection is a warm-up, not counted). Returns per
+    selection the times, their median and the target it is held to."""
+    from playwright.sync_api import sync_playwright
+
+    out: dict[str, Any] = {}
+    with running_app(paths, free_port(), log) as url, sync_playwright() as pw:
+        chromium = launch(pw)
+        page = chromium.new_page(viewport={"width": 1500, "height": 2200})
+        for name, query in pairs.items():
+            page.goto(f"{url}/?page=whatif{query}")
+            wait_idle(page)
+            times = []
+            for mtu in mtus:
+                times.append(change_mtu(page, mtu))
+                wait_idle(page)
+            counted = sorted(times[1:])
+            out[f"browser_{name}_ms"] = [round(t, 1) for t in times[1:]]
+            out[f"browser_{name}_median_ms"] = counted[len(counted) // 2]
+        chromium.close()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,6 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", nargs="+", default=list(PAGES), choices=PAGES,
                         help="which pages (default all)")
     parser.add_argument("--suffix", default="", help="added to each file name")
+    parser.add_argument("--height", type=int, default=2200,
+                        help="window height, px (the app scrolls inside it: a screenshot "
+                             "holds what fits)")
+    parser.add_argument("--run", action="store_true",
+                        help="press each page's Run button of DES/ns-3 and wait for the runs")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -157,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     with running_app(paths, free_port(), out / "app.log") as url, sync_playwright() as pw:
         browser = launch(pw)
-        page = browser.new_page(viewport={"width": 1500, "height": 2200})
+        page = browser.new_page(viewport={"width": 1500, "height": args.height})
         for path in screenshot_pages(page, url, out, args.query, tuple(args.pages),
-                                     args.suffix):
+                                     args.suffix, args.run):
             print(path)
         browser.close()
     return 0
