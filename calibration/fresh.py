@@ -72,7 +72,7 @@ from quiclab.calibration.receiver import STALL_MIN_S
 from quiclab.calibration.traces import apply as trace_behaviour
 from quiclab.models.costmodel import Behaviour, CostModel
 from quiclab.models.cpus import Cpu, CpuCatalog
-from quiclab.sim.analytic.core import rcvbuf_charge_bytes
+from quiclab.sim.rcvbuf import rcvbuf_charge_bytes
 
 #: The calibration experiment the testbed writes (testbed/specs/fresh-calibration.yaml).
 CALIBRATION_EXPERIMENT = "fresh-calibration"
@@ -532,7 +532,7 @@ def fit_fresh(runs: pd.DataFrame, points: pd.DataFrame, host: Cpu,
         # Receiver stalls: K from the measured drop fraction at this buffer (α of LSQUIC, 1.83).
         alpha = 1.83
         # ... at the buffer time the engines see: what the buffer is charged per
-        # datagram (sim/analytic/core.py rcvbuf_charge_bytes) at the arrival rate.
+        # datagram (sim/rcvbuf.py rcvbuf_charge_bytes) at the arrival rate.
         arrival = goodput * 1e6 / 8 / max(stack.default_udp_payload_bytes - 40, 1) * (
             rcvbuf_charge_bytes(stack.default_udp_payload_bytes, round(seg_s), round(seg_r)))
         x = float(_median(g["rcvbuf_bytes"])) / max(arrival, 1.0)

@@ -62,10 +62,6 @@ import numpy as np
 # The RFC 9002 / RFC 9438 constants and the busy-time rule, with their sources.
 from quiclab.sim.constants import ACK_WINDOW_FRACTION, BUSY_LIMIT, CUBIC_BETA, CUBIC_C, RENO_BETA
 
-# Receive-buffer accounting has its own module, sim/rcvbuf.py; calibration/fresh.py
-# imports this one name from here.
-from quiclab.sim.rcvbuf import rcvbuf_charge_bytes as rcvbuf_charge_bytes
-
 #: Order of the resources in ``Outputs.rates`` columns.
 RESOURCES = ("sender_cpu", "receiver_cpu", "interop", "link", "cwnd", "flow_control")
 CC_CODES = {"cubic": 0, "reno": 1, "bbr": 2}
