@@ -98,12 +98,15 @@ def tolerance_text(tol: Mapping[str, float], unit: str) -> str:
     return f"×/÷ {tol['factor']:g}"
 
 
-def _slack(tol: Mapping[str, float], at: float) -> float:
+def _slack(tol: Mapping[str, float], at: float, above: bool = False) -> float:
+    """What the tolerance admits beyond the published value ``at``: below it, or above it
+    when ``above``. A factor f admits [at / f, at · f]: at·(1 − 1/f) below, at·(f − 1) above."""
     if "rel" in tol:
         return tol["rel"] * abs(at)
     if "abs" in tol:
         return tol["abs"]
-    return abs(at) * (1.0 - 1.0 / tol["factor"])
+    f = tol["factor"]
+    return abs(at) * ((f - 1.0) if above else (1.0 - 1.0 / f))
 
 
 def verdict(predicted: float, low: float, high: float, bound: str | None,
@@ -126,8 +129,8 @@ def verdict(predicted: float, low: float, high: float, bound: str | None,
         lo = -math.inf
     err = 0.0 if lo <= p <= hi else (p - lo if p < lo else p - hi)
     near = lo if p < lo else hi
-    return abs(err) <= _slack(tol, near if math.isfinite(near) else 0.0) + 1e-12 \
-        or err == 0.0, err * sign
+    return abs(err) <= _slack(tol, near if math.isfinite(near) else 0.0, above=p > hi) \
+        + 1e-12 or err == 0.0, err * sign
 
 
 class Context:
