@@ -1,0 +1,64 @@
+"""The analytic core's loss, ACK and limit rules on synthetic stacks, worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from quiclab.models.testing import synthetic_model, synthetic_registry
+from quiclab.sim.analytic import AnalyticEngine
+from quiclab.sim.scenario import Scenario
+
+# 1400-byte UDP payload − 40 overhead − 1 byte of h3 framing = 1359 stream bytes a packet.
+PAYLOAD = 1359
+
+
+def _engine(*models) -> AnalyticEngine:
+    return AnalyticEngine(synthetic_registry(*models))
+
+
+def test_a_sender_resends_what_it_loses_at_its_own_cost() -> None:
+    # BBR is not loss-driven below 20 % loss events (no window limit), the link is
+    # far faster than the sender, ACKs cost nothing: a sender of 4000 ns per packet
+    # sends 1/(1 − p) packets per goodput packet, so 10 % loss leaves 0.9 of
+    # 1359·8 bit / 4 µs = 2718 Mbit/s.
+    e = _engine(synthetic_model("a", sender_ns=4000, receiver_ns=1000, rx_stall_rate_hz=0.0,
+                                ccs=("cubic", "reno", "bbr")))
+    full = PAYLOAD * 8 / 4000e-9 / 1e6
+    base = Scenario(server="a", client="a", cc="bbr", link_gbps=100.0, transfer_bytes=10**10)
+    clean = e.predict(base)
+    lossy = e.predict(base.with_(loss_pct=10.0))
+    assert clean.limit == lossy.limit == "sender_cpu"
+    # The 10 GB transfer's start-up (handshake, slow start over 50 µs) costs < 1e-5.
+    assert clean.goodput_mbps == pytest.approx(full, rel=1e-5)
+    assert lossy.goodput_mbps == pytest.approx(0.9 * full, rel=1e-5)
+
+
+def test_a_packet_slower_than_the_ack_delay_is_acked_alone() -> None:
+    # 50 ms of sender work per packet: 20 packets/s, one every 50 ms, longer than the
+    # 25 ms max_ack_delay (RFC 9000 §13.2.1), so the receiver's timer ACKs each one
+    # before a second arrives: as many ACKs as data packets.
+    e = _engine(synthetic_model("slow", sender_ns=5e7, receiver_ns=1000, rx_stall_rate_hz=0.0))
+    p = e.predict(Scenario(server="slow", client="slow", transfer_bytes=10**6))
+    packets = math.ceil(10**6 / PAYLOAD)  # 736
+    assert p.server_packets_sent == pytest.approx(packets)
+    assert p.acks == pytest.approx(packets)
+    assert p.goodput_mbps < PAYLOAD * 8 / 5e7 * 1e3  # under one packet per 50 ms
+
+
+def test_a_window_limit_from_receive_buffer_drops_is_named_rcvbuf() -> None:
+    # 200 stalls/s of ≥ 0.5 ms (Pareto α = 1.5) overflow a 208 KiB buffer at a
+    # 5 ms RTT: the loss the window sees is the buffer's, so the limit is "rcvbuf";
+    # the same window limit from path loss alone is "cwnd".
+    stalls = {"rx_stall_rate_hz": 200.0, "rx_stall_min_us": 500.0, "rx_stall_alpha": 1.5}
+    e = _engine(synthetic_model("st", sender_ns=1000, receiver_ns=1000, **stalls),
+                synthetic_model("calm", sender_ns=1000, receiver_ns=1000, rx_stall_rate_hz=0.0))
+    stalled = e.predict(Scenario(server="st", client="st", rcvbuf_bytes=212992, rtt_ms=5.0,
+                                 transfer_bytes=10**9))
+    assert stalled.limit == "rcvbuf"
+    assert stalled.rcvbuf_drops > 0
+    lossy = e.predict(Scenario(server="calm", client="calm", rtt_ms=5.0, loss_pct=1.0,
+                               transfer_bytes=10**9))
+    assert lossy.limit == "cwnd"
+    assert lossy.rcvbuf_drops == 0
