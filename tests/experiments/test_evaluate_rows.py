@@ -225,3 +225,73 @@ def test_a_shape_without_a_prediction_is_not_covered_with_the_reason() -> None:
     assert r.status == NOT_COVERED  # a ratio to zero: float division by zero
     assert "division" in r.reason
     assert math.isnan(r.predicted)
+
+
+# --- edges the tolerances and shapes must keep exactly ---------------------------
+
+@pytest.mark.parametrize(("predicted", "low", "bound", "tol", "ok"), [
+    (110.5, 100.0, None, {"rel": 0.1}, False),    # 0.5 beyond a slack of 10
+    (0.21, 0.15, None, {"abs": 0.05}, False),     # 0.01 beyond a slack of 0.05
+    (5.0, 0.0, "lower_limit", {"abs": 1.0}, True),   # "at least 0": any positive value
+    (-5.0, 0.0, "lower_limit", {"abs": 1.0}, False),
+    (-5.0, 0.0, "upper_limit", {"abs": 1.0}, True),  # "at most 0"
+    (5.0, 0.0, "upper_limit", {"abs": 1.0}, False),
+])
+def test_verdict_edges(predicted, low, bound, tol, ok):
+    assert verdict(predicted, low, low, bound, tol)[0] is ok
+
+
+def test_monotone_without_a_stated_slack_allows_none() -> None:
+    names = ["a", "b"]
+    series = {"s": (("x",), [(1,), (2,)], names)}
+    ctx = _ctx({"a": {"goodput_mbps": 100.0}, "b": {"goodput_mbps": 101.0}}, series=series)
+    r = evaluate_shape(ctx, FINDING, Shape("monotone", {"series": "s"}, "", ""))
+    assert r.status == FAIL  # decreasing by default; 101/100 > 1 + 0
+
+
+def test_flat_beyond_starts_at_its_from_point() -> None:
+    # x = 1…4, goodput 50, 80, 100, 101; flat from x = 2: the tail 80, 100, 101 is off
+    # the last value by up to 1 − 80/101 = 20.8 %, more than a 5 % slack.
+    names = ["a", "b", "c", "d"]
+    series = {"s": (("x",), [(1,), (2,), (3,), (4,)], names)}
+    ys = [50.0, 80.0, 100.0, 101.0]
+    ctx = _ctx({n: {"goodput_mbps": y} for n, y in zip(names, ys, strict=True)}, series=series)
+    r = evaluate_shape(ctx, FINDING, Shape("flat_beyond", {"series": "s", "from": 2,
+                                                           "slack": 0.05}, "", ""))
+    assert r.status == FAIL
+    assert r.predicted == pytest.approx(1.0 - 80.0 / 101.0)
+    later = evaluate_shape(ctx, FINDING, Shape("flat_beyond", {"series": "s", "from": 3,
+                                                               "slack": 0.05}, "", ""))
+    assert later.status == PASS  # 100, 101: within 1 %
+
+
+def test_argmax_names_the_extreme_and_its_slack_only_for_near_ties() -> None:
+    names = ["a", "b", "c"]
+    series = {"s": (("x",), [(1,), (2,), (3,)], names)}
+    ctx = _ctx({"a": {"goodput_mbps": 10.0}, "b": {"goodput_mbps": 30.0},
+                "c": {"goodput_mbps": 29.0}}, series=series)
+    hit = evaluate_shape(ctx, FINDING, Shape("argmax", {"among": "s", "expect": "b",
+                                                        "slack": 0.05}, "", ""))
+    assert (hit.status, hit.predicted_text) == (PASS, "b")
+    near = evaluate_shape(ctx, FINDING, Shape("argmax", {"among": "s", "expect": "c",
+                                                         "slack": 0.05}, "", ""))
+    assert near.status == PASS  # 29 trails 30 by 3.3 %
+    assert near.predicted_text == "b (c within 3.3 %)"
+    strict = evaluate_shape(ctx, FINDING, Shape("argmax", {"among": "s", "expect": "c"},
+                                                "", ""))
+    assert strict.status == FAIL
+
+
+def test_dominant_axis_at_exactly_its_minimum_ratio_passes() -> None:
+    # A 2 × 2 grid: goodput 10, 12, 14, 16 for (a, b) = (0,0), (0,1), (1,0), (1,1).
+    # Means along a: 11 → 15 (range 4); along b: 12 → 14 (range 2); ratio 4/2 = 2.
+    names = ["p00", "p01", "p10", "p11"]
+    series = {"g": (("a", "b"), [(0, 0), (0, 1), (1, 0), (1, 1)], names)}
+    ctx = _ctx({n: {"goodput_mbps": y} for n, y in zip(names, [10.0, 12.0, 14.0, 16.0],
+                                                        strict=True)}, series=series)
+    r = evaluate_shape(ctx, FINDING, Shape("dominant_axis", {"series": "g", "expect": "a",
+                                                             "min": 2.0}, "", ""))
+    assert r.status == PASS and r.predicted == 2.0
+    other = evaluate_shape(ctx, FINDING, Shape("dominant_axis", {"series": "g", "expect": "b"},
+                                               "", ""))
+    assert other.status == FAIL and other.predicted == 0.5
