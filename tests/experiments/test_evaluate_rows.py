@@ -295,3 +295,27 @@ def test_dominant_axis_at_exactly_its_minimum_ratio_passes() -> None:
     other = evaluate_shape(ctx, FINDING, Shape("dominant_axis", {"series": "g", "expect": "b"},
                                                "", ""))
     assert other.status == FAIL and other.predicted == 0.5
+
+
+@pytest.mark.parametrize(("quantity", "conditions", "metric"), [
+    ("cpu_util", "side=client", "client_cpu_pct"),
+    ("cpu_util", "side=receiver; note", "client_cpu_pct"),
+    ("cpu_util", "", "server_cpu_pct"),           # a CPU figure without a side: the server's
+    ("cpu_idle", "side=client", "client_idle_pct"),
+    ("cpu_idle", "", "server_idle_pct"),          # … and an idle one the sender's
+    ("ack_packets", "", "acks"),
+])
+def test_the_metric_a_published_quantity_reads(quantity, conditions, metric) -> None:
+    from quiclab.experiments.evaluate import _metric_for
+
+    point = _point(1.0, quantity=quantity, unit="%", conditions=conditions)
+    assert _metric_for(Check(points=("p",), scenario="s"), point) == metric
+    assert _metric_for(Check(points=("p",), scenario="s", metric="acks"), point) == "acks"
+
+
+def test_a_shape_row_names_the_scenario_or_series_it_read() -> None:
+    assert _monotone([100.0, 90.0], "decreasing").scenario == "s"
+    ctx = _ctx({"a": {"goodput_mbps": 2.0}, "b": {"goodput_mbps": 1.0}})
+    r = evaluate_shape(ctx, FINDING, Shape("ratio", {"scenario": "a", "baseline": "b",
+                                                     "min": 1.5}, "", ""))
+    assert (r.status, r.scenario, r.predicted) == (PASS, "a", 2.0)
