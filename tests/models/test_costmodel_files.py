@@ -94,3 +94,25 @@ def test_a_variants_cost_factor() -> None:
     assert variant_cost_factor({"cost_factor": {"value": 0.8, "lo": 0.7, "hi": 0.9}}) == 0.8
     assert variant_cost_factor({"cost_factor": {"source": "no value"}}) == 1.0
     assert math.isfinite(variant_cost_factor({"cost_factor": 2}))
+
+
+def test_a_tcp_models_costs_are_listed_with_the_rest() -> None:
+    from dataclasses import replace
+
+    from quiclab.models.tcpcost import KERNEL_TERMS, USER_TERMS, TcpCosts
+    from quiclab.models.testing import synthetic_model
+
+    def point(v: float) -> Param:
+        return Param(v, v, v, "ns", "assumed: test")
+
+    tcp = TcpCosts(kernel={k: point(10.0) for k in KERNEL_TERMS},
+                   user={k: point(20.0) for k in USER_TERMS},
+                   encrypt={"aes-ni": point(1.0)}, decrypt={"aes-ni": point(2.0)},
+                   kernel_scaling=point(1.0))
+    plain = dict(synthetic_model("t").params())
+    names = dict(replace(synthetic_model("t"), tcp=tcp).params())
+    added = {n for n in names if n not in plain}
+    # 16 kernel terms, 2 user terms, one cipher each way, the kernel scaling: 20.
+    assert len(added) == len(KERNEL_TERMS) + len(USER_TERMS) + 3 == 20
+    assert names["tcp.kernel.tx_skb"].value == 10.0
+    assert names["tcp.decrypt.aes-ni"].value == 2.0
