@@ -62,3 +62,25 @@ def test_a_window_limit_from_receive_buffer_drops_is_named_rcvbuf() -> None:
                                transfer_bytes=10**9))
     assert lossy.limit == "cwnd"
     assert lossy.rcvbuf_drops == 0
+
+
+@pytest.mark.parametrize(("busy", "sender_ns", "receiver_ns", "limit"), [
+    (0.97, 3000.0, 1500.0, "sender_cpu"),    # ≥ 95 % busy: name the slower CPU …
+    (0.97, 1500.0, 3000.0, "receiver_cpu"),
+    (0.90, 3000.0, 1500.0, "interop"),       # … below it, the pair's interplay
+])
+def test_a_pair_busy_95_percent_of_the_time_is_named_by_its_cpu(busy, sender_ns, receiver_ns,
+                                                                 limit) -> None:
+    # Kempf et al. 2024 §4.4: "server limited … with a server CPU usage above 95 %".
+    # The pair runs at busy × the slower CPU's rate, below either CPU alone.
+    from quiclab.models.registry import Interop
+
+    model = synthetic_model("x", sender_ns=sender_ns, receiver_ns=receiver_ns,
+                            rx_stall_rate_hz=0.0)
+    interop = Interop.for_testbed("qir10g", server_effect={"x": math.log(busy)})
+    e = AnalyticEngine(synthetic_registry(model, interop=interop))
+    p = e.predict(Scenario(server="x", client="x", link_gbps=100.0, testbed="qir10g",
+                           transfer_bytes=10**10))
+    assert p.limit == limit
+    slower = max(sender_ns, receiver_ns)
+    assert p.goodput_mbps == pytest.approx(busy * PAYLOAD * 8 / (slower * 1e-9) / 1e6, rel=1e-4)
