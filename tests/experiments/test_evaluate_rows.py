@@ -319,3 +319,15 @@ def test_a_shape_row_names_the_scenario_or_series_it_read() -> None:
     r = evaluate_shape(ctx, FINDING, Shape("ratio", {"scenario": "a", "baseline": "b",
                                                      "min": 1.5}, "", ""))
     assert (r.status, r.scenario, r.predicted) == (PASS, "a", 2.0)
+
+
+@pytest.mark.parametrize(("published", "band"), [(900.0, "consistent"), (1100.0, "consistent"),
+                                                 (899.0, "outside"), (1101.0, "outside")])
+def test_a_published_value_on_the_bands_edge_meets_it(published, band) -> None:
+    # The 90 % band 900–1100 Mbit/s includes its edges.
+    row = {"goodput_mbps": 1000.0, "goodput_lo_mbps": 900.0, "goodput_hi_mbps": 1100.0,
+           "interval_level": 0.9}
+    ctx = _ctx({"s": row}, {"p": _point(published)})
+    r = evaluate_check(ctx, FINDING, Check(points=("p",), scenario="s", tolerance={"rel": 0.5}))
+    assert r.band == band
+    assert r.band_text == "900–1100 (90 %)"
