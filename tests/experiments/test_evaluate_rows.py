@@ -331,3 +331,27 @@ def test_a_published_value_on_the_bands_edge_meets_it(published, band) -> None:
     r = evaluate_check(ctx, FINDING, Check(points=("p",), scenario="s", tolerance={"rel": 0.5}))
     assert r.band == band
     assert r.band_text == "900–1100 (90 %)"
+
+
+def test_shape_bounds_and_slacks_include_their_edges() -> None:
+    ctx = _ctx({"a": {"goodput_mbps": 3.0}, "b": {"goodput_mbps": 2.0}})
+    r = evaluate_shape(ctx, FINDING, Shape("ratio", {"scenario": "a", "baseline": "b",
+                                                     "min": 1.0, "max": 1.5}, "", ""))
+    assert (r.status, r.predicted) == (PASS, 1.5)  # 3/2 = 1.5, exactly the maximum
+    # argmax: 75 trails 100 by exactly 25 % (0.75 − 1 is exact in binary).
+    series = {"s": (("x",), [(1,), (2,)], ["p", "q"])}
+    ctx = _ctx({"p": {"goodput_mbps": 100.0}, "q": {"goodput_mbps": 75.0}}, series=series)
+    near = evaluate_shape(ctx, FINDING, Shape("argmax", {"among": "s", "expect": "q",
+                                                         "slack": 0.25}, "", ""))
+    assert near.status == PASS
+    assert near.scenario == "s"  # an argmax row names the series it chose among
+
+
+def test_a_shape_row_is_in_the_fit_only_when_it_was_evaluated() -> None:
+    fitted = Finding(id="f", claim="", engine=ENGINE, checks=(), shapes=(), published=("p1",))
+    rows = {"a": {"goodput_mbps": 2.0}, "b": {"goodput_mbps": 1.0}}
+    ctx = Context(_spec(), {(n, ENGINE): r for n, r in rows.items()}, {}, {"p1"})
+    ok = evaluate_shape(ctx, fitted, Shape("ratio", {"scenario": "a", "baseline": "b"}, "", ""))
+    assert ok.in_fit is True  # its finding's published point p1 was fitted
+    gap = evaluate_shape(ctx, fitted, Shape("ratio", {"scenario": "z"}, "", ""))
+    assert gap.status == NOT_COVERED and gap.in_fit is False
