@@ -351,7 +351,8 @@ def test_a_shape_row_is_in_the_fit_only_when_it_was_evaluated() -> None:
     fitted = Finding(id="f", claim="", engine=ENGINE, checks=(), shapes=(), published=("p1",))
     rows = {"a": {"goodput_mbps": 2.0}, "b": {"goodput_mbps": 1.0}}
     ctx = Context(_spec(), {(n, ENGINE): r for n, r in rows.items()}, {}, {"p1"})
-    ok = evaluate_shape(ctx, fitted, Shape("ratio", {"scenario": "a", "baseline": "b"}, "", ""))
+    ok = evaluate_shape(ctx, fitted, Shape("ratio", {"scenario": "a", "baseline": "b",
+                                                     "min": 1.0}, "", ""))
     assert ok.in_fit is True  # its finding's published point p1 was fitted
-    gap = evaluate_shape(ctx, fitted, Shape("ratio", {"scenario": "z"}, "", ""))
+    gap = evaluate_shape(ctx, fitted, Shape("ratio", {"scenario": "z", "min": 1.0}, "", ""))
     assert gap.status == NOT_COVERED and gap.in_fit is False
