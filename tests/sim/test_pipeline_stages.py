@@ -151,3 +151,15 @@ def test_annotate_leaves_a_plain_prediction_alone() -> None:
     pred = AnalyticEngine(reg).predict(s)
     assert math.isfinite(pred.server_cpu_util)
     assert pipe.annotate(pred, resolve(s, reg)) is pred  # no pipeline, threads or placement
+
+
+def test_perf_profile_with_no_traffic_or_no_cost() -> None:
+    ep = _endpoint()
+    # No goodput: no time on the CPU, the shares are the model's split at 0.5 ACKs
+    # per packet (4500, 500, 2500 + 100 of 7600 ns).
+    idle = pipe.perf_profile(ep, 0.5, 0.0)
+    assert idle["io"] == pytest.approx(100.0 * 4500.0 / 7600.0)
+    assert idle["protocol"] == pytest.approx(100.0 * 2600.0 / 7600.0)
+    free = _endpoint(ns_segment=0.0, ns_per_call=0.0, ns_per_ack=0.0, ns_protocol=0.0,
+                     ns_crypto=0.0, ns_app=0.0)
+    assert pipe.perf_profile(free, 0.5, 0.0) == {"io": 0.0, "crypto": 0.0, "protocol": 0.0}
