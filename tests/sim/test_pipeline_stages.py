@@ -163,3 +163,10 @@ def test_perf_profile_with_no_traffic_or_no_cost() -> None:
     free = _endpoint(ns_segment=0.0, ns_per_call=0.0, ns_per_ack=0.0, ns_protocol=0.0,
                      ns_crypto=0.0, ns_app=0.0)
     assert pipe.perf_profile(free, 0.5, 0.0) == {"io": 0.0, "crypto": 0.0, "protocol": 0.0}
+
+
+def test_the_slowest_of_equal_cores_is_the_first() -> None:
+    loads = [pipe.CoreLoad(("io",), 500.0, False), pipe.CoreLoad(("app",), 500.0, False),
+             pipe.CoreLoad(("crypto",), 100.0, False)]
+    assert pipe.slowest(loads) == 0
+    assert pipe.slowest(loads[::-1]) == 1
