@@ -103,3 +103,16 @@ def test_rows_without_a_testbed_are_the_qir10g_hosts() -> None:
     assert list(_testbeds_of(old).index) == [5, 7]
     new = pd.DataFrame({"testbed": ["uclouvain", None]})
     assert list(_testbeds_of(new)) == ["uclouvain", "qir10g"]
+
+
+def test_a_fold_holds_out_a_document_by_its_group_or_its_testbed() -> None:
+    from quiclab.calibration.fit import Calibrator
+
+    # Seed 000 is König et al. 2025 on the koenig25 testbed (models/testbeds.py).
+    assert Calibrator(exclude=("seed000",))._document_excluded(0)
+    assert Calibrator(exclude=("seed000",))._document_excluded("000")
+    assert not Calibrator(exclude=("seed001",))._document_excluded("000")
+    assert Calibrator(exclude=("testbed:koenig25",))._document_excluded("0")
+    # A document no testbed is known for is held out only by its own group.
+    assert not Calibrator(exclude=("testbed:koenig25",))._document_excluded("999")
+    assert Calibrator(exclude=("seed999",))._document_excluded(999)
