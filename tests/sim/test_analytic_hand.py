@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from quiclab.models.testing import synthetic_model, synthetic_registry
@@ -84,3 +85,34 @@ def test_a_pair_busy_95_percent_of_the_time_is_named_by_its_cpu(busy, sender_ns,
     assert p.limit == limit
     slower = max(sender_ns, receiver_ns)
     assert p.goodput_mbps == pytest.approx(busy * PAYLOAD * 8 / (slower * 1e-9) / 1e6, rel=1e-4)
+
+
+def test_a_sender_bound_goodput_with_buffer_drops_is_the_fixed_point_of_its_rate() -> None:
+    # With receive-buffer drops p(g) a sender of 1000 ns per packet sends 1/(1 − p) per
+    # goodput packet, so its goodput g solves g = 1359·8 bit / 1 µs · (1 − p(g)), where
+    # p is the closed-form drop fraction of sim/rcvbuf.py at the arrival rate
+    # g / (1359·8) datagrams/s of one skb truesize each. Solved here with brentq; the
+    # solver's rates at its answer must agree to 1e-6 (its step tolerance is 1e-5 in
+    # log goodput and it answers after the step that meets it).
+    from scipy.optimize import brentq
+
+    from quiclab.sim.rcvbuf import rcvbuf_drop_fraction, skb_truesize
+
+    stalls = {"rx_stall_rate_hz": 200.0, "rx_stall_min_us": 500.0, "rx_stall_alpha": 1.5}
+    e = _engine(synthetic_model("st", sender_ns=1000, receiver_ns=500, **stalls))
+    s = Scenario(server="st", client="st", rcvbuf_bytes=212992, gso=False, gro=False,
+                 link_gbps=100.0, transfer_bytes=10**9)
+    _, out = e.evaluate([s])
+    assert int(out.limit[0]) == 0  # sender_cpu
+    truesize = skb_truesize(1400)
+    cpu_bps = PAYLOAD * 8 / 1000e-9
+
+    def drops(g: float) -> float:
+        arrival = np.array([g / (PAYLOAD * 8) * truesize])
+        return float(rcvbuf_drop_fraction(arrival, np.array([212992.0]), np.array([200.0]),
+                                          np.array([500e-6]), np.array([1.5]))[0])
+
+    g = brentq(lambda g: g - cpu_bps * (1.0 - drops(g)), 1e6, cpu_bps, xtol=1e-3, rtol=1e-14)
+    assert 0.01 < drops(g) < 0.9  # the drops matter
+    assert out.rates_bps[0, 0] == pytest.approx(g, rel=1e-6)
+    assert out.rcvbuf_drop_prob[0] == pytest.approx(drops(g), rel=1e-5)
