@@ -116,3 +116,21 @@ def test_a_sender_bound_goodput_with_buffer_drops_is_the_fixed_point_of_its_rate
     assert 0.01 < drops(g) < 0.9  # the drops matter
     assert out.rates_bps[0, 0] == pytest.approx(g, rel=1e-6)
     assert out.rcvbuf_drop_prob[0] == pytest.approx(drops(g), rel=1e-5)
+
+
+@pytest.mark.parametrize(("cc", "beta"), [("reno", 0.5), ("cubic", 0.7)])
+def test_a_queue_smaller_than_the_bdp_leaves_the_link_idle_after_each_decrease(cc, beta):
+    # Drop-tail queue Q = BDP/4: the window peaks at W = 1.25 BDP, falls to β·W and
+    # climbs back linearly; the link idles while the window is below the BDP, an
+    # idle share (BDP − βW)² / (2·BDP·(W − βW)) of the cycle:
+    # Reno (β 0.5): 0.375² / (2 · 0.625) = 0.1125; CUBIC (β 0.7): 0.125² / 0.75 = 0.0208.
+    e = _engine(synthetic_model("a", sender_ns=100, receiver_ns=100, rx_stall_rate_hz=0.0))
+    wire = 1400 + 28 + 38  # UDP/IP headers and the Ethernet frame's overhead
+    link_payload_mbps = 1000.0 * PAYLOAD / wire
+    low = beta * 1.25
+    util = 1.0 - (1.0 - low) ** 2 / (2.0 * (1.25 - low))
+    p = e.predict(Scenario(server="a", client="a", link_gbps=1.0, cc=cc, queue_bdp=0.25,
+                           rtt_ms=10.0, transfer_bytes=10**10))
+    assert p.limit == "link"
+    # 80 s of transfer: the handshake and slow start cost < 1e-3 of it.
+    assert p.goodput_mbps == pytest.approx(util * link_payload_mbps, rel=1e-3)
