@@ -87,7 +87,9 @@ def test_a_pair_busy_95_percent_of_the_time_is_named_by_its_cpu(busy, sender_ns,
     assert p.goodput_mbps == pytest.approx(busy * PAYLOAD * 8 / (slower * 1e-9) / 1e6, rel=1e-4)
 
 
-def test_a_sender_bound_goodput_with_buffer_drops_is_the_fixed_point_of_its_rate() -> None:
+@pytest.mark.parametrize(("rate_hz", "min_us"), [(200.0, 500.0), (0.5, 200000.0)])
+def test_a_sender_bound_goodput_with_buffer_drops_is_the_fixed_point_of_its_rate(
+        rate_hz: float, min_us: float) -> None:
     # With receive-buffer drops p(g) a sender of 1000 ns per packet sends 1/(1 − p) per
     # goodput packet, so its goodput g solves g = 1359·8 bit / 1 µs · (1 − p(g)), where
     # p is the closed-form drop fraction of sim/rcvbuf.py at the arrival rate
@@ -98,7 +100,7 @@ def test_a_sender_bound_goodput_with_buffer_drops_is_the_fixed_point_of_its_rate
 
     from quiclab.sim.rcvbuf import rcvbuf_drop_fraction, skb_truesize
 
-    stalls = {"rx_stall_rate_hz": 200.0, "rx_stall_min_us": 500.0, "rx_stall_alpha": 1.5}
+    stalls = {"rx_stall_rate_hz": rate_hz, "rx_stall_min_us": min_us, "rx_stall_alpha": 1.5}
     e = _engine(synthetic_model("st", sender_ns=1000, receiver_ns=500, **stalls))
     s = Scenario(server="st", client="st", rcvbuf_bytes=212992, gso=False, gro=False,
                  link_gbps=100.0, transfer_bytes=10**9)
@@ -109,26 +111,32 @@ def test_a_sender_bound_goodput_with_buffer_drops_is_the_fixed_point_of_its_rate
 
     def drops(g: float) -> float:
         arrival = np.array([g / (PAYLOAD * 8) * truesize])
-        return float(rcvbuf_drop_fraction(arrival, np.array([212992.0]), np.array([200.0]),
-                                          np.array([500e-6]), np.array([1.5]))[0])
+        return float(rcvbuf_drop_fraction(arrival, np.array([212992.0]), np.array([rate_hz]),
+                                          np.array([min_us * 1e-6]), np.array([1.5]))[0])
 
     g = brentq(lambda g: g - cpu_bps * (1.0 - drops(g)), 1e6, cpu_bps, xtol=1e-3, rtol=1e-14)
-    assert 0.01 < drops(g) < 0.9  # the drops matter
+    # The drops matter (one long stall every 2 s drops ~9 %; 200 short ones ~20 %).
+    assert 0.01 < drops(g) < 0.9
     assert out.rates_bps[0, 0] == pytest.approx(g, rel=1e-6)
     assert out.rcvbuf_drop_prob[0] == pytest.approx(drops(g), rel=1e-5)
 
 
-@pytest.mark.parametrize(("cc", "beta"), [("reno", 0.5), ("cubic", 0.7)])
+@pytest.mark.parametrize(("cc", "beta"), [("reno", 0.5), ("cubic", 0.7), ("bbr", None)])
 def test_a_queue_smaller_than_the_bdp_leaves_the_link_idle_after_each_decrease(cc, beta):
     # Drop-tail queue Q = BDP/4: the window peaks at W = 1.25 BDP, falls to β·W and
     # climbs back linearly; the link idles while the window is below the BDP, an
     # idle share (BDP − βW)² / (2·BDP·(W − βW)) of the cycle:
     # Reno (β 0.5): 0.375² / (2 · 0.625) = 0.1125; CUBIC (β 0.7): 0.125² / 0.75 = 0.0208.
-    e = _engine(synthetic_model("a", sender_ns=100, receiver_ns=100, rx_stall_rate_hz=0.0))
+    # BBR paces at the bottleneck rate and keeps no standing queue: no sawtooth, util 1.
+    e = _engine(synthetic_model("a", sender_ns=100, receiver_ns=100, rx_stall_rate_hz=0.0,
+                                ccs=("cubic", "reno", "bbr")))
     wire = 1400 + 28 + 38  # UDP/IP headers and the Ethernet frame's overhead
     link_payload_mbps = 1000.0 * PAYLOAD / wire
-    low = beta * 1.25
-    util = 1.0 - (1.0 - low) ** 2 / (2.0 * (1.25 - low))
+    if beta is None:
+        util = 1.0
+    else:
+        low = beta * 1.25
+        util = 1.0 - (1.0 - low) ** 2 / (2.0 * (1.25 - low))
     p = e.predict(Scenario(server="a", client="a", link_gbps=1.0, cc=cc, queue_bdp=0.25,
                            rtt_ms=10.0, transfer_bytes=10**10))
     assert p.limit == "link"
