@@ -116,3 +116,12 @@ def test_a_fold_holds_out_a_document_by_its_group_or_its_testbed() -> None:
     # A document no testbed is known for is held out only by its own group.
     assert not Calibrator(exclude=("testbed:koenig25",))._document_excluded("999")
     assert Calibrator(exclude=("seed999",))._document_excluded(999)
+
+
+def test_softness_keeps_every_positive_sharpness_in_order() -> None:
+    from quiclab.calibration.fit import SOFTNESS, Calibrator
+
+    assert Calibrator().softness == SOFTNESS == (10.0, 30.0, 100.0)
+    assert Calibrator(softness=0.5).softness == (0.5,)  # a gentle k is still a pass
+    assert Calibrator(softness=0).softness == ()        # 0: the exact pass only
+    assert Calibrator(softness=(10, 0, 1, 30)).softness == (10, 1, 30)
