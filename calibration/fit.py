@@ -1056,8 +1056,8 @@ class Calibrator:
 
     def _excluded(self, e: Evidence) -> bool:
         pair = f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
-        return (e.group in self.exclude or e.group in REFERENCE_GROUPS or f"pair:{pair}" in self.exclude
-                or f"testbed:{e.testbed}" in self.exclude)
+        return (e.group in self.exclude or e.group in REFERENCE_GROUPS
+                or f"pair:{pair}" in self.exclude or f"testbed:{e.testbed}" in self.exclude)
 
     def _document_excluded(self, document: Any) -> bool:
         """Whether a fold holds out a seed document (its group or its testbed)."""
