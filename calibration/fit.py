@@ -120,6 +120,12 @@ VARIANT_ROLES: dict[tuple[str, str], tuple[str, ...]] = {("quicly", "noopt"): ("
 #: The published raw datasets the calibration fits (``runs.source``): the QIR-10G
 #: hosts' runs and the UCLouvain testbed's.
 DATASET_SOURCES = ("qir10g", "uclouvain")
+#: Evidence groups that check a model fitted elsewhere and are never fitted: the
+#: UCLouvain TCP+TLS cells test kernel TCP's per-unit costs, which are this host's
+#: measurements moved by the CPU rule (calibration/tcp.py), and must not pull the
+#: UCLouvain hosts' fitted speed towards that model's error. They are reported
+#: (in_fit false) and predicted in every fold.
+REFERENCE_GROUPS = ("uclouvain-tcp",)
 
 
 @dataclass
@@ -1050,8 +1056,8 @@ class Calibrator:
 
     def _excluded(self, e: Evidence) -> bool:
         pair = f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
-        return (e.group in self.exclude or f"pair:{pair}" in self.exclude
-                or f"testbed:{e.testbed}" in self.exclude)
+        return (e.group in self.exclude or e.group in REFERENCE_GROUPS
+                or f"pair:{pair}" in self.exclude or f"testbed:{e.testbed}" in self.exclude)
 
     def _document_excluded(self, document: Any) -> bool:
         """Whether a fold holds out a seed document (its group or its testbed)."""

@@ -179,7 +179,10 @@ def cells(runs: pd.DataFrame) -> list[Evidence]:
                  + (f"|{named['variant']}" if named["variant"] else ""))
         out.append(Evidence(
             Scenario.from_dict(fields, source=ident), float(g.median()),
-            f"uclouvain-{named['experiment']}", "dataset", ident, n=len(g),
+            # Kernel TCP's costs are this host's, moved by the CPU rule (calibration/tcp.py):
+            # its UCLouvain cells check that model and are not fitted (REFERENCE_GROUPS).
+            "uclouvain-tcp" if server == "tcp+tls" else f"uclouvain-{named['experiment']}",
+            "dataset", ident, n=len(g),
             variation=float(g.std() / g.mean()) if len(g) > 1 else 0.0,
             cpu_known=False, conditions=conditions))
     return out

@@ -88,7 +88,7 @@ def test_cells_for_the_calibration(full_ingest: FullIngest):
     assert len(cells) == 46
     assert {e.testbed for e in cells} == {"uclouvain"} and not any(e.cpu_known for e in cells)
     groups = {e.group for e in cells}
-    assert groups == {"uclouvain-cmp", "uclouvain-throughput"}
+    assert groups == {"uclouvain-cmp", "uclouvain-throughput", "uclouvain-tcp"}
     msquic = [e for e in cells if e.scenario.server == "msquic"
               and dict(e.conditions).get("cpu_list") is None and e.scenario.gro]
     assert len(msquic) == 1 and msquic[0].goodput_mbps == pytest.approx(10794.7, abs=0.1)
