@@ -142,3 +142,12 @@ def test_a_queue_smaller_than_the_bdp_leaves_the_link_idle_after_each_decrease(c
     assert p.limit == "link"
     # 80 s of transfer: the handshake and slow start cost < 1e-3 of it.
     assert p.goodput_mbps == pytest.approx(util * link_payload_mbps, rel=1e-3)
+
+
+def test_a_tie_between_the_cpus_names_the_sender() -> None:
+    # Equal costs give bit-identical rates: the first smallest rate (np.argmin's
+    # order: sender, receiver, pair, link, window, flow control) names the limit.
+    e = _engine(synthetic_model("a", sender_ns=3000, receiver_ns=3000, rx_stall_rate_hz=0.0))
+    p = e.predict(Scenario(server="a", client="a", link_gbps=100.0))
+    assert p.limit == "sender_cpu"
+    assert p.server_cpu_util == pytest.approx(p.client_cpu_util, rel=1e-12)
