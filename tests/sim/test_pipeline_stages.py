@@ -54,6 +54,11 @@ def test_a_profile_resplits_small_costs_too() -> None:
     assert out["app"] == 9.0
     nothing = {"kernel": 0.0, "crypto": 0.0, "protocol": 0.0, "app": 1.0}
     assert pipe.resplit(nothing, profile) == nothing  # no work to move
+    # A profile that weighs every stage 0 says nothing: the split stays as it is.
+    blank = StageProfile(Param.point(0.0, "", "t"), Param.point(0.0, "", "t"),
+                         Param.point(0.0, "", "t"), "t")
+    stages = {"kernel": 0.3, "crypto": 0.3, "protocol": 0.2, "app": 9.0}
+    assert pipe.resplit(stages, blank) == stages
 
 
 def test_stage_costs_put_the_kernel_path_on_udpip_unless_bypassed() -> None:
