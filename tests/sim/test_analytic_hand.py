@@ -152,3 +152,34 @@ def test_a_tie_between_the_cpus_names_the_sender() -> None:
     p = e.predict(Scenario(server="a", client="a", link_gbps=100.0))
     assert p.limit == "sender_cpu"
     assert p.server_cpu_util == pytest.approx(p.client_cpu_util, rel=1e-12)
+
+
+@pytest.mark.parametrize(("cc", "beta", "threshold"), [("reno", 0.5, 10.0), ("cubic", 0.7, 12.0),
+                                                      ("cubic", 0.7, 10.0)])
+def test_a_fixed_ack_thresholds_loss_cycle_by_hand(cc, beta, threshold) -> None:
+    # sim/TRANSPORT.md "ACKs", a fixed threshold of n packets at 1 % loss: the window
+    # w = √(1.5/p) = 12.25 packets (Reno's response; CUBIC's Reno-friendly one, its
+    # cubic window being far smaller at this RTT) peaks at W = 2w/(1 + β) and climbs
+    # from βW by `grow` a round (Reno 1, CUBIC 3(1 − β)/(1 + β)): W(1 − β)/grow rounds
+    # a cycle, of which (n − βW)/grow are below n and wait the 25 ms ACK timer; the
+    # others take the fast round trip: 100 µs path + 1.17 µs to serialise 1466 wire
+    # bytes at 10 Gbit/s + 1 µs of receiver work + the n − 1 packets before the
+    # threshold's at the link's payload rate 10 Gbit/s · 1359/1466. A cycle carries
+    # w packets a round.
+    e = _engine(synthetic_model("f", sender_ns=1000, receiver_ns=1000,
+                                ack_every_packets=threshold, ack_threshold_fixed=True,
+                                max_ack_delay_ms=25.0, rx_stall_rate_hz=0.0))
+    p = e.predict(Scenario(server="f", client="f", cc=cc, loss_pct=1.0, base_rtt_us=100.0))
+    assert p.limit == "cwnd"
+    w = math.sqrt(1.5 / 0.01)
+    w_max = 2.0 * w / (1.0 + beta)
+    grow = 1.0 if cc == "reno" else 3.0 * (1.0 - beta) / (1.0 + beta)
+    rounds = w_max * (1.0 - beta) / grow
+    # (CUBIC at n = 10: βW = 10.09 ≥ n, no round waits and the fast RTT sets the rate.)
+    slow = max((threshold - beta * w_max) / grow, 0.0)
+    link_payload_bps = 10e9 * PAYLOAD / 1466
+    rtt_fast = 100e-6 + 1466 * 8 / 10e9 + 1e-6 + (threshold - 1) * PAYLOAD * 8 / link_payload_bps
+    cycle_s = rounds * rtt_fast + slow * 25e-3
+    expected_mbps = w * rounds * PAYLOAD * 8 / cycle_s / 1e6
+    # The 8 GB transfer's start-up is < 1e-4 of it at 20 Mbit/s … 1.2 Gbit/s.
+    assert p.goodput_mbps == pytest.approx(expected_mbps, rel=1e-3)
