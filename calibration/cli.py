@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "published calibration moves to the seeds' hosts (models/tcp_host.json)")
     p.add_argument("--max-nfev", type=int, default=400,
                    help="evaluation budget of the joint fit (default 400)")
-    from quiclab.experiments.cli import interval_level
+    from quiclab.cliopts import interval_level
 
     p.add_argument("--level", type=interval_level, default=0.9, metavar="L",
                    help="default level of the predictive intervals written beside the models "

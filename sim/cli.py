@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the Prediction as one JSON object (goodput_mbps, limit, …); "
                         "with --runs, an object with every run and the goodput summary")
-    from quiclab.experiments.cli import add_level
+    from quiclab.cliopts import add_level
 
     add_level(p)
     p.set_defaults(func=run_predict, writes=False)

@@ -324,10 +324,13 @@ def test_kernel_bypass_builds_run_their_preset_as_shipped() -> None:
     factor = reg.host.crypto_engines["fusion"].value
     assert 0.0 < factor < 1.0
     assert fusion.sender.ns_crypto == pytest.approx(dpdk.sender.ns_crypto * factor)
-    # The kernel build stays as shipped; the bypass build is faster.
+    # The kernel build stays as shipped; the bypass build is faster: no system calls and
+    # no kernel UDP path (on a testbed that measured no pair interplay for either).
     engine = AnalyticEngine(reg)
     plain = engine.predict(s.with_(server="picoquic", client="picoquic"))
-    assert engine.predict(s).goodput_mbps > 1.5 * plain.goodput_mbps
+    bypass = engine.predict(s)
+    assert bypass.goodput_mbps > 1.2 * plain.goodput_mbps
+    assert bypass.limit != "interop" and plain.limit != "interop"
     assert not resolve(s.with_(server="picoquic", client="picoquic"), reg).sender.pipeline
 
 
