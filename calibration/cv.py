@@ -59,7 +59,9 @@ def _fit_fold(frames: Frames, full: Calibrator, exclude: tuple[str, ...], max_nf
                      requests=False)
     cal.fit(frames)
     ev = cal.report_.evidence
-    held = ev[~ev["in_fit"]].copy()
+    # The fold's held-out items: what its exclusion removed (evidence no fit uses is held
+    # out of every fold, but belongs to the fold that names its group or testbed).
+    held = ev[ev["held_out"]].copy()
     # Whether the fit saw both ends' implementations (any build or version) on other
     # evidence: an item whose stack only held-out evidence measured tests a new
     # stack, not (only) a new testbed or experiment.
@@ -86,7 +88,7 @@ def _describe_held(cal: Calibrator, held: pd.DataFrame) -> None:
     from quiclab.sim.analytic import AnalyticEngine
     from quiclab.sim.analytic.core import LIMIT_NAMES, RESOURCES
 
-    items = [e for e in cal.all_evidence_ if cal._excluded(e)]
+    items = [e for e in cal.all_evidence_ if cal.held_out(e)]
     scenarios = cal._scenarios(cal.theta_, items)
     resolved, out = AnalyticEngine(cal.registry_).evaluate(scenarios)
     held["engine"] = "analytic"

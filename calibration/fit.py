@@ -1038,7 +1038,7 @@ class Calibrator:
                          "observed_mbps": e.goodput_mbps, "predicted_mbps": float(p),
                          "ape_pct": ape, "violation_pct": violation if e.bound else math.nan,
                          "bound": e.bound, "n": e.n, "cv": e.variation,
-                         "in_fit": not self._excluded(e)})
+                         "in_fit": not self._excluded(e), "held_out": self.held_out(e)})
         self.report_ = FitReport(
             evidence=pd.DataFrame(rows),
             params=pd.DataFrame([{"name": p.name, "value": float(t), "natural":
@@ -1053,6 +1053,13 @@ class Calibrator:
     def _param_source(self, name: str) -> str:
         p = next(p for p in self.free_ if p.name == name)
         return p.source
+
+    def held_out(self, e: Evidence) -> bool:
+        """Whether this fit holds ``e`` out (a cross-validation fold's exclusion), as
+        opposed to evidence no fit ever uses (:data:`REFERENCE_GROUPS`)."""
+        pair = f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
+        return (e.group in self.exclude or f"pair:{pair}" in self.exclude
+                or f"testbed:{e.testbed}" in self.exclude)
 
     def _excluded(self, e: Evidence) -> bool:
         pair = f"{e.scenario.server.split('@')[0]}|{e.scenario.client.split('@')[0]}"
