@@ -183,3 +183,23 @@ def test_a_held_out_pair_is_predicted_without_its_own_measurement():
 
 def _by_pair(df: pd.DataFrame) -> dict[str, pd.Series]:
     return {f"{row['server']}|{row['client']}": row for _, row in df.iterrows()}
+
+
+def test_never_fitted_evidence_is_held_out_only_by_its_own_fold(monkeypatch):
+    """Evidence no fit uses (a check of a model fitted elsewhere) is out of every fit,
+    but a fold's held-out items are what that fold's exclusion removed: each item is
+    scored once, by the fold named after its group."""
+    from quiclab.calibration import fit as fit_module
+
+    monkeypatch.setattr(fit_module, "REFERENCE_GROUPS", ("gamma",))
+    frames = Frames(_runs(OBSERVED), _table3(),
+                    pd.DataFrame(columns=["server_impl", "client_impl", "experiment", "side",
+                                          "category", "share"]))
+    cal = Calibrator(requests=False).fit(frames)
+    ev = cal.report_.evidence.set_index("group")
+    assert not ev.loc["gamma", "in_fit"] and not ev.loc["gamma", "held_out"]
+    assert ev.loc["alpha", "in_fit"] and ev.loc["beta", "in_fit"]
+    held = leave_one_experiment_out(frames, cal)
+    assert sorted(held["fold"]) == sorted(OBSERVED)
+    assert (held.groupby("fold")["group"].agg(list).to_dict()
+            == {exp: [exp] for exp in OBSERVED})
