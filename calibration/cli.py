@@ -259,11 +259,9 @@ def write_fresh_band(args: argparse.Namespace, runs: object, points: object, hos
     if not any(p.name != "cpus.json" for p in out.glob("*.json")):
         return  # no stack could be fitted (the notes above say why)
     registry = Registry.load(out)
-    meta = json.loads((out / "cpus.json").read_text())
-    defaults = {"base_rtt_us": float(meta.get("base_rtt_us", 100.0)),
-                "link_gbps": float(meta.get("link_gbps", 40.0))}
-    if meta.get("relay_gbps"):
-        defaults["relay_gbps"] = float(meta["relay_gbps"])
+    from quiclab.calibration.fresh import path_defaults
+
+    defaults = path_defaults(out) or {}
     cal = runs[(runs["experiment"] == CALIBRATION_EXPERIMENT)]  # type: ignore[index]
     cells = _fresh_bulk_cells(cal[_is_bulk(cal)], registry.names(), defaults)
     Domain.from_evidence(cells, registry.cpus, {

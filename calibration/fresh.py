@@ -655,6 +655,21 @@ def _busy_note(cal: pd.DataFrame) -> list[str]:
             for r in busy.itertuples()]
 
 
+def path_defaults(directory: Path) -> dict[str, float] | None:
+    """The path the fresh models in ``directory`` were fitted on (its ``cpus.json``, as
+    :func:`write_fresh` writes it): base RTT, link rate and, where calibrated, the delay
+    relay's capacity (relayed cells' bottleneck); None without the file."""
+    meta_path = Path(directory) / "cpus.json"
+    if not meta_path.is_file():
+        return None
+    meta = json.loads(meta_path.read_text())
+    defaults = {"base_rtt_us": float(meta.get("base_rtt_us", 100.0)),
+                "link_gbps": float(meta.get("link_gbps", 40.0))}
+    if meta.get("relay_gbps"):
+        defaults["relay_gbps"] = float(meta["relay_gbps"])
+    return defaults
+
+
 def write_fresh(fit: FreshFit, directory: Path, link_gbps: float = VETH_LINK_GBPS) -> list[str]:
     """Write the models and this host's CPU entry (``cpus.json``, with the link rate
     validation gives cells that set none: the veth's, or the hosts' NIC speed)."""

@@ -143,15 +143,9 @@ def _fresh(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Path]:
     if not directory.is_dir():
         raise DataError(directory, "no fresh models (run `quiclab calibrate --source fresh`)")
     registry = Registry.load(directory)
-    defaults: dict[str, Any] = {}
-    meta_path = directory / "cpus.json"
-    if meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-        defaults = {"base_rtt_us": float(meta.get("base_rtt_us", 100.0)),
-                    "link_gbps": float(meta.get("link_gbps", 40.0))}
-        if meta.get("relay_gbps"):
-            defaults["relay_gbps"] = float(meta["relay_gbps"])
-    return registry, defaults, directory
+    from quiclab.calibration.fresh import path_defaults
+
+    return registry, dict(path_defaults(directory) or {}), directory
 
 
 def register(args: argparse.Namespace, probe: Any) -> list[int]:

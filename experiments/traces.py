@@ -19,7 +19,6 @@ per packet, RTT inflation. ``--plot`` draws their distributions (matplotlib).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -237,14 +236,9 @@ def _fresh_registry_and_defaults(args: argparse.Namespace) -> tuple[Any, dict[st
     fresh_dir = Path(args.fresh_models) if args.fresh_models \
         else args.paths.data_dir / "models-fresh"
     if fresh_dir.is_dir() and any(p.name != "cpus.json" for p in fresh_dir.glob("*.json")):
-        defaults: dict[str, Any] = {}
-        meta_path = fresh_dir / "cpus.json"
-        if meta_path.is_file():
-            meta = json.loads(meta_path.read_text())
-            defaults = {"base_rtt_us": float(meta.get("base_rtt_us", 100.0)),
-                        "link_gbps": float(meta.get("link_gbps", 40.0))}
-            if meta.get("relay_gbps"):
-                defaults["relay_gbps"] = float(meta["relay_gbps"])
+        from quiclab.calibration.fresh import path_defaults
+
+        defaults: dict[str, Any] = dict(path_defaults(fresh_dir) or {})
         return Registry.load(fresh_dir), defaults, f"models: {fresh_dir}"
     return (Registry.load(args.paths.models), {"base_rtt_us": 100.0, "link_gbps": 40.0},
             f"models: {args.paths.models} (no fresh models in {fresh_dir})")

@@ -27,7 +27,6 @@ from quiclab.experiments.validate.summary import (
 
 
 def main_validate(args: argparse.Namespace) -> int:
-    import json
 
     from quiclab.experiments.cli import _executor, runtime_options
     from quiclab.models.registry import Registry
@@ -37,14 +36,10 @@ def main_validate(args: argparse.Namespace) -> int:
         else args.paths.data_dir / "models-fresh"
     fresh_registry = fresh_defaults = None
     if fresh_dir.is_dir() and any(p.name != "cpus.json" for p in fresh_dir.glob("*.json")):
+        from quiclab.calibration.fresh import path_defaults
+
         fresh_registry = Registry.load(fresh_dir)
-        if (fresh_dir / "cpus.json").is_file():
-            meta = json.loads((fresh_dir / "cpus.json").read_text())
-            fresh_defaults = {"base_rtt_us": float(meta.get("base_rtt_us", 100.0)),
-                              "link_gbps": float(meta.get("link_gbps", 40.0))}
-            if meta.get("relay_gbps"):
-                # Relayed cells' bottleneck (calibration/fresh.py relay_capacity).
-                fresh_defaults["relay_gbps"] = float(meta["relay_gbps"])
+        fresh_defaults = path_defaults(fresh_dir)
     executor = _executor(args)
     repro_dir = Path(args.reproductions) if args.reproductions \
         else args.paths.reports / "reproductions"

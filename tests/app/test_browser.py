@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -73,19 +72,7 @@ MTUS = (9000, 1500, 4000, 1400, 8000, 3000, 1280, 6000, 2000)
 
 def change_mtu(page: Any, mtu: int) -> float:
     """Type an MTU and press Enter; ms until the goodput on screen changes."""
-    before = browser.goodput_text(page)
-    box = page.get_by_role("spinbutton", name="MTU (bytes)")
-    box.fill(str(mtu))
-    started = time.perf_counter()
-    box.press("Enter")
-    page.wait_for_function(
-        """(before) => {
-            const metric = [...document.querySelectorAll('[data-testid="stMetric"]')]
-                .find(m => m.innerText.includes('Predicted goodput (analytic)'));
-            const value = metric && metric.querySelector('[data-testid="stMetricValue"]');
-            return value && value.innerText !== before;
-        }""", arg=before, polling="raf", timeout=30_000)
-    return (time.perf_counter() - started) * 1000
+    return browser.change_mtu(page, mtu, timeout_ms=30_000)
 
 
 @pytest.mark.timeout(300)
